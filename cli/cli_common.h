@@ -1,0 +1,40 @@
+// Shared pieces of the ditune subcommands: the WORKLOAD and CLUSTER flags, output
+// helpers, and the mapping of a Status to an exit code and a message.
+#ifndef DITUNE_CLI_CLI_COMMON_H_
+#define DITUNE_CLI_CLI_COMMON_H_
+
+#include <string>
+#include <vector>
+
+#include <cxxopts.hpp>
+
+#include "core/catalog.h"
+#include "core/cluster.h"
+#include "core/status.h"
+#include "core/workload.h"
+
+namespace ditune::cli {
+
+// Adds --model --height --width --frames --steps --batch --output-type.
+void AddWorkloadOptions(cxxopts::Options& options);
+// Adds --gpu --gpus --gpus-per-node --nodes --intra --inter.
+void AddClusterOptions(cxxopts::Options& options);
+
+// Reads the workload flags; height, width, steps default to the model's usual values.
+StatusOr<Workload> ReadWorkload(const cxxopts::ParseResult& args, const Catalog& catalog);
+StatusOr<ClusterSpec> ReadClusterSpec(const cxxopts::ParseResult& args);
+
+// Parses argv with `options`, turning cxxopts errors into InvalidArgument that names the
+// flag and points at --help. Sets *help when --help was given (its text already printed).
+StatusOr<cxxopts::ParseResult> Parse(cxxopts::Options& options, int argc, char** argv, bool* help);
+
+// Prints "ditune <cmd>: <message>" to stderr and returns the exit code for `status`.
+int Fail(const std::string& command, const Status& status);
+
+// A plain text table: a header row, then rows; columns padded to their widest cell.
+std::string FormatTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows);
+
+}  // namespace ditune::cli
+
+#endif  // DITUNE_CLI_CLI_COMMON_H_

@@ -1,0 +1,122 @@
+// `ditune models` and `ditune hardware`: the shipped catalogs as tables or JSON.
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+
+namespace ditune::cli {
+namespace {
+
+std::string BlocksText(const ModelSpec& m) {
+  std::string s;
+  for (const auto& g : m.blocks) {
+    s += fmt::format("{}{} {}", s.empty() ? "" : " + ", g.count, BlockFamilyName(g.family));
+  }
+  return s;
+}
+
+std::string Compact(double v) { return fmt::format("{:.3g}", v); }
+
+}  // namespace
+
+int RunModels(int argc, char** argv) {
+  cxxopts::Options options("ditune models", "The DiT models ditune knows");
+  options.add_options()("json", "one JSON document on stdout");
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("models", args.status());
+  if (help) return 0;
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("models", catalog.status());
+
+  if (args->count("json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& m : (*catalog)->models()) {
+      nlohmann::json blocks = nlohmann::json::array();
+      for (const auto& g : m.blocks) blocks.push_back({{"family", BlockFamilyName(g.family)}, {"count", g.count}});
+      out.push_back({{"id", m.id}, {"name", m.name}, {"modality", m.modality == Modality::kVideo ? "video" : "image"},
+                     {"blocks", blocks}, {"hidden", m.hidden}, {"heads", m.heads}, {"head_dim", m.head_dim},
+                     {"mlp_hidden", m.mlp_hidden}, {"text_tokens", m.text_tokens},
+                     {"patch", {{"spatial", m.patch_spatial}, {"temporal", m.patch_temporal}}},
+                     {"latent_channels", m.latent_channels},
+                     {"vae", {{"spatial", m.vae_spatial}, {"temporal", m.vae_temporal}}},
+                     {"uses_cfg", m.uses_cfg}, {"attention", m.attention == AttentionKind::kLinear ? "linear" : "softmax"},
+                     {"published_params", m.published_params}, {"default_steps", m.default_steps},
+                     {"default_resolution", {{"height", m.default_height}, {"width", m.default_width}, {"frames", m.default_frames}}},
+                     {"notes", m.notes}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& m : (*catalog)->models()) {
+    rows.push_back({m.id, BlocksText(m), fmt::format("{} = {}x{}", m.hidden, m.heads, m.head_dim),
+                    std::to_string(m.mlp_hidden), std::to_string(m.text_tokens),
+                    m.uses_cfg ? "yes" : "no", Compact(m.published_params / 1e9),
+                    fmt::format("{}x{}{}", m.default_height, m.default_width,
+                                m.modality == Modality::kVideo ? fmt::format("x{}", m.default_frames) : ""),
+                    std::to_string(m.default_steps)});
+  }
+  std::cout << FormatTable({"id", "blocks", "hidden = heads x dim", "mlp", "text", "cfg",
+                            "params (B)", "default size", "steps"},
+                           rows);
+  return 0;
+}
+
+int RunHardware(int argc, char** argv) {
+  cxxopts::Options options("ditune hardware", "The GPUs and links ditune knows");
+  options.add_options()("json", "one JSON document on stdout");
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("hardware", args.status());
+  if (help) return 0;
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("hardware", catalog.status());
+  const Catalog& c = **catalog;
+
+  if (args->count("json")) {
+    nlohmann::json gpus = nlohmann::json::array();
+    for (const auto& g : c.gpus()) {
+      gpus.push_back({{"id", g.id}, {"name", g.name}, {"kind", g.is_cpu ? "cpu" : "gpu"},
+                      {"bf16_tflops", g.bf16_peak.value() / 1e12},
+                      {"fp16_fp32acc_tflops", g.fp16_fp32acc_peak.value() / 1e12},
+                      {"fp32_tflops", g.fp32_peak.value() / 1e12},
+                      {"memory_bandwidth_gbps", g.memory_bandwidth.value() / 1e9},
+                      {"memory_gb", g.memory.value() / 1e9}, {"default_intra", g.default_intra},
+                      {"source", g.source}, {"notes", g.notes}});
+    }
+    nlohmann::json links = nlohmann::json::array();
+    for (const auto& l : c.links()) {
+      links.push_back({{"id", l.id}, {"name", l.name}, {"scope", l.scope == LinkScope::kInter ? "inter" : "intra"},
+                       {"topology", LinkTopologyName(l.topology)}, {"line_gbps", l.line.value() / 1e9},
+                       {"busbw_gbps", l.busbw.value() / 1e9}, {"p2p_gbps", l.p2p.value() / 1e9},
+                       {"latency_us", l.latency.value() * 1e6}, {"cross_socket_gbps", l.cross_socket.value() / 1e9},
+                       {"source", l.source}, {"notes", l.notes}});
+    }
+    std::cout << nlohmann::json{{"gpus", gpus}, {"links", links}}.dump(2) << "\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& g : c.gpus()) {
+    rows.push_back({g.id, Compact(g.bf16_peak.value() / 1e12), Compact(g.fp16_fp32acc_peak.value() / 1e12),
+                    Compact(g.fp32_peak.value() / 1e12), Compact(g.memory_bandwidth.value() / 1e9),
+                    Compact(g.memory.value() / 1e9), g.default_intra});
+  }
+  std::cout << "GPUs\n"
+            << FormatTable({"id", "bf16 TF/s", "fp16/fp32acc TF/s", "fp32 TF/s", "mem GB/s", "mem GB", "intra"}, rows);
+  rows.clear();
+  for (const auto& l : c.links()) {
+    rows.push_back({l.id, l.scope == LinkScope::kInter ? "inter" : "intra", std::string(LinkTopologyName(l.topology)),
+                    Compact(l.line.value() / 1e9), Compact(l.busbw.value() / 1e9), Compact(l.p2p.value() / 1e9),
+                    l.cross_socket.value() > 0 ? Compact(l.cross_socket.value() / 1e9) : "-",
+                    Compact(l.latency.value() * 1e6)});
+  }
+  std::cout << "\nLinks (GB/s per direction)\n"
+            << FormatTable({"id", "scope", "topology", "line", "busbw", "p2p", "cross-socket", "latency us"}, rows);
+  return 0;
+}
+
+}  // namespace ditune::cli

@@ -1,0 +1,14 @@
+// The ditune subcommands. Each takes the arguments after the subcommand name (argv[0] is
+// the subcommand) and returns the process exit status.
+#ifndef DITUNE_CLI_COMMANDS_H_
+#define DITUNE_CLI_COMMANDS_H_
+
+namespace ditune::cli {
+
+int RunModels(int argc, char** argv);
+int RunHardware(int argc, char** argv);
+int RunCheck(int argc, char** argv);
+
+}  // namespace ditune::cli
+
+#endif  // DITUNE_CLI_COMMANDS_H_

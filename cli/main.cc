@@ -1,0 +1,52 @@
+// The ditune command line: a thin dispatcher over the libraries.
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "cli/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"models", ditune::cli::RunModels, "list the DiT models in the catalog"},
+    {"hardware", ditune::cli::RunHardware, "list the GPUs and links in the catalog"},
+    {"check", ditune::cli::RunCheck, "validate a configuration and show its rank layout"},
+};
+
+void Usage(std::ostream& os) {
+  os << "usage: ditune COMMAND [options]   (ditune COMMAND --help for its options)\n\ncommands:\n";
+  for (const auto& c : kCommands) os << "  " << c.name << std::string(12 - std::strlen(c.name), ' ') << c.summary << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    Usage(std::cerr);
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    Usage(std::cout);
+    return 0;
+  }
+  for (const auto& c : kCommands) {
+    if (cmd == c.name) {
+      try {
+        return c.run(argc - 1, argv + 1);
+      } catch (const std::exception& e) {
+        std::cerr << "ditune " << cmd << ": internal error: " << e.what() << "\n";
+        return 1;
+      }
+    }
+  }
+  std::cerr << "ditune: unknown command '" << cmd << "'\n";
+  Usage(std::cerr);
+  return 2;
+}

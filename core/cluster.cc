@@ -1,0 +1,80 @@
+#include "core/cluster.h"
+
+#include <fmt/format.h>
+
+namespace ditune {
+namespace {
+
+std::string LinkIds(const Catalog& catalog, LinkScope scope, bool real_only) {
+  std::string out;
+  for (const auto& l : catalog.links()) {
+    if (l.scope != scope || (real_only && l.topology == LinkTopology::kNone)) continue;
+    out += out.empty() ? l.id : ", " + l.id;
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<Cluster> ResolveCluster(const ClusterSpec& in, const Catalog& catalog) {
+  Cluster c;
+  c.spec = in;
+  ClusterSpec& s = c.spec;
+  if (s.gpu_id.empty()) {
+    std::vector<std::string> ids;
+    for (const auto& g : catalog.gpus()) ids.push_back(g.id);
+    return Status::InvalidArgument(UnknownIdMessage("GPU", "", ids) + " (--gpu is required)");
+  }
+  DITUNE_ASSIGN_OR_RETURN(c.gpu, catalog.Gpu(s.gpu_id));
+  if (s.gpus < 1) {
+    return Status::InvalidArgument(fmt::format("--gpus must be >= 1, got {}", s.gpus));
+  }
+  if (s.gpus_per_node < 0 || s.nodes < 0) {
+    return Status::InvalidArgument("--gpus-per-node and --nodes must be >= 1");
+  }
+  if (s.gpus_per_node == 0) {
+    s.gpus_per_node = s.nodes > 0 ? (s.gpus + s.nodes - 1) / s.nodes
+                                  : std::min(s.gpus, c.gpu->max_gpus_per_node);
+  }
+  if (s.gpus_per_node > c.gpu->max_gpus_per_node) {
+    return Status::InvalidArgument(fmt::format(
+        "--gpus-per-node {}: a {} node holds at most {}", s.gpus_per_node, s.gpu_id,
+        c.gpu->max_gpus_per_node));
+  }
+  const int needed_nodes = (s.gpus + s.gpus_per_node - 1) / s.gpus_per_node;
+  if (s.nodes == 0) s.nodes = needed_nodes;
+  if (s.nodes != needed_nodes || s.gpus % s.gpus_per_node != 0) {
+    return Status::InvalidArgument(fmt::format(
+        "--gpus {} does not fill --nodes {} x --gpus-per-node {} evenly; use whole nodes "
+        "(e.g. --gpus {} or --gpus-per-node {})",
+        s.gpus, s.nodes, s.gpus_per_node, s.nodes * s.gpus_per_node,
+        s.gpus % s.nodes == 0 ? s.gpus / s.nodes : s.gpus_per_node));
+  }
+  if (s.intra_id.empty()) s.intra_id = c.gpu->default_intra;
+  DITUNE_ASSIGN_OR_RETURN(c.intra, catalog.Link(s.intra_id));
+  if (c.intra->scope != LinkScope::kIntra) {
+    return Status::InvalidArgument(
+        fmt::format("--intra {}: that is an inter-node link; intra-node links: {}", s.intra_id,
+                    LinkIds(catalog, LinkScope::kIntra, false)));
+  }
+  if (s.inter_id.empty()) {
+    if (s.nodes > 1) {
+      return Status::InvalidArgument(fmt::format("{} nodes need an inter-node link: --inter {}",
+                                                 s.nodes, LinkIds(catalog, LinkScope::kInter, true)));
+    }
+    s.inter_id = "none";
+  }
+  DITUNE_ASSIGN_OR_RETURN(c.inter, catalog.Link(s.inter_id));
+  if (c.inter->scope != LinkScope::kInter) {
+    return Status::InvalidArgument(
+        fmt::format("--inter {}: that is an intra-node link; inter-node links: {}", s.inter_id,
+                    LinkIds(catalog, LinkScope::kInter, false)));
+  }
+  if (s.nodes > 1 && c.inter->topology == LinkTopology::kNone) {
+    return Status::InvalidArgument(fmt::format("--inter none cannot join {} nodes; choose one of: {}",
+                                               s.nodes, LinkIds(catalog, LinkScope::kInter, true)));
+  }
+  return c;
+}
+
+}  // namespace ditune

@@ -1,0 +1,93 @@
+#include "core/hardware_spec.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/json_fields.h"
+
+namespace ditune {
+
+FlopsPerSecond GpuSpec::tensor_peak() const {
+  if (fp16_fp32acc_peak.value() > 0) return fp16_fp32acc_peak;
+  if (bf16_peak.value() > 0) return bf16_peak;
+  if (fp16_peak.value() > 0) return fp16_peak;
+  return fp32_peak;
+}
+
+std::string_view LinkTopologyName(LinkTopology t) {
+  switch (t) {
+    case LinkTopology::kSwitch: return "switch";
+    case LinkTopology::kPcieTwoSocket: return "pcie-two-socket";
+    case LinkTopology::kSharedMemory: return "shared-memory";
+    case LinkTopology::kNetwork: return "network";
+    case LinkTopology::kNone: return "none";
+  }
+  return "?";
+}
+
+StatusOr<GpuSpec> ParseGpuSpec(const nlohmann::json& j, const std::string& origin) {
+  JsonFields f(j, origin);
+  GpuSpec g;
+  g.id = f.String("id");
+  g.name = f.String("name");
+  g.is_cpu = f.Enum("kind", {"gpu", "cpu"}) == "cpu";
+  g.bf16_peak = TeraflopsPerSecond(f.Number("bf16_tflops", 0, 1e5));
+  g.fp16_peak = TeraflopsPerSecond(f.Number("fp16_tflops", 0, 1e5));
+  g.fp16_fp32acc_peak = TeraflopsPerSecond(f.Number("fp16_fp32acc_tflops", 0, 1e5));
+  g.fp32_peak = TeraflopsPerSecond(f.Number("fp32_tflops", 0, 1e5));
+  g.memory_bandwidth = GigabytesPerSecond(f.Number("memory_bandwidth_gbps", 0.001, 1e6));
+  g.memory = Gigabytes(f.Number("memory_gb", 0.001, 1e6));
+  g.sm_count = static_cast<int>(f.Int("sm_count", 1, 100000));
+  g.default_intra = f.String("default_intra");
+  g.max_gpus_per_node = static_cast<int>(f.Int("max_gpus_per_node", 1, 4096));
+  g.device_names = f.StringArray("device_names");
+  g.source = f.String("source");
+  g.notes = f.String("notes");
+  f.RejectUnknownKeys();
+  if (!f.status().ok()) return f.status();
+  if (g.tensor_peak().value() <= 0) {
+    return Status::InvalidArgument(fmt::format("{}: every peak is 0; at least one must be set", origin));
+  }
+  return g;
+}
+
+StatusOr<LinkSpec> ParseLinkSpec(const nlohmann::json& j, const std::string& origin) {
+  JsonFields f(j, origin);
+  LinkSpec l;
+  l.id = f.String("id");
+  l.name = f.String("name");
+  l.scope = f.Enum("scope", {"intra", "inter"}) == "inter" ? LinkScope::kInter : LinkScope::kIntra;
+  std::string topo =
+      f.Enum("topology", {"switch", "pcie-two-socket", "shared-memory", "network", "none"});
+  l.topology = topo == "pcie-two-socket" ? LinkTopology::kPcieTwoSocket
+               : topo == "shared-memory" ? LinkTopology::kSharedMemory
+               : topo == "network"       ? LinkTopology::kNetwork
+               : topo == "none"          ? LinkTopology::kNone
+                                         : LinkTopology::kSwitch;
+  l.line = GigabytesPerSecond(f.Number("line_gbps", 0, 1e5));
+  l.busbw = GigabytesPerSecond(f.Number("busbw_gbps", 0, 1e5));
+  l.p2p = GigabytesPerSecond(f.Number("p2p_gbps", 0, 1e5));
+  l.latency = Microseconds(f.Number("latency_us", 0, 1e6));
+  l.sockets = static_cast<int>(f.Int("sockets", 1, 16));
+  l.cross_socket = GigabytesPerSecond(f.Number("cross_socket_gbps", 0, 1e5));
+  l.nics_per_node = static_cast<int>(f.Int("nics_per_node", 0, 64));
+  l.source = f.String("source");
+  l.notes = f.String("notes");
+  f.RejectUnknownKeys();
+  if (!f.status().ok()) return f.status();
+  if (l.topology != LinkTopology::kNone && (l.busbw.value() <= 0 || l.p2p.value() <= 0)) {
+    return Status::InvalidArgument(
+        fmt::format("{}: busbw_gbps and p2p_gbps must be > 0 for a real link", origin));
+  }
+  if (l.busbw > l.line || l.p2p > l.line) {
+    return Status::InvalidArgument(
+        fmt::format("{}: achieved bandwidth cannot exceed the line rate", origin));
+  }
+  if (l.topology == LinkTopology::kPcieTwoSocket && (l.sockets < 2 || l.cross_socket.value() <= 0)) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: a pcie-two-socket link needs sockets >= 2 and cross_socket_gbps > 0", origin));
+  }
+  return l;
+}
+
+}  // namespace ditune

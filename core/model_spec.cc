@@ -1,0 +1,142 @@
+#include "core/model_spec.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/json_fields.h"
+
+namespace ditune {
+
+std::string_view BlockFamilyName(BlockFamily f) {
+  switch (f) {
+    case BlockFamily::kCross: return "cross";
+    case BlockFamily::kJoint: return "joint";
+    case BlockFamily::kSingle: return "single";
+  }
+  return "?";
+}
+
+int ModelSpec::num_blocks() const {
+  int n = 0;
+  for (const auto& g : blocks) n += g.count;
+  return n;
+}
+
+int ModelSpec::num_blocks(BlockFamily family) const {
+  int n = 0;
+  for (const auto& g : blocks) n += g.family == family ? g.count : 0;
+  return n;
+}
+
+BlockFamily ModelSpec::family_of(int index) const {
+  for (const auto& g : blocks) {
+    if (index < g.count) return g.family;
+    index -= g.count;
+  }
+  return blocks.back().family;
+}
+
+double ModelSpec::text_encoder_params() const {
+  double p = 0;
+  for (const auto& e : text_encoders) p += e.params;
+  return p;
+}
+
+StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& origin) {
+  constexpr int64_t kBig = 1 << 20;
+  JsonFields f(j, origin);
+  ModelSpec m;
+  m.id = f.String("id");
+  m.name = f.String("name");
+  m.source = f.String("source");
+  m.notes = f.String("notes");
+  m.modality = f.Enum("modality", {"image", "video"}) == "video" ? Modality::kVideo
+                                                                 : Modality::kImage;
+  if (const nlohmann::json* blocks = f.Array("blocks")) {
+    int i = 0;
+    for (const auto& b : *blocks) {
+      JsonFields bf(b, fmt::format("{}: blocks[{}]", origin, i++));
+      BlockGroup g;
+      std::string fam = bf.Enum("family", {"cross", "joint", "single"});
+      g.family = fam == "joint" ? BlockFamily::kJoint
+                 : fam == "single" ? BlockFamily::kSingle
+                                   : BlockFamily::kCross;
+      g.count = static_cast<int>(bf.Int("count", 1, 1000));
+      bf.RejectUnknownKeys();
+      if (!bf.status().ok()) return bf.status();
+      m.blocks.push_back(g);
+    }
+    if (m.blocks.empty()) f.Fail("field 'blocks' must list at least one block group");
+  }
+  m.hidden = static_cast<int>(f.Int("hidden", 1, kBig));
+  m.heads = static_cast<int>(f.Int("heads", 1, 4096));
+  m.head_dim = static_cast<int>(f.Int("head_dim", 1, 4096));
+  m.mlp_hidden = static_cast<int>(f.Int("mlp_hidden", 1, kBig));
+  m.mlp_gated = f.Bool("mlp_gated");
+  m.attention = f.Enum("attention", {"softmax", "linear"}) == "linear" ? AttentionKind::kLinear
+                                                                      : AttentionKind::kSoftmax;
+  m.text_hidden = static_cast<int>(f.Int("text_hidden", 1, kBig));
+  m.text_stream_hidden = static_cast<int>(f.Int("text_stream_hidden", 1, kBig));
+  m.text_tokens = static_cast<int>(f.Int("text_tokens", 0, kBig));
+  if (const nlohmann::json* p = f.Object("patch")) {
+    JsonFields pf(*p, origin + ": patch");
+    m.patch_spatial = static_cast<int>(pf.Int("spatial", 1, 64));
+    m.patch_temporal = static_cast<int>(pf.Int("temporal", 1, 64));
+    pf.RejectUnknownKeys();
+    if (!pf.status().ok()) return pf.status();
+  }
+  m.latent_channels = static_cast<int>(f.Int("latent_channels", 1, 4096));
+  if (const nlohmann::json* v = f.Object("vae")) {
+    JsonFields vf(*v, origin + ": vae");
+    m.vae_spatial = static_cast<int>(vf.Int("spatial", 1, 256));
+    m.vae_temporal = static_cast<int>(vf.Int("temporal", 1, 64));
+    m.vae_decoder_params = vf.Number("decoder_params", 0, 1e12);
+    m.vae_decoder_flops_per_pixel = vf.Number("decoder_flops_per_pixel", 0, 1e12);
+    vf.RejectUnknownKeys();
+    if (!vf.status().ok()) return vf.status();
+  }
+  if (const nlohmann::json* encs = f.Array("text_encoders")) {
+    int i = 0;
+    for (const auto& e : *encs) {
+      JsonFields ef(e, fmt::format("{}: text_encoders[{}]", origin, i++));
+      TextEncoderSpec t;
+      t.name = ef.String("name");
+      t.params = ef.Number("params", 0, 1e13);
+      ef.RejectUnknownKeys();
+      if (!ef.status().ok()) return ef.status();
+      m.text_encoders.push_back(std::move(t));
+    }
+  }
+  m.uses_cfg = f.Bool("uses_cfg");
+  m.skip_connections = f.Bool("skip_connections");
+  m.published_params = f.Number("published_params", 0, 1e13);
+  m.default_steps = static_cast<int>(f.Int("default_steps", 1, 10000));
+  if (const nlohmann::json* r = f.Object("default_resolution")) {
+    JsonFields rf(*r, origin + ": default_resolution");
+    m.default_height = static_cast<int>(rf.Int("height", 1, kBig));
+    m.default_width = static_cast<int>(rf.Int("width", 1, kBig));
+    m.default_frames = static_cast<int>(rf.Int("frames", 1, kBig));
+    rf.RejectUnknownKeys();
+    if (!rf.status().ok()) return rf.status();
+  }
+  f.RejectUnknownKeys();
+  if (!f.status().ok()) return f.status();
+
+  // Cross-checks a careless edit would break.
+  if (m.hidden != m.heads * m.head_dim) {
+    return Status::InvalidArgument(fmt::format("{}: hidden {} != heads {} x head_dim {}", origin,
+                                               m.hidden, m.heads, m.head_dim));
+  }
+  if (m.modality == Modality::kImage && (m.vae_temporal != 1 || m.default_frames != 1)) {
+    return Status::InvalidArgument(
+        fmt::format("{}: an image model needs vae.temporal = 1 and default frames = 1", origin));
+  }
+  if (m.num_blocks(BlockFamily::kJoint) + m.num_blocks(BlockFamily::kSingle) > 0 &&
+      m.text_tokens == 0) {
+    return Status::InvalidArgument(
+        fmt::format("{}: joint and single blocks attend over text: text_tokens must be > 0", origin));
+  }
+  return m;
+}
+
+}  // namespace ditune

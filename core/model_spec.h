@@ -1,0 +1,80 @@
+// The shapes of one DiT model, as shipped in data/models/<id>.json.
+#ifndef DITUNE_CORE_MODEL_SPEC_H_
+#define DITUNE_CORE_MODEL_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/status.h"
+
+namespace ditune {
+
+// cross: self-attention, cross-attention to text, MLP, adaLN (PixArt, HunyuanDiT, Wan).
+// joint: MMDiT double stream, per-stream weights, joint attention over [text; image].
+// single: Flux single-stream block (parallel attention and MLP over [text; image]).
+enum class BlockFamily { kCross, kJoint, kSingle };
+enum class AttentionKind { kSoftmax, kLinear };
+enum class Modality { kImage, kVideo };
+
+std::string_view BlockFamilyName(BlockFamily f);
+
+struct BlockGroup {
+  BlockFamily family = BlockFamily::kCross;
+  int count = 0;
+};
+
+struct TextEncoderSpec {
+  std::string name;
+  double params = 0;  // parameter count
+};
+
+struct ModelSpec {
+  std::string id;
+  std::string name;
+  std::string source;
+  std::string notes;
+  Modality modality = Modality::kImage;
+  std::vector<BlockGroup> blocks;  // in execution order
+  int hidden = 0;
+  int heads = 0;
+  int head_dim = 0;
+  int mlp_hidden = 0;
+  bool mlp_gated = false;
+  AttentionKind attention = AttentionKind::kSoftmax;
+  int text_hidden = 0;         // width of the text embeddings fed to the DiT
+  int text_stream_hidden = 0;  // width of the text stream inside joint blocks
+  int text_tokens = 0;
+  int patch_spatial = 1;
+  int patch_temporal = 1;
+  int latent_channels = 0;
+  int vae_spatial = 8;
+  int vae_temporal = 1;
+  double vae_decoder_params = 0;
+  double vae_decoder_flops_per_pixel = 0;  // per output pixel and frame
+  std::vector<TextEncoderSpec> text_encoders;
+  bool uses_cfg = true;
+  bool skip_connections = false;
+  double published_params = 0;
+  int default_steps = 0;
+  int default_height = 0;
+  int default_width = 0;
+  int default_frames = 1;
+
+  int num_blocks() const;
+  int num_blocks(BlockFamily family) const;
+  // The family of block `index` (0-based, execution order). Requires index < num_blocks().
+  BlockFamily family_of(int index) const;
+  double text_encoder_params() const;
+};
+
+// Parses and cross-checks one model description (hidden = heads x head_dim, positive
+// sizes, known enums, no unknown fields). `origin` names the source in messages.
+StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& origin);
+
+}  // namespace ditune
+
+#endif  // DITUNE_CORE_MODEL_SPEC_H_

@@ -1,0 +1,265 @@
+#include "core/parallel_config.h"
+
+#include <charconv>
+#include <optional>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace ditune {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> Split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    size_t pos = s.find(sep, start);
+    out.push_back(s.substr(start, pos == std::string_view::npos ? pos : pos - start));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
+  }
+  return out;
+}
+
+std::optional<int> ParseInt(std::string_view s) {
+  s = Trim(s);
+  int v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+constexpr const char* kKeys =
+    "ulysses, ring, pipefusion, patches, warmup, cfg, dp, tp, distrifusion, order";
+constexpr const char* kXditFlags =
+    "--ulysses_degree, --ring_degree, --pipefusion_parallel_degree, --num_pipeline_patch, "
+    "--warmup_steps, --use_cfg_parallel, --data_parallel_degree, --tensor_parallel_degree";
+
+struct Fields {
+  ParallelConfig config;
+  bool patches_given = false;
+};
+
+// Sets one integer field by its ditune key; `shown` names it in messages.
+Status SetField(Fields* f, std::string_view key, std::string_view value, std::string_view shown) {
+  struct Entry {
+    const char* key;
+    int ParallelConfig::*field;
+    int min;
+  };
+  static constexpr Entry kEntries[] = {
+      {"ulysses", &ParallelConfig::ulysses, 1}, {"ring", &ParallelConfig::ring, 1},
+      {"pipefusion", &ParallelConfig::pipefusion, 1}, {"patches", &ParallelConfig::patches, 1},
+      {"warmup", &ParallelConfig::warmup, 0}, {"cfg", &ParallelConfig::cfg, 1},
+      {"dp", &ParallelConfig::dp, 1}, {"tp", &ParallelConfig::tp, 1},
+      {"distrifusion", &ParallelConfig::distrifusion, 1},
+  };
+  for (const auto& e : kEntries) {
+    if (key != e.key) continue;
+    std::optional<int> v = ParseInt(value);
+    if (!v || *v < e.min || *v > 1 << 20) {
+      return Status::InvalidArgument(fmt::format("{}: '{}' is not an integer >= {}", shown,
+                                                 Trim(value), e.min));
+    }
+    f->config.*e.field = *v;
+    if (key == "patches") f->patches_given = true;
+    return Status::Ok();
+  }
+  return Status::InvalidArgument(fmt::format("unknown config key '{}'; valid keys: {}", key, kKeys));
+}
+
+Status ParseDitune(std::string_view text, Fields* f) {
+  for (std::string_view item : Split(text, ',')) {
+    item = Trim(item);
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return Status::InvalidArgument(
+          fmt::format("config item '{}' is not key=value; valid keys: {}", item, kKeys));
+    }
+    std::string_view key = Trim(item.substr(0, eq));
+    std::string_view value = Trim(item.substr(eq + 1));
+    if (key == "order") {
+      DITUNE_ASSIGN_OR_RETURN(f->config.order, ParseRankOrder(value));
+      continue;
+    }
+    DITUNE_RETURN_IF_ERROR(SetField(f, key, value, key));
+  }
+  return Status::Ok();
+}
+
+Status ParseXdit(std::string_view text, Fields* f) {
+  std::vector<std::string_view> tokens;
+  for (std::string_view t : Split(text, ' ')) {
+    t = Trim(t);
+    if (!t.empty()) tokens.push_back(t);
+  }
+  static constexpr std::pair<const char*, const char*> kFlagToKey[] = {
+      {"--ulysses_degree", "ulysses"},
+      {"--ring_degree", "ring"},
+      {"--pipefusion_parallel_degree", "pipefusion"},
+      {"--num_pipeline_patch", "patches"},
+      {"--warmup_steps", "warmup"},
+      {"--data_parallel_degree", "dp"},
+      {"--tensor_parallel_degree", "tp"},
+  };
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string_view flag = tokens[i];
+    std::optional<std::string_view> inline_value;
+    if (size_t eq = flag.find('='); eq != std::string_view::npos) {
+      inline_value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    }
+    if (flag == "--use_cfg_parallel") {
+      if (inline_value) {
+        return Status::InvalidArgument("--use_cfg_parallel is a switch and takes no value");
+      }
+      f->config.cfg = 2;
+      continue;
+    }
+    const char* key = nullptr;
+    for (const auto& [fl, k] : kFlagToKey) {
+      if (flag == fl) key = k;
+    }
+    if (key == nullptr) {
+      return Status::InvalidArgument(
+          fmt::format("unknown xDiT flag '{}'; valid flags: {}", flag, kXditFlags));
+    }
+    std::string_view value;
+    if (inline_value) {
+      value = *inline_value;
+    } else {
+      if (i + 1 >= tokens.size()) {
+        return Status::InvalidArgument(fmt::format("xDiT flag {} needs a value", flag));
+      }
+      value = tokens[++i];
+    }
+    DITUNE_RETURN_IF_ERROR(SetField(f, key, value, flag));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view OrderDimName(OrderDim d) {
+  switch (d) {
+    case OrderDim::kTp: return "tp";
+    case OrderDim::kSp: return "sp";
+    case OrderDim::kPp: return "pp";
+    case OrderDim::kCfg: return "cfg";
+    case OrderDim::kDp: return "dp";
+  }
+  return "?";
+}
+
+std::string RankOrderToString(const RankOrder& order) {
+  std::string s;
+  for (OrderDim d : order) {
+    if (!s.empty()) s += '-';
+    s += OrderDimName(d);
+  }
+  return s;
+}
+
+StatusOr<RankOrder> ParseRankOrder(std::string_view text) {
+  std::vector<std::string_view> parts = Split(text, '-');
+  auto bad = [&]() {
+    return Status::InvalidArgument(fmt::format(
+        "order '{}' must name tp, sp, pp, cfg and dp once each, fastest-varying first, "
+        "e.g. tp-sp-pp-cfg-dp",
+        text));
+  };
+  if (parts.size() != kNumOrderDims) return bad();
+  RankOrder order{};
+  bool seen[kNumOrderDims] = {};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::optional<OrderDim> d;
+    for (OrderDim c : kDefaultRankOrder) {
+      if (OrderDimName(c) == Trim(parts[i])) d = c;
+    }
+    if (!d || seen[static_cast<int>(*d)]) return bad();
+    seen[static_cast<int>(*d)] = true;
+    order[i] = *d;
+  }
+  return order;
+}
+
+int ParallelConfig::degree(OrderDim d) const {
+  switch (d) {
+    case OrderDim::kTp: return tp;
+    case OrderDim::kSp: return sp() * distrifusion;
+    case OrderDim::kPp: return pipefusion;
+    case OrderDim::kCfg: return cfg;
+    case OrderDim::kDp: return dp;
+  }
+  return 1;
+}
+
+StatusOr<ParallelConfig> ParseParallelConfig(std::string_view text) {
+  Fields f;
+  std::string_view t = Trim(text);
+  Status st = t.substr(0, 2) == "--" ? ParseXdit(t, &f) : ParseDitune(t, &f);
+  if (!st.ok()) return st.WithContext(fmt::format("config '{}'", t));
+  if (!f.patches_given) f.config.patches = f.config.pipefusion;
+  return f.config;
+}
+
+std::string ToString(const ParallelConfig& c) {
+  std::vector<std::string> items;
+  auto add = [&](const char* key, int v, int def) {
+    if (v != def) items.push_back(fmt::format("{}={}", key, v));
+  };
+  add("ulysses", c.ulysses, 1);
+  add("ring", c.ring, 1);
+  add("pipefusion", c.pipefusion, 1);
+  add("patches", c.patches, c.pipefusion);
+  add("warmup", c.warmup, 1);
+  add("cfg", c.cfg, 1);
+  add("dp", c.dp, 1);
+  add("tp", c.tp, 1);
+  add("distrifusion", c.distrifusion, 1);
+  if (c.order != kDefaultRankOrder) items.push_back("order=" + RankOrderToString(c.order));
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : ",") + i;
+  return s;
+}
+
+std::string Label(const ParallelConfig& c) {
+  std::string s = ToString(c);
+  return s.empty() ? "1 device" : s;
+}
+
+Status SupportedByXdit(const ParallelConfig& c) {
+  if (c.distrifusion > 1) {
+    return Status::NotSupported("xDiT has no flag for DistriFusion; run it with ditune's executor");
+  }
+  if (c.order != kDefaultRankOrder) {
+    return Status::NotSupported(fmt::format(
+        "xDiT always uses the rank order tp-sp-pp-cfg-dp; this plan uses {}: launch it with "
+        "ditune's executor or remap the ranks (CUDA_VISIBLE_DEVICES)",
+        RankOrderToString(c.order)));
+  }
+  if (c.cfg > 2) return Status::NotSupported("xDiT's CFG parallel degree is 1 or 2");
+  return Status::Ok();
+}
+
+std::string ToXditFlags(const ParallelConfig& c) {
+  std::string s = fmt::format("--ulysses_degree {} --ring_degree {}", c.ulysses, c.ring);
+  s += fmt::format(" --pipefusion_parallel_degree {}", c.pipefusion);
+  if (c.pipefusion > 1 || c.patches != c.pipefusion) {
+    s += fmt::format(" --num_pipeline_patch {}", c.patches);
+  }
+  if (c.pipefusion > 1 || c.warmup != 1) s += fmt::format(" --warmup_steps {}", c.warmup);
+  if (c.cfg == 2) s += " --use_cfg_parallel";
+  if (c.dp != 1) s += fmt::format(" --data_parallel_degree {}", c.dp);
+  if (c.tp != 1) s += fmt::format(" --tensor_parallel_degree {}", c.tp);
+  return s;
+}
+
+}  // namespace ditune

@@ -1,0 +1,73 @@
+// A hybrid parallel configuration: the degree of every method and the rank order.
+//
+// Two syntaxes are accepted wherever a config is:
+//   ditune:  "ulysses=2,ring=2,pipefusion=2,patches=4,warmup=1,cfg=2,dp=1,tp=1,
+//             distrifusion=1,order=tp-sp-pp-cfg-dp"   (omitted keys take their defaults;
+//             "" is one device)
+//   xDiT:    "--ulysses_degree 2 --ring_degree 2 --pipefusion_parallel_degree 2
+//             --num_pipeline_patch 4 --warmup_steps 1 --use_cfg_parallel
+//             --data_parallel_degree 1 --tensor_parallel_degree 1"
+#ifndef DITUNE_CORE_PARALLEL_CONFIG_H_
+#define DITUNE_CORE_PARALLEL_CONFIG_H_
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace ditune {
+
+// The dimensions of the rank order. kSp holds Ulysses (contiguous) and Ring (strided).
+enum class OrderDim { kTp, kSp, kPp, kCfg, kDp };
+inline constexpr int kNumOrderDims = 5;
+using RankOrder = std::array<OrderDim, kNumOrderDims>;  // fastest-varying first
+
+inline constexpr RankOrder kDefaultRankOrder = {OrderDim::kTp, OrderDim::kSp, OrderDim::kPp,
+                                               OrderDim::kCfg, OrderDim::kDp};
+
+std::string_view OrderDimName(OrderDim d);
+std::string RankOrderToString(const RankOrder& order);
+StatusOr<RankOrder> ParseRankOrder(std::string_view text);
+
+struct ParallelConfig {
+  int ulysses = 1;
+  int ring = 1;
+  int pipefusion = 1;  // PipeFusion stages
+  int patches = 1;     // PipeFusion patches; the parser defaults it to `pipefusion`
+  int warmup = 1;      // PipeFusion synchronous warm-up steps
+  int cfg = 1;         // 1 or 2
+  int dp = 1;
+  int tp = 1;
+  int distrifusion = 1;
+  RankOrder order = kDefaultRankOrder;
+
+  int sp() const { return ulysses * ring; }
+  // The number of devices this configuration occupies.
+  int world_size() const { return ulysses * ring * pipefusion * cfg * dp * tp * distrifusion; }
+  int degree(OrderDim d) const;
+
+  bool operator==(const ParallelConfig&) const = default;
+};
+
+// Parses either syntax (xDiT's when the text starts with "--"). Checks syntax and that
+// every value is an integer >= 1 (warmup >= 0); the model- and cluster-dependent rules
+// live in validate.h.
+StatusOr<ParallelConfig> ParseParallelConfig(std::string_view text);
+
+// Canonical ditune syntax: keys in a fixed order, only those that differ from their
+// defaults; "" for one device. ParseParallelConfig(ToString(c)) == c.
+std::string ToString(const ParallelConfig& config);
+
+// xDiT's command-line flags for this configuration (DistriFusion and a non-default rank
+// order have no xDiT flag: the caller must check SupportedByXdit first).
+std::string ToXditFlags(const ParallelConfig& config);
+// OK, or NotSupported naming what xDiT cannot express.
+Status SupportedByXdit(const ParallelConfig& config);
+
+// A short human label, e.g. "ulysses=4" or "1 device".
+std::string Label(const ParallelConfig& config);
+
+}  // namespace ditune
+
+#endif  // DITUNE_CORE_PARALLEL_CONFIG_H_

@@ -1,0 +1,57 @@
+#include "core/workload.h"
+
+#include <fmt/format.h>
+
+namespace ditune {
+
+std::string_view OutputTypeName(OutputType t) {
+  return t == OutputType::kLatent ? "latent" : "decoded";
+}
+
+StatusOr<TokenGeometry> ComputeTokenGeometry(const ModelSpec& model, const Workload& w) {
+  if (w.steps < 1) {
+    return Status::InvalidArgument(fmt::format("--steps must be >= 1, got {}", w.steps));
+  }
+  if (w.batch < 1) {
+    return Status::InvalidArgument(fmt::format("--batch must be >= 1, got {}", w.batch));
+  }
+  const int unit = model.vae_spatial * model.patch_spatial;
+  auto check_side = [&](const char* flag, int px) -> Status {
+    if (px < unit || px % unit != 0) {
+      int lo = std::max(unit, px / unit * unit);
+      return Status::InvalidArgument(fmt::format(
+          "--{} {} must be a positive multiple of {} for {} (VAE factor {} x patch {}); "
+          "nearest valid: {}, {}",
+          flag, px, unit, model.id, model.vae_spatial, model.patch_spatial, lo, lo + unit));
+    }
+    return Status::Ok();
+  };
+  DITUNE_RETURN_IF_ERROR(check_side("height", w.height));
+  DITUNE_RETURN_IF_ERROR(check_side("width", w.width));
+
+  TokenGeometry g;
+  g.latent_height = w.height / model.vae_spatial;
+  g.latent_width = w.width / model.vae_spatial;
+  g.patch_rows = g.latent_height / model.patch_spatial;
+  g.patch_cols = g.latent_width / model.patch_spatial;
+  g.text_tokens = model.text_tokens;
+  if (model.modality == Modality::kImage) {
+    if (w.frames != 1) {
+      return Status::InvalidArgument(
+          fmt::format("--frames {}: {} is an image model, frames must be 1", w.frames, model.id));
+    }
+    return g;
+  }
+  const int t = model.vae_temporal;
+  if (w.frames < 1 || (w.frames - 1) % t != 0) {
+    int lo = std::max(0, (w.frames - 1) / t) * t + 1;
+    return Status::InvalidArgument(fmt::format(
+        "--frames {}: {}'s VAE needs 1 + {}k frames; nearest valid: {}, {}", w.frames, model.id,
+        t, lo, lo + t));
+  }
+  g.latent_frames = 1 + (w.frames - 1) / t;
+  g.patch_frames = (g.latent_frames + model.patch_temporal - 1) / model.patch_temporal;
+  return g;
+}
+
+}  // namespace ditune

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The ditune binary as a user meets it: outputs, exit statuses and messages.
+# Needs DITUNE_BIN (the binary) and DITUNE_DATA (the catalog) in the environment.
+set -u
+bin=${DITUNE_BIN:?}
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# expect NAME STATUS PATTERN -- ARGS...: runs ditune ARGS, checks the exit status and that
+# stdout+stderr match the extended regex PATTERN.
+expect() {
+  local name=$1 want=$2 pattern=$3
+  shift 4
+  local out rc
+  out=$("$bin" "$@" 2>&1)
+  rc=$?
+  if [[ $rc -ne $want ]]; then
+    echo "FAIL $name: exit $rc, wanted $want"; echo "$out" | head -20; fail=$((fail + 1)); return
+  fi
+  if ! grep -Eq -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: output does not match /$pattern/"; echo "$out" | head -20; fail=$((fail + 1)); return
+  fi
+  pass=$((pass + 1))
+}
+
+expect usage 2 "usage: ditune COMMAND" --
+expect unknown-command 2 "unknown command 'plna'" -- plna
+expect models 0 "flux.1-dev +19 joint \+ 38 single" -- models
+expect models-json 0 '"id": "pixart-alpha"' -- models --json
+expect hardware 0 "h100-sxm5-80gb +989" -- hardware
+expect hardware-links 0 "pcie4 +intra +pcie-two-socket" -- hardware
+expect hardware-bad-flag 2 "Option .jsno. does not exist" -- hardware --jsno
+
+expect check-xdit-16 0 "sp +\( 2\) \[0,1\] \[2,3\]" -- check --model pixart-alpha --height 1024 --width 1024 \
+  --gpu h100-sxm5-80gb --gpus 16 --inter ib-ndr --batch 2 --config "ulysses=2,pipefusion=2,cfg=2,dp=2"
+expect check-dp-spans 0 "dp +\( 2\) \[0,8\] .*\(spans nodes\)" -- check --model pixart-alpha --height 1024 --width 1024 \
+  --gpu h100-sxm5-80gb --gpus 16 --inter ib-ndr --batch 2 --config "ulysses=2,pipefusion=2,cfg=2,dp=2"
+expect check-xdit-syntax 0 "config: ulysses=2,ring=2 — valid" -- check --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 4 --config "--ulysses_degree 2 --ring_degree 2"
+expect check-json 0 '"xdit_flags": "--ulysses_degree 4' -- check --model flux.1-dev --gpu h100-sxm5-80gb --gpus 4 \
+  --config ulysses=4 --json
+expect check-single 0 "config: 1 device" -- check --model sd3-medium --gpu l40-48gb --gpus 1 --config ""
+
+# Invalid configurations are explained, with the rule and the valid choices.
+expect check-heads 2 "Ulysses degrees flux.1-dev allows on 8 GPUs: 1, 2, 4, 8" -- check --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 8 --config ulysses=5
+expect check-cfg 2 "\[cfg-needs-guidance\].*nearest valid: ulysses=4" -- check --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 4 --config ulysses=2,cfg=2
+expect check-product 2 "\[product-equals-gpus\]" -- check --model pixart-alpha --gpu l40-48gb --gpus 8 --config cfg=2
+expect check-config-syntax 2 "unknown config key 'ulysess'" -- check --model pixart-alpha --gpu l40-48gb --gpus 2 \
+  --config ulysess=2
+expect check-no-config 2 "--config is required" -- check --model pixart-alpha --gpu l40-48gb --gpus 2
+
+# Bad workload and cluster flags.
+expect unknown-model 2 "unknown model 'flux-dev' \(did you mean 'flux.1-dev'\?\); valid:" -- check --model flux-dev \
+  --gpu h100-sxm5-80gb --gpus 1 --config ""
+expect unknown-gpu 2 "unknown GPU 'h100'" -- check --model flux.1-dev --gpu h100 --gpus 1 --config ""
+expect bad-height 2 "--height 1000 must be a positive multiple of 16" -- check --model flux.1-dev --height 1000 \
+  --gpu h100-sxm5-80gb --gpus 1 --config ""
+expect non-int-flag 2 "Argument .*eight.* failed to parse" -- check --model flux.1-dev --gpus eight --gpu h100-sxm5-80gb \
+  --config ""
+expect bad-output-type 2 "--output-type 'png' is not one of: latent, decoded" -- check --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 1 --config "" --output-type png
+expect stray-arg 2 "unexpected argument 'extra'" -- check --model flux.1-dev --gpu h100-sxm5-80gb --gpus 1 \
+  --config "" extra
+expect multi-node-no-inter 2 "need an inter-node link" -- check --model flux.1-dev --gpu h100-sxm5-80gb --gpus 16 \
+  --config ulysses=16
+
+# A damaged catalog is a clear error, not a crash.
+mkdir -p "$tmp/data"
+cp -r "$DITUNE_DATA"/. "$tmp/data/"
+echo '{"id": ' >"$tmp/data/models/flux.1-dev.json"
+DITUNE_DATA=$tmp/data expect malformed-json 2 "flux.1-dev.json: malformed JSON" -- models
+
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]

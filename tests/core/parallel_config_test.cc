@@ -1,0 +1,79 @@
+#include "core/parallel_config.h"
+
+#include <gtest/gtest.h>
+
+namespace ditune {
+namespace {
+
+TEST(ParallelConfigTest, DefaultsAndEmpty) {
+  auto c = ParseParallelConfig("");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->world_size(), 1);
+  EXPECT_EQ(ToString(*c), "");
+  EXPECT_EQ(Label(*c), "1 device");
+  auto p = *ParseParallelConfig("pipefusion=4");
+  EXPECT_EQ(p.patches, 4);  // patches default to the stage count
+  EXPECT_EQ(p.warmup, 1);
+}
+
+TEST(ParallelConfigTest, RoundTrips) {
+  for (const char* text :
+       {"", "ulysses=2", "ring=4", "ulysses=2,ring=2,pipefusion=2,patches=4,cfg=2",
+        "pipefusion=4,warmup=2", "pipefusion=2,patches=8,warmup=0,dp=2,tp=2",
+        "distrifusion=4", "ulysses=2,cfg=2,order=tp-sp-cfg-pp-dp", "warmup=3"}) {
+    auto c = ParseParallelConfig(text);
+    ASSERT_TRUE(c.ok()) << text << ": " << c.status().ToString();
+    EXPECT_EQ(ToString(*c), text);
+    EXPECT_EQ(*ParseParallelConfig(ToString(*c)), *c);
+  }
+  // Non-canonical input prints canonically.
+  EXPECT_EQ(ToString(*ParseParallelConfig(" cfg=2, ulysses=4 ,patches=2,pipefusion=2,tp=1")),
+            "ulysses=4,pipefusion=2,cfg=2");
+}
+
+TEST(ParallelConfigTest, XditFlags) {
+  auto c = ParseParallelConfig(
+      "--ulysses_degree 2 --ring_degree 2 --pipefusion_parallel_degree 2 --num_pipeline_patch 4 "
+      "--warmup_steps 1 --use_cfg_parallel --data_parallel_degree 1 --tensor_parallel_degree 1");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(ToString(*c), "ulysses=2,ring=2,pipefusion=2,patches=4,cfg=2");
+  EXPECT_EQ(c->world_size(), 16);
+  EXPECT_EQ(*ParseParallelConfig("--ulysses_degree=4"), *ParseParallelConfig("ulysses=4"));
+  // Emitted flags parse back into the same config.
+  for (const char* text : {"", "ulysses=8", "ring=2,cfg=2", "pipefusion=4,patches=8,warmup=2,cfg=2",
+                           "dp=2,tp=2", "warmup=0"}) {
+    ParallelConfig orig = *ParseParallelConfig(text);
+    auto back = ParseParallelConfig(ToXditFlags(orig));
+    ASSERT_TRUE(back.ok()) << ToXditFlags(orig);
+    EXPECT_EQ(*back, orig) << ToXditFlags(orig);
+  }
+  EXPECT_FALSE(SupportedByXdit(*ParseParallelConfig("distrifusion=2")).ok());
+  EXPECT_FALSE(SupportedByXdit(*ParseParallelConfig("order=sp-tp-pp-cfg-dp")).ok());
+}
+
+TEST(ParallelConfigTest, SyntaxErrorsNameTheProblem) {
+  struct Case {
+    const char* text;
+    const char* expect;
+  } cases[] = {
+      {"ulysess=2", "unknown config key 'ulysess'; valid keys: ulysses"},
+      {"ulysses=0", "ulysses: '0' is not an integer >= 1"},
+      {"ring=two", "ring: 'two' is not an integer >= 1"},
+      {"ulysses", "is not key=value"},
+      {"warmup=-1", "warmup: '-1' is not an integer >= 0"},
+      {"order=tp-sp-pp", "must name tp, sp, pp, cfg and dp once each"},
+      {"order=tp-tp-pp-cfg-dp", "must name tp, sp, pp, cfg and dp once each"},
+      {"--ulysses_degree", "needs a value"},
+      {"--sp_degree 2", "unknown xDiT flag '--sp_degree'"},
+      {"--use_cfg_parallel=1", "takes no value"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseParallelConfig(c.text);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_EQ(r.status().ExitCode(), 2);
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace ditune

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs every Debian package ditune's build needs, configures (Ninja, Release), builds,
+# and runs the main job on the embedded defaults. Idempotent; run as root on a fresh
+# machine, or as a user with sudo.
+#   tools/setup.sh            install, build, run the example plan
+#   tools/setup.sh --no-run   install and build only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run_example=1
+[[ "${1:-}" == "--no-run" ]] && run_example=0
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libeigen3-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libfmt-dev libcxxopts-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenmpi-dev openmpi-bin
+  python3
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  echo "setup: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build=${DITUNE_BUILD_DIR:-build}
+if [[ ! -f "$build/build.ninja" ]]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+fi
+cmake --build "$build" -j "$(nproc)"
+
+if ((run_example)); then
+  echo
+  echo "== ditune: example run on the embedded defaults =="
+  bin="$build/cli/ditune"
+  "$bin" check --model pixart-alpha --height 2048 --width 2048 --gpu a100-sxm4-80gb --gpus 8 \
+    --config "cfg=2,pipefusion=4"
+fi
