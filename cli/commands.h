@@ -8,6 +8,7 @@ namespace ditune::cli {
 int RunModels(int argc, char** argv);
 int RunHardware(int argc, char** argv);
 int RunCheck(int argc, char** argv);
+int RunCalibrate(int argc, char** argv);
 
 }  // namespace ditune::cli
 

@@ -17,6 +17,7 @@ constexpr Command kCommands[] = {
     {"models", ditune::cli::RunModels, "list the DiT models in the catalog"},
     {"hardware", ditune::cli::RunHardware, "list the GPUs and links in the catalog"},
     {"check", ditune::cli::RunCheck, "validate a configuration and show its rank layout"},
+    {"calibrate", ditune::cli::RunCalibrate, "ingest measurements, fit the cost models, show the fits"},
 };
 
 void Usage(std::ostream& os) {

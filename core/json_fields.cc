@@ -111,6 +111,14 @@ bool JsonFields::Bool(std::string_view key) {
   return v->get<bool>();
 }
 
+bool JsonFields::OptionalBool(std::string_view key, bool fallback) {
+  if (!Has(key)) {
+    read_.emplace(key);
+    return fallback;
+  }
+  return Bool(key);
+}
+
 const nlohmann::json* JsonFields::Object(std::string_view key) {
   const nlohmann::json* v = Get(key);
   if (v != nullptr && !v->is_object()) {

@@ -33,6 +33,8 @@ class JsonFields {
   // One of `choices`; the error lists them.
   std::string Enum(std::string_view key, const std::vector<std::string>& choices);
   bool Bool(std::string_view key);
+  // `fallback` when the key is absent; an error when present but not a boolean.
+  bool OptionalBool(std::string_view key, bool fallback);
   // nullptr (and an error) when missing or not of that type.
   const nlohmann::json* Object(std::string_view key);
   const nlohmann::json* Array(std::string_view key);

@@ -109,6 +109,8 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
   }
   m.uses_cfg = f.Bool("uses_cfg");
   m.skip_connections = f.Bool("skip_connections");
+  m.joint_shared_weights = f.OptionalBool("joint_shared_weights", false);
+  m.encoders_remote = f.OptionalBool("encoders_remote", false);
   m.published_params = f.Number("published_params", 0, 1e13);
   m.default_steps = static_cast<int>(f.Int("default_steps", 1, 10000));
   if (const nlohmann::json* r = f.Object("default_resolution")) {

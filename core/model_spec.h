@@ -58,6 +58,12 @@ struct ModelSpec {
   std::vector<TextEncoderSpec> text_encoders;
   bool uses_cfg = true;
   bool skip_connections = false;
+  // Joint blocks whose text and image tokens share one set of attention and MLP weights
+  // (CogVideoX's expert adaptive LayerNorm): same FLOPs, half the parameters.
+  bool joint_shared_weights = false;
+  // The reference pipeline serves the text encoders and VAE from a separate process, so
+  // they do not occupy the DiT's GPUs (StepVideo).
+  bool encoders_remote = false;
   double published_params = 0;
   int default_steps = 0;
   int default_height = 0;

@@ -1,0 +1,215 @@
+// `ditune calibrate ingest FILE | fit | show`: measurements into the store, fits from them.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "core/parallel_config.h"
+#include "costmodels/calibration.h"
+#include "costmodels/ingest.h"
+#include "costmodels/store.h"
+
+namespace ditune::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: ditune calibrate ingest FILE [options] | fit | show   (ditune calibrate SUB --help)";
+
+StatusOr<std::unique_ptr<Store>> OpenStore(const cxxopts::ParseResult& args) {
+  const std::string path = args.count("db") ? args["db"].as<std::string>() : Store::DefaultPath();
+  return Store::Open(path);
+}
+
+std::string SegmentsText(const Fit& f) {
+  auto model = PiecewiseLatencyModel::FromJson(f.params);
+  if (!model.ok()) return "?";
+  const bool bytes = f.params.value("x", "") != "flops";
+  std::string s;
+  for (const auto& seg : model->segments()) {
+    if (!s.empty()) s += " | ";
+    s += fmt::format("from {:.3g}: {:.3g} us + {}", seg.x_lo, seg.latency_s * 1e6,
+                     bytes ? fmt::format("{:.4g} GB/s", seg.rate / 1e9)
+                           : fmt::format("{:.4g} TFLOP/s", seg.rate / 1e12));
+  }
+  return s;
+}
+
+void PrintFits(const std::vector<Fit>& fits) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& f : fits) {
+    rows.push_back({f.kind, f.key, std::to_string(f.points), fmt::format("{:.2f}%", 100 * f.mape), SegmentsText(f)});
+  }
+  std::cout << FormatTable({"kind", "key", "points", "MAPE", "latency + size / rate, per size range"}, rows);
+}
+
+int Ingest(int argc, char** argv) {
+  cxxopts::Options options("ditune calibrate ingest", "Read measurements into the calibration store");
+  AddWorkloadOptions(options);
+  options.add_options()
+      ("file", "input file", cxxopts::value<std::string>())
+      ("format", "auto | csv | nccl-tests | xdit-log", cxxopts::value<std::string>()->default_value("auto"))
+      ("gpu", "GPU id the measurements ran on (nccl-tests, xDiT logs)", cxxopts::value<std::string>())
+      ("link", "link id the collective crossed (nccl-tests)", cxxopts::value<std::string>())
+      ("ranks", "ranks of an nccl-tests run (default: counted from its output)", cxxopts::value<int>())
+      ("collective", "all_to_all | all_gather | all_reduce | sendrecv (default: from the file name)",
+       cxxopts::value<std::string>())
+      ("gpus", "GPUs of an xDiT run", cxxopts::value<int>())
+      ("config", "configuration of an xDiT run", cxxopts::value<std::string>())
+      ("run-id", "a label stored with every measurement", cxxopts::value<std::string>())
+      ("fit", "refit the models afterwards")
+      ("db", "calibration database", cxxopts::value<std::string>());
+  options.parse_positional({"file"});
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("calibrate ingest", args.status());
+  if (help) return 0;
+  if (args->count("file") == 0) return Fail("calibrate ingest", Status::InvalidArgument("FILE is required"));
+  const std::string file = (*args)["file"].as<std::string>();
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Fail("calibrate ingest", Status::NotFound(fmt::format("cannot open '{}'", file)));
+  std::stringstream text;
+  text << in.rdbuf();
+
+  const std::string fmt_name = (*args)["format"].as<std::string>();
+  IngestFormat format;
+  if (fmt_name == "auto") format = IngestFormat::kAuto;
+  else if (fmt_name == "csv") format = IngestFormat::kCsv;
+  else if (fmt_name == "nccl-tests") format = IngestFormat::kNcclTests;
+  else if (fmt_name == "xdit-log") format = IngestFormat::kXditLog;
+  else {
+    return Fail("calibrate ingest", Status::InvalidArgument(fmt::format(
+                                        "--format '{}' is not one of: auto, csv, nccl-tests, xdit-log", fmt_name)));
+  }
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("calibrate ingest", catalog.status());
+  IngestContext ctx;
+  if (args->count("gpu")) {
+    ctx.device = (*args)["gpu"].as<std::string>();
+    if (auto g = (*catalog)->Gpu(ctx.device); !g.ok()) return Fail("calibrate ingest", g.status());
+  }
+  if (args->count("link")) {
+    ctx.link = (*args)["link"].as<std::string>();
+    if (auto l = (*catalog)->Link(ctx.link); !l.ok()) return Fail("calibrate ingest", l.status());
+  }
+  if (args->count("ranks")) ctx.ranks = (*args)["ranks"].as<int>();
+  if (args->count("collective")) ctx.collective = (*args)["collective"].as<std::string>();
+  if (args->count("run-id")) ctx.run_id = (*args)["run-id"].as<std::string>();
+  if (args->count("model")) {
+    auto w = ReadWorkload(*args, **catalog);
+    if (!w.ok()) return Fail("calibrate ingest", w.status());
+    ctx.run = {{"model", w->model_id}, {"height", w->height}, {"width", w->width}, {"frames", w->frames},
+               {"steps", w->steps}, {"batch", w->batch}, {"output_type", OutputTypeName(w->output)}};
+  }
+  if (args->count("config")) {
+    auto c = ParseParallelConfig((*args)["config"].as<std::string>());
+    if (!c.ok()) return Fail("calibrate ingest", c.status());
+    ctx.run["config"] = ToString(*c);
+    if (!args->count("gpus")) ctx.run["gpus"] = c->world_size();
+  }
+  if (args->count("gpus")) ctx.run["gpus"] = (*args)["gpus"].as<int>();
+
+  auto measurements = ParseIngest(text.str(), format, ctx, file);
+  if (!measurements.ok()) return Fail("calibrate ingest", measurements.status());
+  auto store = OpenStore(*args);
+  if (!store.ok()) return Fail("calibrate ingest", store.status());
+  auto ids = (*store)->AddMeasurements(*measurements);
+  if (!ids.ok()) return Fail("calibrate ingest", ids.status());
+  std::cout << fmt::format("ingested {} measurements from {} into {}\n", ids->size(), file, (*store)->path());
+  if (args->count("fit")) {
+    std::vector<std::string> skipped;
+    auto fits = Recalibrate(store->get(), &skipped);
+    if (!fits.ok()) return Fail("calibrate ingest", fits.status());
+    PrintFits(*fits);
+    for (const auto& s : skipped) std::cerr << "not fitted: " << s << "\n";
+  }
+  return 0;
+}
+
+int FitCmd(int argc, char** argv) {
+  cxxopts::Options options("ditune calibrate fit", "Refit every model from the stored measurements");
+  options.add_options()("db", "calibration database", cxxopts::value<std::string>())
+      ("json", "one JSON document on stdout");
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("calibrate fit", args.status());
+  if (help) return 0;
+  auto store = OpenStore(*args);
+  if (!store.ok()) return Fail("calibrate fit", store.status());
+  std::vector<std::string> skipped;
+  auto fits = Recalibrate(store->get(), &skipped);
+  if (!fits.ok()) return Fail("calibrate fit", fits.status());
+  if (fits->empty()) {
+    return Fail("calibrate fit", Status::InvalidArgument(fmt::format(
+                                     "{} holds no op or collective measurements to fit; add some with "
+                                     "`ditune calibrate ingest`",
+                                     (*store)->path())));
+  }
+  if (args->count("json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& f : *fits) out.push_back({{"kind", f.kind}, {"key", f.key}, {"points", f.points}, {"mape", f.mape}, {"params", f.params}});
+    std::cout << nlohmann::json{{"fits", out}, {"skipped", skipped}}.dump(2) << "\n";
+    return 0;
+  }
+  PrintFits(*fits);
+  for (const auto& s : skipped) std::cerr << "not fitted: " << s << "\n";
+  return 0;
+}
+
+int Show(int argc, char** argv) {
+  cxxopts::Options options("ditune calibrate show", "The active fits, their error and point counts");
+  options.add_options()("db", "calibration database", cxxopts::value<std::string>())
+      ("json", "one JSON document on stdout");
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("calibrate show", args.status());
+  if (help) return 0;
+  auto store = OpenStore(*args);
+  if (!store.ok()) return Fail("calibrate show", store.status());
+  auto fits = (*store)->ActiveFits();
+  if (!fits.ok()) return Fail("calibrate show", fits.status());
+  auto measurements = (*store)->Measurements();
+  if (!measurements.ok()) return Fail("calibrate show", measurements.status());
+  auto version = (*store)->CalibrationVersion();
+  if (!version.ok()) return Fail("calibrate show", version.status());
+  if (args->count("json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& f : *fits) {
+      out.push_back({{"id", f.id}, {"kind", f.kind}, {"key", f.key}, {"points", f.points}, {"mape", f.mape},
+                     {"params", f.params}, {"measurement_ids", f.measurement_ids}, {"unix_time", f.unix_time}});
+    }
+    std::cout << nlohmann::json{{"db", (*store)->path()}, {"calibration_version", *version},
+                                {"measurements", measurements->size()}, {"fits", out}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{}: {} measurements, {} active fits, calibration version {}\n", (*store)->path(),
+                           measurements->size(), fits->size(), *version);
+  if (!fits->empty()) PrintFits(*fits);
+  return 0;
+}
+
+}  // namespace
+
+int RunCalibrate(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage << "\n";
+    return 2;
+  }
+  const std::string sub = argv[1];
+  if (sub == "ingest") return Ingest(argc - 1, argv + 1);
+  if (sub == "fit") return FitCmd(argc - 1, argv + 1);
+  if (sub == "show") return Show(argc - 1, argv + 1);
+  if (sub == "-h" || sub == "--help") {
+    std::cout << kUsage << "\n";
+    return 0;
+  }
+  std::cerr << "ditune calibrate: unknown subcommand '" << sub << "'\n" << kUsage << "\n";
+  return 2;
+}
+
+}  // namespace ditune::cli

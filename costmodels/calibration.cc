@@ -1,0 +1,128 @@
+#include "costmodels/calibration.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+namespace ditune {
+namespace {
+
+StatusOr<OpClass> ParseOpClass(std::string_view name) {
+  for (OpClass c : {OpClass::kGemm, OpClass::kAttention, OpClass::kLinearAttention, OpClass::kElementwise}) {
+    if (OpClassName(c) == name) return c;
+  }
+  return Status::InvalidArgument(fmt::format(
+      "op '{}' is not one of: gemm, attention, linear_attention, elementwise", name));
+}
+
+std::vector<std::string> SplitKey(const std::string& key) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t pos; (pos = key.find('/', start)) != std::string::npos; start = pos + 1) {
+    parts.push_back(key.substr(start, pos - start));
+  }
+  parts.push_back(key.substr(start));
+  return parts;
+}
+
+}  // namespace
+
+std::string CommFitKey(const Measurement& m) {
+  std::string key = fmt::format("{}/{}", m.op, m.link);
+  if (m.params.is_object() && m.params.value("tier", "") == "cross-socket") key += "/cross-socket";
+  return key;
+}
+
+std::string ComputeFitKey(const Measurement& m) {
+  std::string op = m.op == "norm" ? "elementwise" : m.op;
+  return fmt::format("{}/{}/{}", m.device, m.backend, op);
+}
+
+StatusOr<std::vector<Fit>> BuildFits(const std::vector<Measurement>& measurements,
+                                     std::vector<std::string>* skipped) {
+  struct Group {
+    std::string kind;
+    std::vector<FitPoint> points;
+    std::vector<int64_t> ids;
+    std::string x;
+  };
+  std::map<std::pair<std::string, std::string>, Group> groups;
+  for (const auto& m : measurements) {
+    if (m.kind == MeasurementKind::kCollective) {
+      auto c = ParseCollective(m.op);
+      if (!c.ok()) return c.status().WithContext(fmt::format("measurement {}", m.id));
+      const double bus = m.bytes.value() * BusFactor(*c, m.ranks);
+      if (bus <= 0 || m.link.empty()) continue;
+      Group& g = groups[{kFitKindComm, CommFitKey(m)}];
+      g.kind = kFitKindComm;
+      g.x = "bus_bytes";
+      g.points.push_back({bus, m.median.value()});
+      g.ids.push_back(m.id);
+    } else if (m.kind == MeasurementKind::kOp) {
+      const std::string op = m.op == "norm" ? "elementwise" : m.op;
+      auto cls = ParseOpClass(op);
+      if (!cls.ok()) return cls.status().WithContext(fmt::format("measurement {}", m.id));
+      const double x = *cls == OpClass::kElementwise ? m.bytes.value() : m.flops.value();
+      if (x <= 0) continue;
+      Group& g = groups[{kFitKindCompute, ComputeFitKey(m)}];
+      g.kind = kFitKindCompute;
+      g.x = *cls == OpClass::kElementwise ? "bytes" : "flops";
+      g.points.push_back({x, m.median.value()});
+      g.ids.push_back(m.id);
+    }
+  }
+  std::vector<Fit> fits;
+  for (auto& [k, g] : groups) {
+    auto r = FitPiecewiseLatency(g.points);
+    if (!r.ok()) {
+      if (skipped != nullptr) skipped->push_back(fmt::format("{} {}: {}", k.first, k.second, r.status().message()));
+      continue;
+    }
+    Fit f;
+    f.kind = k.first;
+    f.key = k.second;
+    f.params = r->model.ToJson();
+    f.params["x"] = g.x;
+    f.points = r->points;
+    f.mape = r->mape;
+    f.measurement_ids = g.ids;
+    fits.push_back(std::move(f));
+  }
+  return fits;
+}
+
+StatusOr<std::vector<Fit>> Recalibrate(Store* store, std::vector<std::string>* skipped) {
+  DITUNE_ASSIGN_OR_RETURN(std::vector<Measurement> all, store->Measurements());
+  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> fits, BuildFits(all, skipped));
+  if (!fits.empty()) DITUNE_RETURN_IF_ERROR(store->ReplaceFits(fits));
+  return fits;
+}
+
+Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const std::string& backend,
+                 ComputeModel* compute, CommModel* comm) {
+  for (const auto& f : fits) {
+    if (!f.active) continue;
+    const std::vector<std::string> key = SplitKey(f.key);
+    if (f.kind == kFitKindCompute && compute != nullptr) {
+      if (key.size() != 3 || key[0] != device || key[1] != backend) continue;
+      auto cls = ParseOpClass(key[2]);
+      if (!cls.ok()) return Status::Corruption(fmt::format("fit {} '{}': {}", f.id, f.key, cls.status().message()));
+      auto model = PiecewiseLatencyModel::FromJson(f.params);
+      if (!model.ok()) return model.status().WithContext(fmt::format("fit {} '{}'", f.id, f.key));
+      compute->SetFit(*cls, *model);
+    } else if (f.kind == kFitKindComm && comm != nullptr) {
+      if (key.size() < 2) return Status::Corruption(fmt::format("fit {}: malformed key '{}'", f.id, f.key));
+      auto c = ParseCollective(key[0]);
+      if (!c.ok()) return Status::Corruption(fmt::format("fit {} '{}': {}", f.id, f.key, c.status().message()));
+      auto model = PiecewiseLatencyModel::FromJson(f.params);
+      if (!model.ok()) return model.status().WithContext(fmt::format("fit {} '{}'", f.id, f.key));
+      // Install for whichever tier of this cluster the key names.
+      for (LinkTier tier : {LinkTier::kIntra, LinkTier::kCrossSocket, LinkTier::kInterNode}) {
+        if (comm->FitKey(*c, tier) == f.key) comm->SetFit(*c, tier, *model);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace ditune

@@ -1,0 +1,46 @@
+// Turns stored measurements into fits and fits into calibrated models.
+//
+// Fit kinds and keys (stable; `ditune calibrate show` prints them):
+//   comm     "<collective>/<link>[/cross-socket]"   piecewise over bus bytes
+//            (nccl-tests' size x bus factor), so group sizes pool into one curve
+//   compute  "<device>/<backend>/<op class>"        piecewise over FLOPs (bytes for
+//            elementwise ops)
+// Every fit records the measurements it came from and is rebuilt identically from them.
+#ifndef DITUNE_COSTMODELS_CALIBRATION_H_
+#define DITUNE_COSTMODELS_CALIBRATION_H_
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "costmodels/comm_model.h"
+#include "costmodels/compute_model.h"
+#include "costmodels/measurement.h"
+#include "costmodels/store.h"
+
+namespace ditune {
+
+inline constexpr const char* kFitKindComm = "comm";
+inline constexpr const char* kFitKindCompute = "compute";
+
+// Groups the measurements by what they calibrate and fits each group that has enough
+// points (>= 2 distinct sizes). Measurements nothing calibrates (steps, e2e) are skipped.
+// `skipped`, when given, receives one line per group that could not be fitted.
+StatusOr<std::vector<Fit>> BuildFits(const std::vector<Measurement>& measurements,
+                                     std::vector<std::string>* skipped = nullptr);
+
+// Fits every measurement in the store and replaces the active fits in one transaction.
+StatusOr<std::vector<Fit>> Recalibrate(Store* store, std::vector<std::string>* skipped = nullptr);
+
+// Loads the fits that apply: compute fits of (device, backend) into `compute`, comm fits
+// of the cluster's links into `comm` (either may be null).
+Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const std::string& backend,
+                 ComputeModel* compute, CommModel* comm);
+
+// The fit key of a collective measurement, and of an op measurement.
+std::string CommFitKey(const Measurement& m);
+std::string ComputeFitKey(const Measurement& m);
+
+}  // namespace ditune
+
+#endif  // DITUNE_COSTMODELS_CALIBRATION_H_

@@ -1,0 +1,143 @@
+#include "costmodels/comm_model.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace ditune {
+
+std::string_view CollectiveName(Collective c) {
+  switch (c) {
+    case Collective::kAllToAll: return "all_to_all";
+    case Collective::kAllGather: return "all_gather";
+    case Collective::kAllReduce: return "all_reduce";
+    case Collective::kSendRecv: return "sendrecv";
+  }
+  return "?";
+}
+
+StatusOr<Collective> ParseCollective(std::string_view name) {
+  for (Collective c : {Collective::kAllToAll, Collective::kAllGather, Collective::kAllReduce,
+                       Collective::kSendRecv}) {
+    if (CollectiveName(c) == name) return c;
+  }
+  return Status::InvalidArgument(fmt::format(
+      "collective '{}' is not one of: all_to_all, all_gather, all_reduce, sendrecv", name));
+}
+
+double BusFactor(Collective c, int n) {
+  if (n <= 1) return c == Collective::kSendRecv ? 1.0 : 0.0;
+  switch (c) {
+    case Collective::kAllToAll:
+    case Collective::kAllGather: return static_cast<double>(n - 1) / n;
+    case Collective::kAllReduce: return 2.0 * (n - 1) / n;
+    case Collective::kSendRecv: return 1.0;
+  }
+  return 1.0;
+}
+
+std::string_view LinkTierName(LinkTier t) {
+  switch (t) {
+    case LinkTier::kIntra: return "intra";
+    case LinkTier::kCrossSocket: return "cross-socket";
+    case LinkTier::kInterNode: return "inter-node";
+  }
+  return "?";
+}
+
+CommModel::CommModel(const Cluster& cluster) : cluster_(&cluster) {}
+
+int CommModel::SocketOf(int rank) const {
+  const int sockets = cluster_->intra->topology == LinkTopology::kPcieTwoSocket ? cluster_->intra->sockets : 1;
+  const int per_socket = std::max(1, (cluster_->gpus_per_node() + sockets - 1) / sockets);
+  return (rank % cluster_->gpus_per_node()) / per_socket;
+}
+
+LinkTier CommModel::TierOf(const std::vector<int>& group) const {
+  if (group.empty()) return LinkTier::kIntra;
+  for (int r : group) {
+    if (cluster_->NodeOf(r) != cluster_->NodeOf(group.front())) return LinkTier::kInterNode;
+  }
+  for (int r : group) {
+    if (SocketOf(r) != SocketOf(group.front())) return LinkTier::kCrossSocket;
+  }
+  return LinkTier::kIntra;
+}
+
+std::string CommModel::FitKey(Collective c, LinkTier tier) const {
+  switch (tier) {
+    case LinkTier::kIntra: return fmt::format("{}/{}", CollectiveName(c), cluster_->intra->id);
+    case LinkTier::kCrossSocket: return fmt::format("{}/{}/cross-socket", CollectiveName(c), cluster_->intra->id);
+    case LinkTier::kInterNode: return fmt::format("{}/{}", CollectiveName(c), cluster_->inter->id);
+  }
+  return "";
+}
+
+Seconds CommModel::DefaultLatency(LinkTier tier) const {
+  switch (tier) {
+    case LinkTier::kIntra: return cluster_->intra->latency;
+    case LinkTier::kCrossSocket: return cluster_->intra->latency * 1.5;
+    case LinkTier::kInterNode: return cluster_->intra->latency + cluster_->inter->latency;
+  }
+  return Seconds(0);
+}
+
+BytesPerSecond CommModel::DefaultBusBandwidth(Collective c, LinkTier tier, const std::vector<int>& group) const {
+  const LinkSpec& intra = *cluster_->intra;
+  const BytesPerSecond intra_bw = c == Collective::kSendRecv ? intra.p2p : intra.busbw;
+  switch (tier) {
+    case LinkTier::kIntra: return intra_bw;
+    case LinkTier::kCrossSocket: return std::min(intra_bw, intra.cross_socket);
+    case LinkTier::kInterNode: {
+      // The group's ranks on one node share that node's NICs.
+      std::map<int, int> per_node;
+      for (int r : group) per_node[cluster_->NodeOf(r)]++;
+      int local = 1;
+      for (const auto& [node, count] : per_node) local = std::max(local, count);
+      const LinkSpec& inter = *cluster_->inter;
+      const BytesPerSecond nic = c == Collective::kSendRecv ? inter.p2p : inter.busbw;
+      const BytesPerSecond per_rank = nic * (static_cast<double>(std::max(1, inter.nics_per_node)) / local);
+      return std::min(intra_bw, per_rank);
+    }
+  }
+  return intra_bw;
+}
+
+Seconds CommModel::Time(Collective c, Bytes size, const std::vector<int>& group, double sharing) const {
+  const int n = static_cast<int>(group.size());
+  if (c != Collective::kSendRecv && n <= 1) return Seconds(0);
+  if (size.value() <= 0) return Seconds(0);
+  const LinkTier tier = TierOf(group);
+  const double bus_bytes = size.value() * BusFactor(c, n) * std::max(1.0, sharing) / bandwidth_scale_;
+  auto it = fits_.find(FitKey(c, tier));
+  if (it != fits_.end()) return Seconds(it->second.Seconds(bus_bytes));
+  return DefaultLatency(tier) + Bytes(bus_bytes) / DefaultBusBandwidth(c, tier, group);
+}
+
+double CommModel::Sharing(const std::vector<int>& group, const std::vector<std::vector<int>>& concurrent) const {
+  const LinkTier tier = TierOf(group);
+  if (tier == LinkTier::kIntra) return 1.0;
+  const int node = cluster_->NodeOf(group.front());
+  if (tier == LinkTier::kCrossSocket) {
+    int crossing = 0;
+    for (const auto& g : concurrent) {
+      if (!g.empty() && cluster_->NodeOf(g.front()) == node && TierOf(g) == LinkTier::kCrossSocket) ++crossing;
+    }
+    return std::max(1, crossing);
+  }
+  // Inter-node: ranks of this node in node-crossing groups, over this group's own.
+  int mine = 0, all = 0;
+  for (int r : group) mine += cluster_->NodeOf(r) == node;
+  for (const auto& g : concurrent) {
+    if (TierOf(g) != LinkTier::kInterNode) continue;
+    for (int r : g) all += cluster_->NodeOf(r) == node;
+  }
+  return std::max(1.0, static_cast<double>(all) / std::max(1, mine));
+}
+
+void CommModel::SetFit(Collective c, LinkTier tier, PiecewiseLatencyModel model) {
+  fits_[FitKey(c, tier)] = std::move(model);
+}
+
+}  // namespace ditune

@@ -1,0 +1,72 @@
+// Time of collectives and point-to-point transfers on a cluster's links.
+//
+// Sizes follow nccl-tests: `size` is the per-rank buffer (all_to_all: what one rank sends
+// in total; all_gather: the gathered output; all_reduce: the buffer; sendrecv: the
+// message). time = latency + size x busfactor / busbw, with nccl-tests' bus factors:
+// (n-1)/n for all-to-all and all-gather, 2(n-1)/n for all-reduce, 1 for send/recv. A
+// fitted piecewise curve over bus bytes replaces the catalog line when measured.
+#ifndef DITUNE_COSTMODELS_COMM_MODEL_H_
+#define DITUNE_COSTMODELS_COMM_MODEL_H_
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/cluster.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "costmodels/fitting.h"
+
+namespace ditune {
+
+enum class Collective { kAllToAll, kAllGather, kAllReduce, kSendRecv };
+std::string_view CollectiveName(Collective c);
+StatusOr<Collective> ParseCollective(std::string_view name);
+
+// nccl-tests' bus-bandwidth factor for a group of n ranks.
+double BusFactor(Collective c, int n);
+
+// Which link a group's traffic crosses: all on one switch/bus (kIntra), across the two
+// sockets of a PCIe box (kCrossSocket), or between nodes (kInterNode).
+enum class LinkTier { kIntra, kCrossSocket, kInterNode };
+std::string_view LinkTierName(LinkTier t);
+
+class CommModel {
+ public:
+  // The cluster must outlive the model.
+  explicit CommModel(const Cluster& cluster);
+
+  LinkTier TierOf(const std::vector<int>& group) const;
+  // The socket of a rank inside its node (0 where the box has one socket).
+  int SocketOf(int rank) const;
+  // The fit key of a collective on a tier of this cluster, e.g. "all_to_all/pcie4/cross-socket".
+  std::string FitKey(Collective c, LinkTier tier) const;
+
+  // Seconds for one collective of `size` bytes (nccl-tests convention) over `group`, with
+  // `sharing` concurrent transfers dividing the bottleneck link's bandwidth.
+  Seconds Time(Collective c, Bytes size, const std::vector<int>& group, double sharing = 1.0) const;
+
+  // How many transfers share `group`'s bottleneck when all of `concurrent` (which should
+  // include `group`) run at once: groups crossing the sockets of one node share its
+  // inter-socket link; ranks crossing nodes share their node's NICs. 1 when none do.
+  double Sharing(const std::vector<int>& group, const std::vector<std::vector<int>>& concurrent) const;
+
+  // A fitted curve over bus bytes for (collective, tier) replaces the catalog line.
+  void SetFit(Collective c, LinkTier tier, PiecewiseLatencyModel model);
+  // Scales every bandwidth (what-if: "twice the link").
+  void ScaleBandwidth(double k) { bandwidth_scale_ *= k; }
+
+  // The catalog's bus bandwidth and latency for a tier (before fits).
+  BytesPerSecond DefaultBusBandwidth(Collective c, LinkTier tier, const std::vector<int>& group) const;
+  Seconds DefaultLatency(LinkTier tier) const;
+
+ private:
+  const Cluster* cluster_;
+  std::map<std::string, PiecewiseLatencyModel> fits_;
+  double bandwidth_scale_ = 1.0;
+};
+
+}  // namespace ditune
+
+#endif  // DITUNE_COSTMODELS_COMM_MODEL_H_

@@ -1,0 +1,51 @@
+#include "costmodels/compute_model.h"
+
+#include <algorithm>
+
+namespace ditune {
+
+ComputeModel ComputeModel::Defaults(const GpuSpec& gpu) {
+  ComputeModel m;
+  m.peak_ = gpu.tensor_peak();
+  m.memory_bandwidth_ = gpu.memory_bandwidth;
+  m.defaults_[static_cast<int>(OpClass::kGemm)] = {0.75, 5e-6};
+  m.defaults_[static_cast<int>(OpClass::kAttention)] = {0.50, 10e-6};
+  m.defaults_[static_cast<int>(OpClass::kLinearAttention)] = {0.30, 10e-6};
+  m.defaults_[static_cast<int>(OpClass::kElementwise)] = {0.80, 3e-6};
+  m.launch_overhead_ = gpu.is_cpu ? Seconds(0) : Microseconds(5);
+  return m;
+}
+
+double ComputeModel::FitSize(const OpCost& op) {
+  return op.cls == OpClass::kElementwise ? op.bytes.value() : op.flops.value();
+}
+
+Seconds ComputeModel::DeviceTime(const OpCost& op) const {
+  const int c = static_cast<int>(op.cls);
+  if (fits_[c]) return Seconds(fits_[c]->Seconds(FitSize(op)));
+  const DefaultEfficiency& d = defaults_[c];
+  // Memory roofline for every class at the elementwise efficiency.
+  const double mem_rate = memory_bandwidth_.value() * defaults_[static_cast<int>(OpClass::kElementwise)].e_max;
+  const double t_mem = op.bytes.value() / mem_rate;
+  if (op.cls == OpClass::kElementwise) return Seconds(d.t0_s + t_mem);
+  const double t_compute = d.t0_s + op.flops.value() / (peak_.value() * d.e_max);
+  return Seconds(std::max(t_compute, t_mem));
+}
+
+Seconds ComputeModel::OpTime(const OpCost& op) const {
+  const Seconds device = DeviceTime(op);
+  const Seconds host = launch_overhead_ * op.kernels;
+  return std::max(device, host) * scale_;
+}
+
+Seconds ComputeModel::OpsTime(const std::vector<OpCost>& ops) const {
+  Seconds t;
+  for (const auto& op : ops) t += OpTime(op);
+  return t;
+}
+
+void ComputeModel::SetFit(OpClass cls, PiecewiseLatencyModel model) {
+  fits_[static_cast<int>(cls)] = std::move(model);
+}
+
+}  // namespace ditune

@@ -1,0 +1,67 @@
+// Time of DiT operations on one device: a roofline with a size-dependent efficiency per
+// operation class, catalog defaults when uncalibrated and fitted curves when measured, and
+// the host's launch overhead where kernels are too short to hide it.
+#ifndef DITUNE_COSTMODELS_COMPUTE_MODEL_H_
+#define DITUNE_COSTMODELS_COMPUTE_MODEL_H_
+
+#include <array>
+#include <optional>
+#include <vector>
+
+#include "core/hardware_spec.h"
+#include "core/units.h"
+#include "costmodels/dit_ops.h"
+#include "costmodels/fitting.h"
+
+namespace ditune {
+
+// The uncalibrated efficiency curve of one class: e(x) = e_max x / (x + x_half), written as
+// a fixed cost t0 = x_half / (peak e_max) and a top rate peak e_max.
+struct DefaultEfficiency {
+  double e_max = 0.7;  // fraction of the peak at large sizes
+  double t0_s = 5e-6;  // the fixed cost that halves efficiency at small sizes
+};
+
+class ComputeModel {
+ public:
+  // Catalog defaults for `gpu`: tensor peak and memory bandwidth with typical efficiencies
+  // (GEMM 75%, fused attention 50%, linear attention 30%, elementwise 80% of bandwidth)
+  // and, for GPUs, 5 µs per kernel launch of an eager framework.
+  static ComputeModel Defaults(const GpuSpec& gpu);
+
+  // Device time of one op (before the launch-overhead floor and the scale).
+  Seconds DeviceTime(const OpCost& op) const;
+  // max(device time, kernels x launch overhead) x scale.
+  Seconds OpTime(const OpCost& op) const;
+  Seconds OpsTime(const std::vector<OpCost>& ops) const;
+
+  // A fitted curve for one class replaces its default: x is FLOPs for compute classes,
+  // bytes for elementwise.
+  void SetFit(OpClass cls, PiecewiseLatencyModel model);
+  bool has_fit(OpClass cls) const { return fits_[static_cast<int>(cls)].has_value(); }
+  void set_launch_overhead(Seconds s) { launch_overhead_ = s; }
+  Seconds launch_overhead() const { return launch_overhead_; }
+  // A multiplier on every op time (fitted from end-to-end runs: framework overheads
+  // that scale with the work).
+  void set_scale(double k) { scale_ = k; }
+  double scale() const { return scale_; }
+  FlopsPerSecond peak() const { return peak_; }
+  BytesPerSecond memory_bandwidth() const { return memory_bandwidth_; }
+  // Scales the peak (what-if: "a GPU with twice the FLOP/s").
+  void ScalePeak(double k) { peak_ = peak_ * k; }
+
+  // The size an op class is fitted on: FLOPs, or bytes for elementwise ops.
+  static double FitSize(const OpCost& op);
+
+ private:
+  FlopsPerSecond peak_;
+  BytesPerSecond memory_bandwidth_;
+  std::array<DefaultEfficiency, kNumOpClasses> defaults_{};
+  std::array<std::optional<PiecewiseLatencyModel>, kNumOpClasses> fits_{};
+  Seconds launch_overhead_;
+  double scale_ = 1.0;
+};
+
+}  // namespace ditune
+
+#endif  // DITUNE_COSTMODELS_COMPUTE_MODEL_H_

@@ -1,0 +1,225 @@
+#include "costmodels/dit_ops.h"
+
+#include <algorithm>
+
+namespace ditune {
+namespace {
+
+constexpr double kB = kElementBytes;
+
+// [n x k] x [k x m], bf16 operands.
+OpCost Gemm(std::string name, double n, double k, double m) {
+  return {std::move(name), OpClass::kGemm, Flops(2.0 * n * k * m), Bytes(kB * (n * k + k * m + n * m)), 1};
+}
+
+// An elementwise pass over n x w elements that touches each `passes` times (reads and
+// writes), in `kernels` launches (eager frameworks split fused math into several).
+OpCost Elementwise(std::string name, double n, double w, double passes, int kernels) {
+  return {std::move(name), OpClass::kElementwise, Flops(4.0 * n * w), Bytes(kB * n * w * passes), kernels};
+}
+
+OpCost Attention(std::string name, const ModelSpec& m, double q, double kv, double heads, double batch) {
+  const double d = m.head_dim;
+  if (m.attention == AttentionKind::kLinear) {
+    // phi(K)^T V (d x d per head) and phi(Q) (K^T V): linear in tokens.
+    return {std::move(name), OpClass::kLinearAttention, Flops(4.0 * batch * (q + kv) * heads * d * d),
+            Bytes(kB * batch * heads * d * (2 * q + 2 * kv)), 3};
+  }
+  return {std::move(name), OpClass::kAttention, Flops(4.0 * batch * q * kv * heads * d),
+          Bytes(kB * batch * heads * d * (2 * q + 2 * kv)), 1};
+}
+
+double MlpParams(const ModelSpec& m, double width, double inner) {
+  return (m.mlp_gated ? 3.0 : 2.0) * width * inner;
+}
+
+// The MLP of one stream: up (gated: up and gate), activation, down.
+void AddMlp(std::vector<OpCost>* ops, const ModelSpec& m, const std::string& p, double n, double width,
+            double inner, int tp) {
+  ops->push_back(Gemm(p + "mlp_up", n, width, (m.mlp_gated ? 2.0 : 1.0) * inner / tp));
+  ops->push_back(Elementwise(p + "act", n, inner / tp, m.mlp_gated ? 3 : 2, m.mlp_gated ? 2 : 1));
+  ops->push_back(Gemm(p + "mlp_down", n, inner / tp, width));
+}
+
+// One stream of a joint (MMDiT) block up to attention: modulation, norm, QKV, qk-norm.
+void AddJointPre(std::vector<OpCost>* ops, const std::string& p, double n, double width, double hidden,
+                 double batch, int tp) {
+  ops->push_back(Gemm(p + "modulation", batch, hidden, 6.0 * width));
+  ops->push_back(Elementwise(p + "norm1_mod", n, width, 2, 4));
+  ops->push_back(Gemm(p + "qkv", n, width, 3.0 * hidden / tp));
+  ops->push_back(Elementwise(p + "qk_norm_rope", n, 2.0 * hidden / tp, 2, 6));
+}
+
+void AddJointPost(std::vector<OpCost>* ops, const ModelSpec& m, const std::string& p, double n,
+                  double width, double hidden, double inner, int tp) {
+  ops->push_back(Gemm(p + "attn_out", n, hidden / tp, width));
+  ops->push_back(Elementwise(p + "residual1", n, width, 3, 2));
+  ops->push_back(Elementwise(p + "norm2_mod", n, width, 2, 4));
+  AddMlp(ops, m, p, n, width, inner, tp);
+  ops->push_back(Elementwise(p + "residual2", n, width, 3, 2));
+}
+
+}  // namespace
+
+std::string_view OpClassName(OpClass c) {
+  switch (c) {
+    case OpClass::kGemm: return "gemm";
+    case OpClass::kAttention: return "attention";
+    case OpClass::kLinearAttention: return "linear_attention";
+    case OpClass::kElementwise: return "elementwise";
+  }
+  return "?";
+}
+
+RankWork ComputeRankWork(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
+                         const ParallelConfig& c) {
+  RankWork w;
+  const int64_t seq_split = static_cast<int64_t>(c.sp()) * c.distrifusion;
+  const int patches = (c.pipefusion > 1 || c.patches > 1) ? c.patches : 1;
+  w.patches = patches;
+  w.seq_img_tokens = tokens.image_tokens();
+  w.seq_txt_tokens = tokens.text_tokens;
+  w.img_tokens = tokens.image_tokens() / (seq_split * patches);
+  // xDiT splits the text sequence over the sequence-parallel ranks when it divides evenly,
+  // and otherwise keeps all of it on every rank.
+  const int64_t txt_local = tokens.text_tokens % seq_split == 0 ? tokens.text_tokens / seq_split
+                                                                : tokens.text_tokens;
+  w.txt_tokens = (txt_local + patches - 1) / patches;
+  w.ulysses = c.ulysses;
+  w.tp = c.tp;
+  w.heads = model.heads / (c.ulysses * c.tp);
+  const int branches = model.uses_cfg ? (c.cfg == 2 ? 1 : 2) : 1;
+  w.batch = std::max(1, workload.batch / c.dp) * branches;
+  return w;
+}
+
+std::vector<OpCost> BlockOps(const ModelSpec& m, BlockFamily family, const RankWork& w) {
+  std::vector<OpCost> ops;
+  const double b = w.batch;
+  const double H = m.hidden;
+  const double M = m.mlp_hidden;
+  const int tp = w.tp;
+  const double ni = b * static_cast<double>(w.img_tokens);
+  const double nt = b * static_cast<double>(w.txt_tokens);
+  // Queries per head after Ulysses gathers the sequence; keys/values: the whole sequence
+  // (Ring passes it around; PipeFusion and DistriFusion read stale full buffers).
+  const double u = w.ulysses;
+  switch (family) {
+    case BlockFamily::kCross: {
+      ops.push_back(Elementwise("norm1_mod", ni, H, 2, 4));
+      ops.push_back(Gemm("qkv", ni, H, 3.0 * H / tp));
+      ops.push_back(Attention("attn", m, u * static_cast<double>(w.img_tokens),
+                              static_cast<double>(w.seq_img_tokens), w.heads, b));
+      ops.push_back(Gemm("attn_out", ni, H / tp, H));
+      ops.push_back(Elementwise("residual1", ni, H, 3, 2));
+      // Cross-attention to the text: local queries, all heads (text is on every rank).
+      ops.push_back(Elementwise("norm2", ni, H, 2, 1));
+      ops.push_back(Gemm("cross_q", ni, H, H / tp));
+      const double text_per_patch = b * static_cast<double>(w.seq_txt_tokens) / w.patches;
+      ops.push_back(Gemm("cross_kv", text_per_patch, H, 2.0 * H / tp));
+      OpCost xattn = Attention("cross_attn", m, static_cast<double>(w.img_tokens),
+                               static_cast<double>(w.seq_txt_tokens), static_cast<double>(m.heads) / tp, b);
+      if (xattn.cls == OpClass::kLinearAttention) {
+        // SANA's cross-attention is softmax attention over the short text.
+        xattn.cls = OpClass::kAttention;
+        xattn.flops = Flops(4.0 * b * static_cast<double>(w.img_tokens) * static_cast<double>(w.seq_txt_tokens) *
+                            m.heads / tp * m.head_dim);
+        xattn.kernels = 1;
+      }
+      ops.push_back(xattn);
+      ops.push_back(Gemm("cross_out", ni, H / tp, H));
+      ops.push_back(Elementwise("residual2", ni, H, 3, 1));
+      ops.push_back(Elementwise("norm3_mod", ni, H, 2, 4));
+      AddMlp(&ops, m, "", ni, H, M, tp);
+      ops.push_back(Elementwise("residual3", ni, H, 3, 2));
+      break;
+    }
+    case BlockFamily::kJoint: {
+      const double Ht = m.text_stream_hidden;
+      const double Mt = M * Ht / H;
+      AddJointPre(&ops, "img.", ni, H, H, b, tp);
+      AddJointPre(&ops, "txt.", nt, Ht, H, b, tp);
+      ops.push_back(Attention("attn", m, u * static_cast<double>(w.img_tokens + w.txt_tokens),
+                              static_cast<double>(w.seq_img_tokens + w.seq_txt_tokens), w.heads, b));
+      AddJointPost(&ops, m, "img.", ni, H, H, M, tp);
+      AddJointPost(&ops, m, "txt.", nt, Ht, H, Mt, tp);
+      break;
+    }
+    case BlockFamily::kSingle: {
+      const double n = ni + nt;
+      ops.push_back(Gemm("modulation", b, H, 3.0 * H));
+      ops.push_back(Elementwise("norm_mod", n, H, 2, 4));
+      ops.push_back(Gemm("qkv_mlp_in", n, H, (3.0 * H + (m.mlp_gated ? 2.0 : 1.0) * M) / tp));
+      ops.push_back(Elementwise("qk_norm_rope", n, 2.0 * H / tp, 2, 6));
+      ops.push_back(Attention("attn", m, u * static_cast<double>(w.img_tokens + w.txt_tokens),
+                              static_cast<double>(w.seq_img_tokens + w.seq_txt_tokens), w.heads, b));
+      ops.push_back(Elementwise("act", n, M / tp, 2, 1));
+      ops.push_back(Gemm("out", n, (H + M) / tp, H));
+      ops.push_back(Elementwise("residual", n, H, 3, 2));
+      break;
+    }
+  }
+  return ops;
+}
+
+std::vector<OpCost> StepOverheadOps(const ModelSpec& m, const RankWork& w) {
+  std::vector<OpCost> ops;
+  const double b = w.batch;
+  const double ni = b * static_cast<double>(w.img_tokens);
+  const double patch_in = static_cast<double>(m.latent_channels) * m.patch_spatial * m.patch_spatial * m.patch_temporal;
+  const double text = b * static_cast<double>(w.seq_txt_tokens) / w.patches;
+  ops.push_back(Gemm("patch_embed", ni, patch_in, m.hidden));
+  ops.push_back(Gemm("time_embed", b, 256 + m.hidden, m.hidden));
+  ops.push_back(Gemm("text_embed", text, m.text_hidden, m.text_stream_hidden));
+  ops.push_back(Elementwise("final_norm_mod", ni, m.hidden, 2, 4));
+  ops.push_back(Gemm("final_proj", ni, m.hidden, patch_in));
+  return ops;
+}
+
+Flops TotalFlops(const std::vector<OpCost>& ops) {
+  Flops f;
+  for (const auto& o : ops) f += o.flops;
+  return f;
+}
+
+Bytes TotalBytes(const std::vector<OpCost>& ops) {
+  Bytes b;
+  for (const auto& o : ops) b += o.bytes;
+  return b;
+}
+
+double BlockParams(const ModelSpec& m, BlockFamily family) {
+  const double H = m.hidden;
+  const double M = m.mlp_hidden;
+  switch (family) {
+    case BlockFamily::kCross:
+      // self-attention QKV + out, cross-attention Q, KV (text projected to H) + out, MLP.
+      return 4 * H * H + 4 * H * H + MlpParams(m, H, M);
+    case BlockFamily::kJoint: {
+      const double Ht = m.text_stream_hidden;
+      const double Mt = M * Ht / H;
+      // Per stream: QKV, out, MLP, adaLN modulation (6 x width from the conditioning).
+      const double img = 4 * H * H + MlpParams(m, H, M) + 6 * H * H;
+      const double txt = 4 * H * Ht + MlpParams(m, Ht, Mt) + 6 * Ht * H;
+      // Shared weights (CogVideoX): one set of projections and MLP; its modulation comes
+      // from a narrow time embedding and is left out.
+      return m.joint_shared_weights ? 4 * H * H + MlpParams(m, H, M) : img + txt;
+    }
+    case BlockFamily::kSingle:
+      // Fused QKV + MLP-in, fused out over [attention; MLP], modulation (3 x H).
+      return H * (3 * H + (m.mlp_gated ? 2.0 : 1.0) * M) + (H + M) * H + 3 * H * H;
+  }
+  return 0;
+}
+
+double DitParams(const ModelSpec& m) {
+  double p = 0;
+  for (const auto& g : m.blocks) p += g.count * BlockParams(m, g.family);
+  const double patch = static_cast<double>(m.latent_channels) * m.patch_spatial * m.patch_spatial * m.patch_temporal;
+  p += 2 * patch * m.hidden;                                           // patch embed, final layer
+  p += static_cast<double>(m.text_hidden) * m.text_stream_hidden;      // caption / context embedder
+  p += (256.0 + m.hidden) * m.hidden;                                  // timestep embedding
+  return p;
+}
+
+}  // namespace ditune

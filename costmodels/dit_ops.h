@@ -1,0 +1,70 @@
+// The operations of DiT inference with their FLOPs and bytes, for any rank's share under
+// any configuration. Shapes come from the ModelSpec; what a rank holds from RankWork.
+#ifndef DITUNE_COSTMODELS_DIT_OPS_H_
+#define DITUNE_COSTMODELS_DIT_OPS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+#include "core/units.h"
+#include "core/workload.h"
+
+namespace ditune {
+
+// kGemm: dense matmul (projections, MLP). kAttention: fused softmax attention (the S x S
+// matrix never reaches memory). kLinearAttention: SANA's linear attention. kElementwise:
+// norms, modulation, activations, residuals — memory-bound.
+enum class OpClass { kGemm, kAttention, kLinearAttention, kElementwise };
+inline constexpr int kNumOpClasses = 4;
+std::string_view OpClassName(OpClass c);
+
+struct OpCost {
+  std::string name;  // e.g. "img.qkv", "attn", "txt.mlp_up"
+  OpClass cls = OpClass::kGemm;
+  Flops flops;
+  Bytes bytes;  // bytes read and written, bf16 activations and weights
+  int kernels = 1;
+};
+
+// What one rank computes in one forward of one block (one patch, with PipeFusion).
+struct RankWork {
+  int64_t img_tokens = 0;      // image tokens in this rank's projections and MLP
+  int64_t txt_tokens = 0;      // text tokens in its projections and MLP (joint, single)
+  int64_t seq_img_tokens = 0;  // the whole image sequence attention reads as keys/values
+  int64_t seq_txt_tokens = 0;  // the whole text sequence
+  int ulysses = 1;             // Ulysses gathers this many ranks' tokens per head group
+  int heads = 0;               // heads this rank computes in self/joint attention
+  int tp = 1;                  // projection and MLP widths are divided by tp
+  int batch = 1;               // sequences per forward: prompts x CFG branches on this rank
+  int patches = 1;             // PipeFusion patches per step (text work is spread over them)
+};
+
+// The work of any rank per block forward (every rank's share has the same size: a valid
+// configuration's degrees divide evenly).
+RankWork ComputeRankWork(const ModelSpec& model, const TokenGeometry& tokens,
+                         const Workload& workload, const ParallelConfig& config);
+
+// The operations of one block of `family` for `work`.
+std::vector<OpCost> BlockOps(const ModelSpec& model, BlockFamily family, const RankWork& work);
+
+// Work outside the blocks, once per step and per patch: patch embedding, caption and
+// timestep embedding, final layer and unpatchify.
+std::vector<OpCost> StepOverheadOps(const ModelSpec& model, const RankWork& work);
+
+// Sums.
+Flops TotalFlops(const std::vector<OpCost>& ops);
+Bytes TotalBytes(const std::vector<OpCost>& ops);
+
+// Parameters of one block of `family`, and of the whole DiT, computed from the shapes.
+double BlockParams(const ModelSpec& model, BlockFamily family);
+double DitParams(const ModelSpec& model);
+
+// Bytes of one element: ditune's runtime and the xDiT runs it models use bf16.
+inline constexpr double kElementBytes = 2.0;
+
+}  // namespace ditune
+
+#endif  // DITUNE_COSTMODELS_DIT_OPS_H_

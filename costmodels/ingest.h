@@ -1,0 +1,52 @@
+// Reads measurements users already have: ditune's measurement CSV, nccl-tests output, and
+// xDiT benchmark logs. Parsers are pure (text in, measurements out); `origin` names the
+// input in errors, which carry the 1-based line number of the offending line.
+#ifndef DITUNE_COSTMODELS_INGEST_H_
+#define DITUNE_COSTMODELS_INGEST_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "costmodels/measurement.h"
+
+namespace ditune {
+
+enum class IngestFormat { kAuto, kCsv, kNcclTests, kXditLog };
+
+// What the text itself does not say, given on the command line.
+struct IngestContext {
+  std::string device;      // GPU catalog id (required for nccl-tests and xDiT logs)
+  std::string link;        // link id the collective ran over (nccl-tests)
+  int ranks = 0;           // nccl-tests: ranks of the run (0 = count the "# Rank" lines)
+  std::string collective;  // nccl-tests: all_to_all | all_gather | all_reduce | sendrecv
+                           // ("" = infer from `origin`'s file name, e.g. all_reduce_perf.txt)
+  // xDiT logs: the workload and configuration of the run, stored in params:
+  // {"model","height","width","frames","steps","batch","config","gpus","output_type","scope"}.
+  nlohmann::json run = nlohmann::json::object();
+  std::string run_id;
+};
+
+// Recognises the format from the content, in this order: a CSV whose first line that is
+// neither blank nor a '#' comment names at least two of the required columns (e.g.
+// "source,kind,op,device,median_s"); nccl-tests' "# nThread" banner or its "#  size  count"
+// table header; an xDiT "epoch time:" line. InvalidArgument listing the formats when none
+// matches. docs/CALIBRATION.md describes the formats.
+StatusOr<IngestFormat> DetectIngestFormat(std::string_view text, std::string_view origin);
+
+StatusOr<std::vector<Measurement>> ParseMeasurementCsv(std::string_view text, std::string_view origin);
+StatusOr<std::vector<Measurement>> ParseNcclTests(std::string_view text, const IngestContext& ctx,
+                                                  std::string_view origin);
+StatusOr<std::vector<Measurement>> ParseXditLog(std::string_view text, const IngestContext& ctx,
+                                                std::string_view origin);
+
+// Detects (when kAuto) and dispatches.
+StatusOr<std::vector<Measurement>> ParseIngest(std::string_view text, IngestFormat format,
+                                               const IngestContext& ctx, std::string_view origin);
+
+}  // namespace ditune
+
+#endif  // DITUNE_COSTMODELS_INGEST_H_

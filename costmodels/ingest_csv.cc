@@ -1,0 +1,422 @@
+// ditune's measurement CSV, format detection and dispatch, and the helpers the other
+// ingest parsers share (ingest_impl.h).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "costmodels/ingest.h"
+#include "costmodels/ingest_impl.h"
+
+namespace ditune {
+namespace ingest_internal {
+
+std::vector<Line> SplitLines(std::string_view text) {
+  std::vector<Line> lines;
+  int number = 1;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    lines.push_back({number++, line});
+    pos = eol + 1;
+  }
+  return lines;
+}
+
+std::string_view Trim(std::string_view s) {
+  constexpr std::string_view kBlank = " \t\r\n";
+  const size_t first = s.find_first_not_of(kBlank);
+  if (first == std::string_view::npos) return {};
+  const size_t last = s.find_last_not_of(kBlank);
+  return s.substr(first, last - first + 1);
+}
+
+std::vector<std::string_view> SplitWhitespace(std::string_view s) {
+  constexpr std::string_view kBlank = " \t\r\n";
+  std::vector<std::string_view> tokens;
+  size_t pos = s.find_first_not_of(kBlank);
+  while (pos != std::string_view::npos) {
+    size_t end = s.find_first_of(kBlank, pos);
+    if (end == std::string_view::npos) end = s.size();
+    tokens.push_back(s.substr(pos, end - pos));
+    pos = s.find_first_not_of(kBlank, end);
+  }
+  return tokens;
+}
+
+std::optional<double> ParseDouble(std::string_view s) {
+  s = Trim(s);
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (s.empty()) return std::nullopt;
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::optional<int64_t> ParseInt(std::string_view s) {
+  s = Trim(s);
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (s.empty()) return std::nullopt;
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+Status LineError(std::string_view origin, int line, std::string_view what) {
+  return Status::InvalidArgument(fmt::format("{}:{}: {}", origin, line, what));
+}
+
+}  // namespace ingest_internal
+
+namespace {
+
+using ingest_internal::LineError;
+using ingest_internal::ParseDouble;
+using ingest_internal::ParseInt;
+using ingest_internal::Trim;
+
+constexpr std::array<std::string_view, 5> kRequiredColumns = {"source", "kind", "op", "device",
+                                                              "median_s"};
+constexpr std::array<std::string_view, 10> kOptionalColumns = {
+    "backend", "ranks", "link", "bytes", "flops", "p10_s", "p90_s", "samples", "params", "run_id"};
+
+constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
+std::string AllColumns() {
+  return fmt::format("{}, {}", fmt::join(kRequiredColumns, ", "),
+                     fmt::join(kOptionalColumns, ", "));
+}
+
+bool IsColumn(std::string_view name) {
+  return std::find(kRequiredColumns.begin(), kRequiredColumns.end(), name) !=
+             kRequiredColumns.end() ||
+         std::find(kOptionalColumns.begin(), kOptionalColumns.end(), name) !=
+             kOptionalColumns.end();
+}
+
+// One CSV record: its fields, unquoted, and the line it starts on.
+struct CsvRecord {
+  int line = 0;
+  std::vector<std::string> fields;
+};
+
+// Splits `text` into RFC 4180 records: fields separated by ',', records by "\n" or "\r\n";
+// a field in double quotes may hold commas, line breaks and quotes written as "". Blanks
+// before an opening quote and after a closing one are ignored. Outside a quoted field, a blank
+// line or one whose first non-blank character is '#' is skipped.
+StatusOr<std::vector<CsvRecord>> ReadCsvRecords(std::string_view text, std::string_view origin) {
+  if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());  // spreadsheet exports
+  std::vector<CsvRecord> records;
+  const size_t n = text.size();
+  size_t pos = 0;
+  int line = 1;
+  auto is_blank = [](char c) { return c == ' ' || c == '\t'; };
+  while (pos < n) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = n;
+    std::string_view content = Trim(text.substr(pos, eol - pos));
+    if (content.empty() || content.front() == '#') {
+      pos = eol + 1;
+      ++line;
+      continue;
+    }
+    CsvRecord record;
+    record.line = line;
+    while (true) {
+      std::string field;
+      size_t p = pos;
+      while (p < n && is_blank(text[p])) ++p;
+      if (p < n && text[p] == '"') {
+        const int start_line = line;
+        bool closed = false;
+        for (++p; p < n; ++p) {
+          const char c = text[p];
+          if (c == '"') {
+            if (p + 1 < n && text[p + 1] == '"') {
+              field += '"';
+              ++p;
+              continue;
+            }
+            closed = true;
+            ++p;
+            break;
+          }
+          if (c == '\n') ++line;
+          field += c;
+        }
+        if (!closed) {
+          return LineError(origin, start_line,
+                           "a quoted field is never closed (valid: a field in double quotes, with "
+                           "each quote inside it written twice as \"\")");
+        }
+        while (p < n && (is_blank(text[p]) || text[p] == '\r')) ++p;
+        if (p < n && text[p] != ',' && text[p] != '\n') {
+          return LineError(origin, line,
+                           fmt::format("'{}' after the closing quote of a field (valid: ',' or "
+                                       "the end of the line; write a quote inside a quoted field "
+                                       "as \"\")",
+                                       text[p]));
+        }
+      } else {
+        size_t q = pos;
+        while (q < n && text[q] != ',' && text[q] != '\n') ++q;
+        std::string_view value = text.substr(pos, q - pos);
+        if (!value.empty() && value.back() == '\r') value.remove_suffix(1);
+        if (value.find('"') != std::string_view::npos) {
+          return LineError(origin, line,
+                           fmt::format("a '\"' inside the unquoted field '{}' (valid: put the "
+                                       "whole field in double quotes and double the quotes "
+                                       "inside, e.g. \"{{\"\"steps\"\": 28}}\")",
+                                       Trim(value)));
+        }
+        field = std::string(value);
+        p = q;
+      }
+      record.fields.push_back(std::move(field));
+      if (p < n && text[p] == ',') {
+        pos = p + 1;
+        continue;
+      }
+      pos = p + 1;  // past the '\n', or past the end
+      ++line;
+      break;
+    }
+    records.push_back(std::move(record));
+  }
+  return records;
+}
+
+// True iff `line`, split on commas, has at least two fields that are required column names:
+// a ditune CSV header, perhaps with a misspelt column that ParseMeasurementCsv will name.
+bool LooksLikeCsvHeader(std::string_view line) {
+  int required = 0;
+  int fields = 0;
+  size_t pos = 0;
+  while (pos <= line.size()) {
+    size_t comma = line.find(',', pos);
+    if (comma == std::string_view::npos) comma = line.size();
+    std::string_view name = Trim(line.substr(pos, comma - pos));
+    if (name.size() >= 2 && name.front() == '"' && name.back() == '"') {
+      name = name.substr(1, name.size() - 2);
+    }
+    ++fields;
+    if (std::find(kRequiredColumns.begin(), kRequiredColumns.end(), name) !=
+        kRequiredColumns.end()) {
+      ++required;
+    }
+    pos = comma + 1;
+  }
+  return fields >= 2 && required >= 2;
+}
+
+}  // namespace
+
+StatusOr<std::vector<Measurement>> ParseMeasurementCsv(std::string_view text,
+                                                       std::string_view origin) {
+  DITUNE_ASSIGN_OR_RETURN(std::vector<CsvRecord> records, ReadCsvRecords(text, origin));
+  if (records.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: no header line (valid: a first line naming the columns, at least {})",
+                    origin, fmt::join(kRequiredColumns, ",")));
+  }
+
+  const CsvRecord& header = records.front();
+  std::map<std::string, size_t, std::less<>> column;
+  for (size_t i = 0; i < header.fields.size(); ++i) {
+    const std::string name(Trim(header.fields[i]));
+    if (!IsColumn(name)) {
+      return LineError(
+          origin, header.line,
+          fmt::format("unknown column '{}' in the header (valid: {})", name, AllColumns()));
+    }
+    if (!column.emplace(name, i).second) {
+      return LineError(origin, header.line,
+                       fmt::format("column '{}' appears twice in the header", name));
+    }
+  }
+  std::vector<std::string_view> missing;
+  for (std::string_view name : kRequiredColumns) {
+    if (column.find(name) == column.end()) missing.push_back(name);
+  }
+  if (!missing.empty()) {
+    return LineError(origin, header.line,
+                     fmt::format("the header lacks the required column(s) {} (required: {})",
+                                 fmt::join(missing, ", "), fmt::join(kRequiredColumns, ", ")));
+  }
+  if (records.size() == 1) {
+    return Status::InvalidArgument(
+        fmt::format("{}: no measurement rows after the header on line {}", origin, header.line));
+  }
+
+  std::vector<Measurement> out;
+  out.reserve(records.size() - 1);
+  for (size_t r = 1; r < records.size(); ++r) {
+    const CsvRecord& rec = records[r];
+    const int line = rec.line;
+    if (rec.fields.size() != header.fields.size()) {
+      return LineError(origin, line,
+                       fmt::format("{} fields, but the header names {} columns (valid: one field "
+                                   "per column; quote fields that contain commas)",
+                                   rec.fields.size(), header.fields.size()));
+    }
+    // The trimmed value of `name`, or "" when the column is absent.
+    auto get = [&](std::string_view name) -> std::string_view {
+      auto it = column.find(name);
+      return it == column.end() ? std::string_view() : Trim(rec.fields[it->second]);
+    };
+    auto required = [&](std::string_view name) -> StatusOr<std::string> {
+      std::string_view v = get(name);
+      if (v.empty()) return LineError(origin, line, fmt::format("column '{}' is empty", name));
+      return std::string(v);
+    };
+    auto number = [&](std::string_view name, std::string_view valid) -> StatusOr<double> {
+      std::string_view v = get(name);
+      std::optional<double> d = ParseDouble(v);
+      if (!d) {
+        return LineError(
+            origin, line,
+            fmt::format("column '{}': '{}' is not a number (valid: {})", name, v, valid));
+      }
+      return *d;
+    };
+    auto integer = [&](std::string_view name) -> StatusOr<int> {
+      std::string_view v = get(name);
+      std::optional<int64_t> i = ParseInt(v);
+      if (!i || *i < 1 || *i > 1'000'000'000) {
+        return LineError(origin, line,
+                         fmt::format("column '{}': '{}' is not a whole number >= 1 (valid: e.g. "
+                                     "8)",
+                                     name, v));
+      }
+      return static_cast<int>(*i);
+    };
+
+    Measurement m;
+    DITUNE_ASSIGN_OR_RETURN(std::string source, required("source"));
+    auto parsed_source = ParseMeasurementSource(source);
+    if (!parsed_source.ok()) {
+      return LineError(origin, line,
+                       fmt::format("column 'source': '{}' is not a measurement source (valid: "
+                                   "executor, microbench, import)",
+                                   source));
+    }
+    m.source = *parsed_source;
+    DITUNE_ASSIGN_OR_RETURN(std::string kind, required("kind"));
+    auto parsed_kind = ParseMeasurementKind(kind);
+    if (!parsed_kind.ok()) {
+      return LineError(origin, line,
+                       fmt::format("column 'kind': '{}' is not a measurement kind (valid: op, "
+                                   "collective, step, e2e)",
+                                   kind));
+    }
+    m.kind = *parsed_kind;
+    DITUNE_ASSIGN_OR_RETURN(m.op, required("op"));
+    DITUNE_ASSIGN_OR_RETURN(m.device, required("device"));
+    m.backend = std::string(get("backend"));
+    m.link = std::string(get("link"));
+    m.run_id = std::string(get("run_id"));
+
+    DITUNE_ASSIGN_OR_RETURN(double median, number("median_s", "seconds, e.g. 0.0123"));
+    m.median = Seconds(median);
+    m.p10 = m.median;
+    m.p90 = m.median;
+    if (!get("p10_s").empty()) {
+      DITUNE_ASSIGN_OR_RETURN(double p10, number("p10_s", "seconds, or empty for the median"));
+      m.p10 = Seconds(p10);
+    }
+    if (!get("p90_s").empty()) {
+      DITUNE_ASSIGN_OR_RETURN(double p90, number("p90_s", "seconds, or empty for the median"));
+      m.p90 = Seconds(p90);
+    }
+    if (!get("bytes").empty()) {
+      DITUNE_ASSIGN_OR_RETURN(double bytes, number("bytes", "bytes, e.g. 134217728"));
+      m.bytes = Bytes(bytes);
+    }
+    if (!get("flops").empty()) {
+      DITUNE_ASSIGN_OR_RETURN(double flops, number("flops", "a count of operations, e.g. 2.5e12"));
+      m.flops = Flops(flops);
+    }
+    if (!get("ranks").empty()) {
+      DITUNE_ASSIGN_OR_RETURN(m.ranks, integer("ranks"));
+    }
+    if (!get("samples").empty()) {
+      DITUNE_ASSIGN_OR_RETURN(m.samples, integer("samples"));
+    }
+    if (std::string_view params = get("params"); !params.empty()) {
+      nlohmann::json j = nlohmann::json::parse(params, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.is_object()) {
+        return LineError(origin, line,
+                         fmt::format("column 'params': '{}' is not a JSON object (valid: e.g. "
+                                     "\"{{\"\"m\"\": 4096, \"\"n\"\": 3072}}\" with the CSV "
+                                     "quotes doubled, or empty)",
+                                     params));
+      }
+      m.params = std::move(j);
+    }
+    if (Status st = m.Validate(); !st.ok()) return LineError(origin, line, st.message());
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+StatusOr<IngestFormat> DetectIngestFormat(std::string_view text, std::string_view origin) {
+  if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());
+  const std::vector<ingest_internal::Line> lines = ingest_internal::SplitLines(text);
+  // ditune's CSV: its first line that is neither blank nor a comment is the header.
+  for (const auto& line : lines) {
+    std::string_view t = Trim(line.text);
+    if (t.empty() || t.front() == '#') continue;
+    if (LooksLikeCsvHeader(t)) return IngestFormat::kCsv;
+    break;
+  }
+  for (const auto& line : lines) {
+    auto tokens = ingest_internal::SplitWhitespace(line.text);
+    if (tokens.size() < 2 || tokens[0] != "#") continue;
+    if (tokens[1] == "nThread") return IngestFormat::kNcclTests;
+    if (tokens[1] == "size" && tokens.size() > 2 && tokens[2] == "count") {
+      return IngestFormat::kNcclTests;
+    }
+  }
+  for (const auto& line : lines) {
+    if (line.text.find("epoch time:") != std::string_view::npos) return IngestFormat::kXditLog;
+  }
+  return Status::InvalidArgument(fmt::format(
+      "{}: cannot tell the input format; pass --format (valid: csv, a header line naming the "
+      "columns {}; nccl-tests, the output of all_reduce_perf and friends with its '# nThread' "
+      "banner or '#  size  count  type ...' table header; xdit-log, a log with a line "
+      "'epoch time: 6.71 sec, ...')",
+      origin, fmt::join(kRequiredColumns, ",")));
+}
+
+StatusOr<std::vector<Measurement>> ParseIngest(std::string_view text, IngestFormat format,
+                                               const IngestContext& ctx, std::string_view origin) {
+  if (format == IngestFormat::kAuto) {
+    DITUNE_ASSIGN_OR_RETURN(format, DetectIngestFormat(text, origin));
+  }
+  switch (format) {
+    case IngestFormat::kCsv:
+      return ParseMeasurementCsv(text, origin);
+    case IngestFormat::kNcclTests:
+      return ParseNcclTests(text, ctx, origin);
+    case IngestFormat::kXditLog:
+      return ParseXditLog(text, ctx, origin);
+    case IngestFormat::kAuto:
+      break;
+  }
+  return Status::Internal("ParseIngest: format not resolved");
+}
+
+}  // namespace ditune

@@ -1,0 +1,43 @@
+// Helpers the three ingest parsers share (defined in ingest_csv.cc). Not part of the public
+// API: only costmodels/ingest_*.cc include this.
+#ifndef DITUNE_COSTMODELS_INGEST_IMPL_H_
+#define DITUNE_COSTMODELS_INGEST_IMPL_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ditune::ingest_internal {
+
+// One line of the input without its "\n" or "\r\n"; `number` is 1-based.
+struct Line {
+  int number = 0;
+  std::string_view text;
+};
+
+// Splits on '\n' and drops a trailing '\r'. A final line without a terminator is kept; the
+// empty string after a final '\n' is not a line.
+std::vector<Line> SplitLines(std::string_view text);
+
+// Removes ASCII spaces, tabs and CR/LF at both ends.
+std::string_view Trim(std::string_view s);
+
+// Whitespace-separated tokens.
+std::vector<std::string_view> SplitWhitespace(std::string_view s);
+
+// The whole of `s` (after Trim) as a finite double / an integer; nullopt when `s` is empty,
+// has trailing characters, is out of range, or (doubles) is inf or nan. One leading '+' is
+// accepted.
+std::optional<double> ParseDouble(std::string_view s);
+std::optional<int64_t> ParseInt(std::string_view s);
+
+// InvalidArgument "<origin>:<line>: <what>".
+Status LineError(std::string_view origin, int line, std::string_view what);
+
+}  // namespace ditune::ingest_internal
+
+#endif  // DITUNE_COSTMODELS_INGEST_IMPL_H_

@@ -1,0 +1,73 @@
+#include "costmodels/memory_model.h"
+
+#include <algorithm>
+
+#include "costmodels/dit_ops.h"
+
+namespace ditune {
+
+Bytes MemoryBreakdown::peak() const {
+  const Bytes resident = weights + encoders + kv_buffers + runtime;
+  const Bytes dit = activations + attention + comm_buffers;
+  return resident + std::max(dit, vae_decode);
+}
+
+MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, const Workload& workload,
+                           const ParallelConfig& c, const GpuSpec& gpu, const MemoryOptions& opt) {
+  MemoryBreakdown mb;
+  const double B = kElementBytes;
+  const double H = m.hidden;
+  const double M = m.mlp_hidden;
+  const int tp = c.tp;
+  // Published parameter counts are the reliable ones; the shapes' count is the fallback.
+  const double params = m.published_params > 0 ? m.published_params : DitParams(m);
+  mb.weights = Bytes(params * B / (tp * c.pipefusion));
+  if (opt.encoders_resident && !m.encoders_remote) mb.encoders = Bytes((m.text_encoder_params() + m.vae_decoder_params) * B);
+
+  const RankWork w = ComputeRankWork(m, tokens, workload, c);
+  // Tokens resident per forward on this rank: one patch with PipeFusion.
+  const double n = static_cast<double>(w.batch) * static_cast<double>(w.img_tokens + w.txt_tokens);
+  // Live at a block's peak: the residual stream and its normalised copy (full width), and
+  // the larger of the attention phase (Q, K, V and the output, split by tp) and the MLP
+  // phase (hidden and activated hidden, split by tp).
+  // Ulysses' all-to-all buffers (gathered Q, K, V and the scattered O, as large as the
+  // local ones) live only in the attention phase.
+  const double a2a = c.ulysses > 1 ? 4.0 * H / tp : 0.0;
+  const double attn_phase = 4.0 * H / tp + a2a;
+  const double mlp_phase = (m.mlp_gated ? 3.0 : 2.0) * M / tp;
+  mb.activations = Bytes(B * n * (2.0 * H + std::max(attn_phase, mlp_phase)));
+  // Ring keeps two K/V blocks in flight besides its own.
+  const double ring = c.ring > 1 ? 2.0 * 2.0 * H / tp : 0.0;
+  // Softmax statistics: fp32 max and sum per query and head.
+  mb.attention = Bytes(n * (ring * B + 2.0 * 4.0 * m.heads / tp));
+
+  const double seq = static_cast<double>(tokens.image_tokens() + tokens.text_tokens) * w.batch;
+  if (c.pipefusion > 1) {
+    // Stale K and V of the whole sequence for each layer of this stage.
+    const double layers = static_cast<double>(m.num_blocks()) / c.pipefusion;
+    mb.kv_buffers = Bytes(B * seq * 2.0 * H / (tp * c.ulysses) * layers);
+  } else if (c.distrifusion > 1) {
+    mb.kv_buffers = Bytes(B * seq * 2.0 * H * m.num_blocks());
+  }
+  int communicators = 0;
+  for (int d : {c.ulysses, c.ring, c.pipefusion, c.cfg, c.dp, c.tp, c.distrifusion}) communicators += d > 1;
+  double patch_buffers = c.pipefusion > 1 ? 2.0 * B * n * H : 0.0;
+  mb.comm_buffers = Bytes(patch_buffers) + opt.per_communicator * communicators;
+
+  // VAE decoder: its widest stage holds ~3 feature maps of 128 channels at full
+  // resolution; video decoders work on a few frames at a time.
+  const double frames = std::min(workload.frames, 8);
+  if (workload.output == OutputType::kDecoded) {
+    mb.vae_decode = Bytes(3.0 * 128.0 * workload.height * workload.width * frames * B);
+  }
+  mb.runtime = opt.runtime_overhead;
+  mb.capacity = gpu.memory * opt.usable_fraction;
+  return mb;
+}
+
+Bytes FitRuntimeOverhead(const MemoryBreakdown& modelled, Bytes measured_peak) {
+  const Bytes without = modelled.peak() - modelled.runtime;
+  return measured_peak > without ? measured_peak - without : Bytes(0);
+}
+
+}  // namespace ditune

@@ -1,0 +1,35 @@
+#include "costmodels/pipeline_terms.h"
+
+namespace ditune {
+
+OpCost TextEncodeOp(const ModelSpec& m, const Workload& w) {
+  const double prompts = static_cast<double>(w.batch) * (m.uses_cfg ? 2.0 : 1.0);
+  const double tokens = prompts * m.text_tokens;
+  const double params = m.text_encoder_params();
+  // One encoder layer is a few kernels; a 24-layer encoder ~ 24 x 10 launches.
+  const int kernels = static_cast<int>(m.text_encoders.size()) * 240;
+  return {"text_encode", OpClass::kGemm, Flops(2.0 * params * tokens), Bytes(kElementBytes * params), kernels};
+}
+
+OpCost VaeDecodeOp(const ModelSpec& m, const Workload& w, int parallel) {
+  const double pixels = static_cast<double>(w.height) * w.width * w.frames * w.batch;
+  // Parallel decode: each rank decodes its patch plus a halo (~1/8 of a patch's rows each side).
+  const double share = parallel > 1 ? (1.0 / parallel) * 1.25 : 1.0;
+  const double flops = m.vae_decoder_flops_per_pixel * pixels * share;
+  // Feature maps are re-read by every convolution: ~ 2 bytes x 128 channels x 30 layers per pixel.
+  const double bytes = pixels * share * kElementBytes * 128.0 * 30.0;
+  return {"vae_decode", OpClass::kGemm, Flops(flops), Bytes(bytes), 200};
+}
+
+Seconds TextEncodeTime(const ComputeModel& compute, const ModelSpec& m, const Workload& w,
+                       const PipelineTermScales& scales) {
+  return compute.OpTime(TextEncodeOp(m, w)) * scales.text_encode;
+}
+
+Seconds VaeDecodeTime(const ComputeModel& compute, const ModelSpec& m, const Workload& w, int parallel,
+                      const PipelineTermScales& scales) {
+  if (w.output == OutputType::kLatent) return Seconds(0);
+  return compute.OpTime(VaeDecodeOp(m, w, parallel)) * scales.vae_decode;
+}
+
+}  // namespace ditune

@@ -1,0 +1,34 @@
+// The parts of a generation outside the denoising loop: text encoding before it and the
+// VAE decode after it. They do not shrink with DiT parallelism (xDiT runs them on every
+// rank) unless the VAE is decoded in parallel patches.
+#ifndef DITUNE_COSTMODELS_PIPELINE_TERMS_H_
+#define DITUNE_COSTMODELS_PIPELINE_TERMS_H_
+
+#include "core/model_spec.h"
+#include "core/units.h"
+#include "core/workload.h"
+#include "costmodels/compute_model.h"
+
+namespace ditune {
+
+struct PipelineTermScales {
+  double text_encode = 1.0;  // fitted: measured / modelled
+  double vae_decode = 1.0;
+};
+
+// FLOPs and bytes of encoding the prompt (and the negative prompt with CFG) with every
+// text encoder of the model: a forward over the text tokens, weights read once.
+OpCost TextEncodeOp(const ModelSpec& model, const Workload& workload);
+// The VAE decoder over every output pixel and frame, split over `parallel` ranks
+// (1 = not parallel) with each rank also decoding a halo.
+OpCost VaeDecodeOp(const ModelSpec& model, const Workload& workload, int parallel = 1);
+
+Seconds TextEncodeTime(const ComputeModel& compute, const ModelSpec& model, const Workload& workload,
+                       const PipelineTermScales& scales = {});
+// Zero when the workload's output is latent.
+Seconds VaeDecodeTime(const ComputeModel& compute, const ModelSpec& model, const Workload& workload,
+                      int parallel = 1, const PipelineTermScales& scales = {});
+
+}  // namespace ditune
+
+#endif  // DITUNE_COSTMODELS_PIPELINE_TERMS_H_

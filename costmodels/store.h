@@ -1,0 +1,117 @@
+// The calibration store: measurements, the fits made from them, and executor runs, in
+// one SQLite file.
+//
+// Durability contract: the schema is versioned (PRAGMA user_version) and migrated forward
+// on open; the file is in WAL mode with a busy timeout, so several processes may read and
+// write at once without losing a write; every public write is one transaction, so a killed
+// process leaves either all of a write or none of it; a file that fails SQLite's integrity
+// check, or is not a ditune store, is refused with a Corruption status naming the path.
+// All queries are parameterised. A Store is not thread-safe: one per thread.
+#ifndef DITUNE_COSTMODELS_STORE_H_
+#define DITUNE_COSTMODELS_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "costmodels/measurement.h"
+
+struct sqlite3;
+
+namespace ditune {
+
+// A fitted cost-model parameter set. `kind` names the model family ("comm", "compute",
+// "e2e"); `key` what it applies to (e.g. "all_to_all/nvlink4/intra"); only one fit per
+// (kind, key) is active at a time.
+struct Fit {
+  int64_t id = 0;
+  std::string kind;
+  std::string key;
+  nlohmann::json params = nlohmann::json::object();  // the model's parameters
+  int points = 0;                                    // measurements used
+  double mape = 0;                                   // mean absolute percentage error on them, as a fraction
+  std::vector<int64_t> measurement_ids;              // which measurements
+  bool active = true;
+  int64_t unix_time = 0;
+};
+
+// One executor run: the plan, what was predicted and what was measured.
+struct RunRecord {
+  std::string run_id;
+  nlohmann::json plan = nlohmann::json::object();
+  double predicted_s = 0;
+  double measured_s = 0;
+  std::vector<double> per_rank_s;
+  int64_t unix_time = 0;
+};
+
+struct MeasurementFilter {
+  std::optional<MeasurementKind> kind;
+  std::optional<std::string> op;
+  std::optional<std::string> device;
+  std::optional<std::string> backend;
+  std::optional<std::string> link;
+};
+
+class Store {
+ public:
+  // The newest schema version this code writes.
+  static constexpr int kSchemaVersion = 2;
+
+  // Opens (creating if absent) the store at `path`, migrating an older schema forward.
+  // Refuses a newer schema, a non-ditune database and a damaged file.
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+
+  // $DITUNE_DB when set, else ~/.local/share/ditune/ditune.db (directories created on use).
+  static std::string DefaultPath();
+
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Inserts all or none (one transaction); validates each first. Returns the new ids.
+  StatusOr<std::vector<int64_t>> AddMeasurements(const std::vector<Measurement>& measurements);
+  // Measurements matching every set field of `filter`, ordered by id.
+  StatusOr<std::vector<Measurement>> Measurements(const MeasurementFilter& filter = {}) const;
+  // In the order of `ids`; NotFound naming the ids that are absent.
+  StatusOr<std::vector<Measurement>> MeasurementsById(const std::vector<int64_t>& ids) const;
+
+  // Deactivates the active fit with the same (kind, key) and inserts `fit` as active, in one
+  // transaction. Returns the new fit's id.
+  StatusOr<int64_t> ReplaceFit(const Fit& fit);
+  // Replaces several fits in one transaction (a calibration pass lands whole or not at all).
+  Status ReplaceFits(const std::vector<Fit>& fits);
+  // Active fits, optionally of one kind, ordered by (kind, key).
+  StatusOr<std::vector<Fit>> ActiveFits(const std::optional<std::string>& kind = std::nullopt) const;
+
+  // Records `run`, replacing any earlier run with the same run_id.
+  Status AddRun(const RunRecord& run);
+  // All runs, oldest first.
+  StatusOr<std::vector<RunRecord>> Runs() const;
+
+  // Increases whenever the set of active fits changes; plan caches key on it.
+  StatusOr<int64_t> CalibrationVersion() const;
+
+  // Plan cache (issue: planner caching): a JSON value per key, valid for one calibration
+  // version. Get returns nullopt when absent or stale.
+  Status PutCachedPlan(const std::string& key, int64_t calibration_version, const nlohmann::json& plan);
+  StatusOr<std::optional<nlohmann::json>> GetCachedPlan(const std::string& key, int64_t calibration_version) const;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  Store(sqlite3* db, std::string path);
+  Status Migrate();
+
+  sqlite3* db_;
+  std::string path_;
+};
+
+}  // namespace ditune
+
+#endif  // DITUNE_COSTMODELS_STORE_H_

@@ -1,0 +1,116 @@
+#include "costmodels/calibration.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+namespace ditune {
+namespace {
+
+const Catalog& Cat() {
+  static const Catalog* c = new Catalog(*Catalog::Load(DITUNE_TEST_DATA_DIR));
+  return *c;
+}
+
+std::vector<Measurement> SyntheticAllToAll(double latency, double busbw, int ranks, const char* link) {
+  std::vector<Measurement> out;
+  int64_t id = 1;
+  for (double size = 1024; size <= 64e6; size *= 4) {
+    Measurement m;
+    m.id = id++;
+    m.kind = MeasurementKind::kCollective;
+    m.op = "all_to_all";
+    m.backend = "nccl";
+    m.device = "h100-sxm5-80gb";
+    m.ranks = ranks;
+    m.link = link;
+    m.bytes = Bytes(size);
+    const double t = latency + size * BusFactor(Collective::kAllToAll, ranks) / busbw;
+    m.median = m.p10 = m.p90 = Seconds(t);
+    out.push_back(m);
+  }
+  return out;
+}
+
+TEST(CalibrationTest, CommFitCalibratesTheModel) {
+  auto meas = SyntheticAllToAll(12e-6, 300e9, 8, "nvlink4");
+  auto more = SyntheticAllToAll(12e-6, 300e9, 4, "nvlink4");  // pools with 8 ranks over bus bytes
+  for (auto& m : more) m.id += 100;
+  meas.insert(meas.end(), more.begin(), more.end());
+  auto fits = BuildFits(meas);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  ASSERT_EQ(fits->size(), 1u);
+  EXPECT_EQ((*fits)[0].kind, "comm");
+  EXPECT_EQ((*fits)[0].key, "all_to_all/nvlink4");
+  EXPECT_EQ((*fits)[0].points, static_cast<int>(meas.size()));
+  EXPECT_LT((*fits)[0].mape, 0.01);
+
+  Cluster cluster = *ResolveCluster({"h100-sxm5-80gb", 8}, Cat());
+  CommModel comm(cluster);
+  ASSERT_TRUE(ApplyFits(*fits, "h100-sxm5-80gb", "cuda", nullptr, &comm).ok());
+  const double t = comm.Time(Collective::kAllToAll, Bytes(16e6), {0, 1, 2, 3, 4, 5, 6, 7}).value();
+  EXPECT_NEAR(t / (12e-6 + 16e6 * 7 / 8 / 300e9), 1.0, 0.01);
+}
+
+TEST(CalibrationTest, FitsRebuildFromTheirMeasurements) {
+  auto meas = SyntheticAllToAll(8e-6, 20e9, 2, "pcie4");
+  std::vector<Measurement> ops;
+  for (double f = 1e8; f <= 1e13; f *= 3) {
+    Measurement m;
+    m.id = static_cast<int64_t>(1000 + ops.size());
+    m.kind = MeasurementKind::kOp;
+    m.op = "gemm";
+    m.backend = "cuda";
+    m.device = "l40-48gb";
+    m.flops = Flops(f);
+    m.median = m.p10 = m.p90 = Seconds(4e-6 + f / 150e12);
+    ops.push_back(m);
+  }
+  meas.insert(meas.end(), ops.begin(), ops.end());
+  auto fits = *BuildFits(meas);
+  ASSERT_EQ(fits.size(), 2u);
+  for (const auto& f : fits) {
+    std::vector<Measurement> used;
+    for (const auto& m : meas) {
+      if (std::find(f.measurement_ids.begin(), f.measurement_ids.end(), m.id) != f.measurement_ids.end()) {
+        used.push_back(m);
+      }
+    }
+    auto again = *BuildFits(used);
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].params, f.params);
+    EXPECT_EQ(again[0].key, f.key);
+  }
+  ComputeModel compute = ComputeModel::Defaults(**Cat().Gpu("l40-48gb"));
+  ASSERT_TRUE(ApplyFits(fits, "l40-48gb", "cuda", &compute, nullptr).ok());
+  EXPECT_TRUE(compute.has_fit(OpClass::kGemm));
+  OpCost g{"g", OpClass::kGemm, Flops(1e12), Bytes(1e6), 1};
+  EXPECT_NEAR(compute.DeviceTime(g).value() / (4e-6 + 1e12 / 150e12), 1.0, 0.01);
+  // Another device's fits do not apply.
+  ComputeModel other = ComputeModel::Defaults(**Cat().Gpu("h100-sxm5-80gb"));
+  ASSERT_TRUE(ApplyFits(fits, "h100-sxm5-80gb", "cuda", &other, nullptr).ok());
+  EXPECT_FALSE(other.has_fit(OpClass::kGemm));
+}
+
+TEST(CalibrationTest, RecalibrateReplacesFitsInTheStore) {
+  const std::string dir = std::string(DITUNE_TEST_TMP_DIR) + "/calibration";
+  std::filesystem::remove_all(dir);
+  auto store = Store::Open(dir + "/ditune.db");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto meas = SyntheticAllToAll(10e-6, 200e9, 8, "nvlink3");
+  for (auto& m : meas) m.id = 0;
+  ASSERT_TRUE((*store)->AddMeasurements(meas).ok());
+  const int64_t v0 = *(*store)->CalibrationVersion();
+  auto fits = Recalibrate(store->get());
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  ASSERT_EQ(fits->size(), 1u);
+  EXPECT_GT(*(*store)->CalibrationVersion(), v0);
+  auto active = *(*store)->ActiveFits("comm");
+  ASSERT_EQ(active.size(), 1u);
+  EXPECT_EQ(active[0].points, static_cast<int>(meas.size()));
+  ASSERT_TRUE(Recalibrate(store->get()).ok());
+  EXPECT_EQ((*(*store)->ActiveFits("comm")).size(), 1u);  // replaced, not added
+}
+
+}  // namespace
+}  // namespace ditune

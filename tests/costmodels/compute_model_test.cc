@@ -1,0 +1,65 @@
+#include "costmodels/compute_model.h"
+
+#include <gtest/gtest.h>
+
+#include "core/catalog.h"
+#include "costmodels/pipeline_terms.h"
+
+namespace ditune {
+namespace {
+
+const Catalog& Cat() {
+  static const Catalog* c = new Catalog(*Catalog::Load(DITUNE_TEST_DATA_DIR));
+  return *c;
+}
+
+TEST(ComputeModelTest, GoldenDefaults) {
+  ComputeModel m = ComputeModel::Defaults(**Cat().Gpu("h100-sxm5-80gb"));
+  // A large GEMM: 5 us + flops / (989 TF/s x 0.75).
+  OpCost gemm{"g", OpClass::kGemm, Flops(2.0 * 8192 * 8192 * 8192), Bytes(3 * 2.0 * 8192 * 8192), 1};
+  EXPECT_NEAR(m.OpTime(gemm).value(), 5e-6 + gemm.flops.value() / (989e12 * 0.75), 1e-12);
+  // An elementwise op is memory-bound: 3 us + bytes / (3.35 TB/s x 0.8).
+  OpCost ew{"e", OpClass::kElementwise, Flops(1e6), Bytes(1e9), 1};
+  EXPECT_NEAR(m.OpTime(ew).value(), 3e-6 + 1e9 / (3350e9 * 0.8), 1e-12);
+  // A tiny op with many kernels is bound by the host's launches.
+  OpCost tiny{"t", OpClass::kElementwise, Flops(10), Bytes(100), 6};
+  EXPECT_NEAR(m.OpTime(tiny).value(), 6 * 5e-6, 1e-12);
+}
+
+TEST(ComputeModelTest, MoreFlopsPerSecondNeverSlower) {
+  ComputeModel a = ComputeModel::Defaults(**Cat().Gpu("a100-sxm4-80gb"));
+  ComputeModel b = a;
+  b.ScalePeak(2.0);
+  for (double f = 1e6; f < 1e15; f *= 10) {
+    OpCost op{"g", OpClass::kGemm, Flops(f), Bytes(f / 100), 1};
+    EXPECT_LE(b.OpTime(op).value(), a.OpTime(op).value());
+  }
+}
+
+TEST(ComputeModelTest, FitOverridesDefaultAndScaleApplies) {
+  ComputeModel m = ComputeModel::Defaults(**Cat().Gpu("cpu"));
+  EXPECT_EQ(m.launch_overhead().value(), 0.0);
+  m.SetFit(OpClass::kAttention, PiecewiseLatencyModel({{1, 1e15, 1e-5, 1e11}}));
+  OpCost att{"a", OpClass::kAttention, Flops(1e9), Bytes(1e6), 1};
+  EXPECT_DOUBLE_EQ(m.OpTime(att).value(), 1e-5 + 1e9 / 1e11);
+  m.set_scale(1.5);
+  EXPECT_DOUBLE_EQ(m.OpTime(att).value(), 1.5 * (1e-5 + 1e9 / 1e11));
+}
+
+TEST(PipelineTermsTest, TextAndVaeAreSeparateAndVaeSkipsForLatent) {
+  const ModelSpec& flux = **Cat().Model("flux.1-dev");
+  ComputeModel m = ComputeModel::Defaults(**Cat().Gpu("h100-sxm5-80gb"));
+  Workload w{"flux.1-dev", 1024, 1024, 1, 28, 1, OutputType::kDecoded};
+  EXPECT_GT(TextEncodeTime(m, flux, w).value(), 0);
+  const double vae = VaeDecodeTime(m, flux, w).value();
+  EXPECT_GT(vae, 0);
+  Workload big = w;
+  big.height = big.width = 2048;
+  EXPECT_NEAR(VaeDecodeOp(flux, big).flops.value() / VaeDecodeOp(flux, w).flops.value(), 4.0, 1e-9);
+  EXPECT_LT(VaeDecodeOp(flux, big, 4).flops.value(), VaeDecodeOp(flux, big).flops.value());
+  w.output = OutputType::kLatent;
+  EXPECT_EQ(VaeDecodeTime(m, flux, w).value(), 0.0);
+}
+
+}  // namespace
+}  // namespace ditune

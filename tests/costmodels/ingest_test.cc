@@ -1,0 +1,640 @@
+#include "costmodels/ingest.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+
+namespace ditune {
+namespace {
+
+// The 1-based number of the first line of `text` that contains `needle` (0 if none).
+int LineOf(std::string_view text, std::string_view needle) {
+  int line = 1;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    if (text.substr(pos, eol - pos).find(needle) != std::string_view::npos) return line;
+    pos = eol + 1;
+    ++line;
+  }
+  return 0;
+}
+
+// Expects an InvalidArgument whose message contains every one of `parts`.
+template <typename T>
+void ExpectInvalid(const StatusOr<T>& result, std::initializer_list<std::string_view> parts) {
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), Status::Code::kInvalidArgument) << result.status().ToString();
+  for (std::string_view part : parts) {
+    EXPECT_NE(result.status().message().find(part), std::string::npos)
+        << "message: " << result.status().message() << "\nexpected to contain: " << part;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Samples in the tools' exact formats.
+
+// all_reduce_perf on one 8-GPU node, single process (older nccl-tests: no version line).
+constexpr std::string_view kAllReduce =
+    R"NCCL(+ mpirun -np 1 ./build/all_reduce_perf -b 8 -e 128M -f 8 -g 8
+# nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 step: 8(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid  41818 on   node-001 device  0 [0x18] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid  41818 on   node-001 device  1 [0x2a] NVIDIA H100 80GB HBM3
+#  Rank  2 Group  0 Pid  41818 on   node-001 device  2 [0x3a] NVIDIA H100 80GB HBM3
+#  Rank  3 Group  0 Pid  41818 on   node-001 device  3 [0x5d] NVIDIA H100 80GB HBM3
+#  Rank  4 Group  0 Pid  41818 on   node-001 device  4 [0x9a] NVIDIA H100 80GB HBM3
+#  Rank  5 Group  0 Pid  41818 on   node-001 device  5 [0xab] NVIDIA H100 80GB HBM3
+#  Rank  6 Group  0 Pid  41818 on   node-001 device  6 [0xba] NVIDIA H100 80GB HBM3
+#  Rank  7 Group  0 Pid  41818 on   node-001 device  7 [0xdb] NVIDIA H100 80GB HBM3
+NCCL version 2.18.5+cuda12.2
+#
+#                                                              out-of-place                       in-place          
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       
+           8             2     float     sum      -1    27.36    0.00    0.00      0    26.81    0.00    0.00      0
+          64            16     float     sum      -1    26.95    0.00    0.00      0    26.88    0.00    0.00      0
+         512           128     float     sum      -1    26.71    0.02    0.03      0    26.42    0.02    0.03      0
+        4096          1024     float     sum      -1    26.52    0.15    0.27      0    26.44    0.15    0.27      0
+       32768          8192     float     sum      -1    26.67    1.23    2.15      0    26.59    1.23    2.16      0
+      262144         65536     float     sum      -1    27.88    9.40   16.45      0    27.80    9.43   16.50      0
+     2097152        524288     float     sum      -1    37.54   55.86   97.76      0    37.43   56.03   98.05      0
+    16777216       4194304     float     sum      -1    114.8  146.14  255.75      0    114.5  146.53  256.42      0
+   134217728      33554432     float     sum      -1    732.9  183.13  320.48      0    730.7  183.68  321.45      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 77.6167 
+#
+)NCCL";
+
+// all_gather_perf over MPI, one GPU per process (newer nccl-tests: version and test name).
+constexpr std::string_view kAllGather =
+    R"NCCL(# nccl-tests version 2.13.9 nccl-headers=21903 nccl-library=21903
+# Collective test starting: all_gather_perf
+# nThread 1 nGpus 1 minBytes 1024 maxBytes 1073741824 step: 16(factor) warmup iters: 5 iters: 50 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid  51201 on   node-002 device  0 [0000:18:00] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid  51202 on   node-002 device  1 [0000:2a:00] NVIDIA H100 80GB HBM3
+#  Rank  2 Group  0 Pid  51203 on   node-002 device  2 [0000:3a:00] NVIDIA H100 80GB HBM3
+#  Rank  3 Group  0 Pid  51204 on   node-002 device  3 [0000:5d:00] NVIDIA H100 80GB HBM3
+#  Rank  4 Group  0 Pid  51205 on   node-002 device  4 [0000:9a:00] NVIDIA H100 80GB HBM3
+#  Rank  5 Group  0 Pid  51206 on   node-002 device  5 [0000:ab:00] NVIDIA H100 80GB HBM3
+#  Rank  6 Group  0 Pid  51207 on   node-002 device  6 [0000:ba:00] NVIDIA H100 80GB HBM3
+#  Rank  7 Group  0 Pid  51208 on   node-002 device  7 [0000:db:00] NVIDIA H100 80GB HBM3
+#
+#                                                              out-of-place                       in-place          
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong 
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         
+        1024           512  bfloat16    none      -1    12.00    0.09    0.07       0    11.97    0.09    0.07       0
+       16384          8192  bfloat16    none      -1    12.05    1.36    1.19       0    12.01    1.36    1.19       0
+      262144        131072  bfloat16    none      -1    12.73   20.59   18.02       0    12.69   20.66   18.08       0
+     4194304       2097152  bfloat16    none      -1    23.65  177.35  155.18       0    23.58  177.88  155.64       0
+    67108864      33554432  bfloat16    none      -1   198.41  338.23  295.95       0   197.82  339.24  296.84       0
+  1073741824     536870912  bfloat16    none      -1  2994.62  358.56  313.74       0  2985.63  359.64  314.68       0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 130.658 
+#
+# Collective test concluded: all_gather_perf
+)NCCL";
+
+// alltoall_perf with validation off: #wrong is N/A.
+constexpr std::string_view kAllToAll =
+    R"NCCL(# nThread 1 nGpus 8 minBytes 256 maxBytes 268435456 step: 16(factor) warmup iters: 5 iters: 100 agg iters: 1 validation: 0 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid   7311 on    gpu-a07 device  0 [0x18] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid   7311 on    gpu-a07 device  1 [0x2a] NVIDIA H100 80GB HBM3
+#  Rank  2 Group  0 Pid   7311 on    gpu-a07 device  2 [0x3a] NVIDIA H100 80GB HBM3
+#  Rank  3 Group  0 Pid   7311 on    gpu-a07 device  3 [0x5d] NVIDIA H100 80GB HBM3
+#  Rank  4 Group  0 Pid   7311 on    gpu-a07 device  4 [0x9a] NVIDIA H100 80GB HBM3
+#  Rank  5 Group  0 Pid   7311 on    gpu-a07 device  5 [0xab] NVIDIA H100 80GB HBM3
+#  Rank  6 Group  0 Pid   7311 on    gpu-a07 device  6 [0xba] NVIDIA H100 80GB HBM3
+#  Rank  7 Group  0 Pid   7311 on    gpu-a07 device  7 [0xdb] NVIDIA H100 80GB HBM3
+#
+#                                                              out-of-place                       in-place          
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       
+         256           128      half    none      -1    35.00    0.01    0.01    N/A    34.90    0.01    0.01    N/A
+        4096          2048      half    none      -1    35.01    0.12    0.10    N/A    34.91    0.12    0.10    N/A
+       65536         32768      half    none      -1    35.20    1.86    1.63    N/A    35.10    1.87    1.63    N/A
+     1048576        524288      half    none      -1    38.28   27.39   23.97    N/A    38.16   27.48   24.04    N/A
+    16777216       8388608      half    none      -1    87.43  191.89  167.91    N/A    87.17  192.47  168.41    N/A
+   268435456     134217728      half    none      -1   873.86  307.18  268.79    N/A   871.24  308.11  269.59    N/A
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 77.0683 
+#
+)NCCL";
+
+// sendrecv_perf between two nodes, one GPU each, over InfiniBand.
+constexpr std::string_view kSendRecv =
+    R"NCCL(# nThread 1 nGpus 1 minBytes 4096 maxBytes 1073741824 step: 8(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid  90114 on   node-011 device  0 [0x18] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid  88321 on   node-012 device  0 [0x18] NVIDIA H100 80GB HBM3
+#
+#                                                              out-of-place                       in-place          
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       
+        4096          1024     float     sum      -1    18.09    0.23    0.23      0    18.03    0.23    0.23      0
+       32768          8192     float     sum      -1    18.71    1.75    1.75      0    18.66    1.76    1.76      0
+      262144         65536     float     sum      -1    23.70   11.06   11.06      0    23.63   11.09   11.09      0
+     2097152        524288     float     sum      -1    63.59   32.98   32.98      0    63.40   33.08   33.08      0
+    16777216       4194304     float     sum      -1   382.72   43.84   43.84      0   381.57   43.97   43.97      0
+   134217728      33554432     float     sum      -1  2935.78   45.72   45.72      0  2926.97   45.86   45.86      0
+  1073741824     268435456     float     sum      -1  23360.2   45.96   45.96      0  23290.1   46.10   46.10      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 26.1571 
+#
+)NCCL";
+
+// An xDiT run launched with torchrun: logger prefixes, torchrun's --tee prefix, three timings.
+constexpr std::string_view kXditLog =
+    R"XDIT(W0827 11:30:58.412000 140213 torch/distributed/run.py:779] Setting OMP_NUM_THREADS environment variable for each process to be 1
+WARNING 08-27 11:31:02 [args.py:354] Distributed environment is not initialized. Initializing...
+[Rank 0] 2024-08-27 11:31:05 - INFO - Initializing distributed environment with world_size=8
+[Rank 7] 2024-08-27 11:31:40 - INFO - Pipeline warmup done
+[Rank 7] 2024-08-27 11:32:10 - INFO - epoch time: 6.71 sec, parameter memory: 33.85 GB, memory: 35.12 GB
+[default7]:epoch time: 6.69 sec, parameter memory: 33.85 GB, memory: 35.12 GB
+epoch time: 6.74 sec
+[Rank 0] 2024-08-27 11:32:40 - INFO - destroying distributed environment
+)XDIT";
+
+IngestContext NvlinkContext() {
+  IngestContext ctx;
+  ctx.device = "h100-sxm5-80gb";
+  ctx.link = "nvlink4";
+  ctx.run_id = "nccl-2024-08-27";
+  return ctx;
+}
+
+IngestContext XditContext() {
+  IngestContext ctx;
+  ctx.device = "h100-sxm5-80gb";
+  ctx.run = {{"model", "flux.1-dev"}, {"height", 1024}, {"width", 1024},
+             {"frames", 1},           {"steps", 28},    {"batch", 1},
+             {"config", "ulysses=8"}, {"gpus", 8},      {"output_type", "decoded"},
+             {"scope", "e2e"}};
+  ctx.run_id = "xdit-flux-8";
+  return ctx;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Format detection and dispatch.
+
+TEST(IngestDetectTest, RecognisesEachFormat) {
+  EXPECT_EQ(*DetectIngestFormat("source,kind,op,device,median_s\n", "a"), IngestFormat::kCsv);
+  EXPECT_EQ(*DetectIngestFormat("# ditune export\n\nmedian_s,op,kind,source,device\n", "a"),
+            IngestFormat::kCsv);
+  EXPECT_EQ(*DetectIngestFormat(kAllReduce, "a"), IngestFormat::kNcclTests);
+  EXPECT_EQ(*DetectIngestFormat(kAllGather, "a"), IngestFormat::kNcclTests);
+  // Only the table header, no banner (a trimmed copy-paste).
+  EXPECT_EQ(*DetectIngestFormat("#       size         count      type   redop    root     time\n"
+                                "  8  2  float  sum  -1  27.36  0.00  0.00  0\n",
+                                "a"),
+            IngestFormat::kNcclTests);
+  EXPECT_EQ(*DetectIngestFormat(kXditLog, "a"), IngestFormat::kXditLog);
+}
+
+TEST(IngestDetectTest, UnknownContentListsTheFormats) {
+  ExpectInvalid(DetectIngestFormat("hello,world\n1,2\n", "notes.txt"),
+                {"notes.txt:", "--format", "csv", "nccl-tests", "xdit-log"});
+  ExpectInvalid(DetectIngestFormat("", "empty.txt"), {"empty.txt", "--format"});
+}
+
+TEST(IngestDetectTest, ParseIngestDispatches) {
+  auto csv = ParseIngest("source,kind,op,device,median_s\nimport,e2e,dit,h100-sxm5-80gb,4.2\n",
+                         IngestFormat::kAuto, IngestContext{}, "m.csv");
+  ASSERT_TRUE(csv.ok()) << csv.status().ToString();
+  EXPECT_EQ(csv->size(), 1u);
+
+  auto nccl = ParseIngest(kAllReduce, IngestFormat::kAuto, NvlinkContext(), "all_reduce_perf.txt");
+  ASSERT_TRUE(nccl.ok()) << nccl.status().ToString();
+  EXPECT_EQ(nccl->size(), 9u);
+
+  auto xdit = ParseIngest(kXditLog, IngestFormat::kXditLog, XditContext(), "flux.log");
+  ASSERT_TRUE(xdit.ok()) << xdit.status().ToString();
+  EXPECT_EQ(xdit->size(), 3u);
+
+  // A forced format is honoured: this log is not a CSV.
+  ExpectInvalid(ParseIngest(kXditLog, IngestFormat::kCsv, XditContext(), "flux.log"),
+                {"flux.log:1:"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// ditune measurement CSV.
+
+TEST(IngestCsvTest, ReadsEveryColumnWithQuotedJsonParams) {
+  constexpr std::string_view kCsv =
+      R"CSV(# measurements exported by ditune
+source,kind,op,backend,device,ranks,link,bytes,flops,median_s,p10_s,p90_s,samples,params,run_id
+
+microbench,op,gemm,cuda,h100-sxm5-80gb,1,,,2.5e12,0.00412,0.0040,0.0043,50,"{""m"": 4096, ""n"": 3072, ""k"": 3072, ""dtype"": ""bf16""}",mb-0827
+microbench,collective,all_to_all,nccl,h100-sxm5-80gb,8,nvlink4,134217728,,0.00061,,,20,"{""note"": ""a, b"", ""quote"": ""say \""hi\""""}",mb-0827
+)CSV";
+  auto result = ParseMeasurementCsv(kCsv, "m.csv");
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 2u);
+
+  const Measurement& gemm = (*result)[0];
+  EXPECT_EQ(gemm.source, MeasurementSource::kMicrobench);
+  EXPECT_EQ(gemm.kind, MeasurementKind::kOp);
+  EXPECT_EQ(gemm.op, "gemm");
+  EXPECT_EQ(gemm.backend, "cuda");
+  EXPECT_EQ(gemm.device, "h100-sxm5-80gb");
+  EXPECT_EQ(gemm.ranks, 1);
+  EXPECT_EQ(gemm.link, "");
+  EXPECT_DOUBLE_EQ(gemm.bytes.value(), 0.0);
+  EXPECT_DOUBLE_EQ(gemm.flops.value(), 2.5e12);
+  EXPECT_DOUBLE_EQ(gemm.median.value(), 0.00412);
+  EXPECT_DOUBLE_EQ(gemm.p10.value(), 0.0040);
+  EXPECT_DOUBLE_EQ(gemm.p90.value(), 0.0043);
+  EXPECT_EQ(gemm.samples, 50);
+  EXPECT_EQ(gemm.params,
+            (nlohmann::json{{"m", 4096}, {"n", 3072}, {"k", 3072}, {"dtype", "bf16"}}));
+  EXPECT_EQ(gemm.run_id, "mb-0827");
+
+  const Measurement& a2a = (*result)[1];
+  EXPECT_EQ(a2a.kind, MeasurementKind::kCollective);
+  EXPECT_EQ(a2a.ranks, 8);
+  EXPECT_EQ(a2a.link, "nvlink4");
+  EXPECT_DOUBLE_EQ(a2a.bytes.value(), 134217728.0);
+  // Empty p10/p90 fall back to the median.
+  EXPECT_DOUBLE_EQ(a2a.p10.value(), 0.00061);
+  EXPECT_DOUBLE_EQ(a2a.p90.value(), 0.00061);
+  EXPECT_EQ(a2a.params.at("note"), "a, b");
+  EXPECT_EQ(a2a.params.at("quote"), "say \"hi\"");
+}
+
+TEST(IngestCsvTest, RequiredColumnsOnlyAnyOrderCrlf) {
+  auto result = ParseMeasurementCsv(
+      "median_s,op,kind,source,device\r\n0.5,dit,e2e,import,h100-sxm5-80gb\r\n\r\n"
+      "1.25 , total , e2e , executor , l40s-48gb\r\n",
+      "m.csv");
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 2u);
+  const Measurement& m = (*result)[0];
+  EXPECT_EQ(m.source, MeasurementSource::kImport);
+  EXPECT_EQ(m.kind, MeasurementKind::kE2e);
+  EXPECT_EQ(m.op, "dit");
+  EXPECT_EQ(m.device, "h100-sxm5-80gb");
+  EXPECT_DOUBLE_EQ(m.median.value(), 0.5);
+  EXPECT_DOUBLE_EQ(m.p10.value(), 0.5);
+  EXPECT_DOUBLE_EQ(m.p90.value(), 0.5);
+  EXPECT_EQ(m.samples, 1);
+  EXPECT_EQ(m.ranks, 1);
+  EXPECT_EQ(m.params, nlohmann::json::object());
+  EXPECT_EQ((*result)[1].op, "total");
+  EXPECT_EQ((*result)[1].device, "l40s-48gb");
+  EXPECT_EQ((*result)[1].source, MeasurementSource::kExecutor);
+
+  // A UTF-8 byte-order mark, as spreadsheet programs write, is not part of the first column.
+  constexpr std::string_view kBom =
+      "\xEF\xBB\xBFsource,kind,op,device,median_s\nimport,e2e,dit,h100-sxm5-80gb,4.2\n";
+  EXPECT_EQ(*DetectIngestFormat(kBom, "m.csv"), IngestFormat::kCsv);
+  auto bom = ParseMeasurementCsv(kBom, "m.csv");
+  ASSERT_TRUE(bom.ok()) << bom.status().ToString();
+  EXPECT_EQ(bom->front().source, MeasurementSource::kImport);
+}
+
+TEST(IngestCsvTest, QuotedFieldMaySpanLinesAndLaterLinesKeepTheirNumbers) {
+  constexpr std::string_view kCsv =
+      "source,kind,op,device,median_s,params\n"
+      "executor,step,dit,h100-sxm5-80gb,0.2,\"{\"\"a\"\": 1,\n"
+      " \"\"b\"\": 2}\"\n"
+      "executor,step,dit,h100-sxm5-80gb,oops,\n";
+  ExpectInvalid(ParseMeasurementCsv(kCsv, "m.csv"), {"m.csv:4:", "median_s", "'oops'"});
+  auto ok = ParseMeasurementCsv(kCsv.substr(0, kCsv.rfind("executor")), "m.csv");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)[0].params, (nlohmann::json{{"a", 1}, {"b", 2}}));
+}
+
+TEST(IngestCsvTest, HeaderErrors) {
+  ExpectInvalid(ParseMeasurementCsv("source,kind,op,device,median_s,latency\n", "m.csv"),
+                {"m.csv:1:", "unknown column 'latency'", "valid:", "median_s", "run_id"});
+  ExpectInvalid(ParseMeasurementCsv("# comment\nsource,kind,op,median_s\n", "m.csv"),
+                {"m.csv:2:", "device", "required"});
+  ExpectInvalid(ParseMeasurementCsv("source,kind,op,device,median_s,op\n", "m.csv"),
+                {"m.csv:1:", "'op' appears twice"});
+  ExpectInvalid(ParseMeasurementCsv("source,kind,op,device,median_s\n", "m.csv"),
+                {"m.csv", "no measurement rows"});
+  ExpectInvalid(ParseMeasurementCsv("# nothing\n\n", "m.csv"), {"m.csv", "header"});
+}
+
+TEST(IngestCsvTest, RowErrorsNameTheLine) {
+  const std::string header = "source,kind,op,device,median_s,p10_s,ranks,params\n";
+  const std::string good = "import,e2e,dit,h100-sxm5-80gb,4.2,4.1,8,\n";
+  auto parse = [&](const std::string& bad) {
+    return ParseMeasurementCsv(header + good + "\n" + bad, "m.csv");
+  };
+  // Line 4: the bad row follows the header, a good row and a blank line.
+  ExpectInvalid(parse("import,e2e,dit,h100-sxm5-80gb,4.2\n"), {"m.csv:4:", "5 fields", "8"});
+  ExpectInvalid(parse("import,e2e,dit,h100-sxm5-80gb,abc,,,\n"),
+                {"m.csv:4:", "median_s", "'abc' is not a number"});
+  ExpectInvalid(parse("import,e2e,dit,h100-sxm5-80gb,1.5x,,,\n"), {"m.csv:4:", "'1.5x'"});
+  ExpectInvalid(parse("import,e2e,dit,h100-sxm5-80gb,nan,,,\n"), {"m.csv:4:", "'nan'"});
+  ExpectInvalid(parse("import,e2e,dit,h100-sxm5-80gb,4.2,,eight,\n"),
+                {"m.csv:4:", "ranks", "'eight'"});
+  ExpectInvalid(parse("import,e2e,dit,h100-sxm5-80gb,4.2,,0,\n"), {"m.csv:4:", "ranks", "'0'"});
+  ExpectInvalid(parse("bench,e2e,dit,h100-sxm5-80gb,4.2,,,\n"),
+                {"m.csv:4:", "'bench'", "valid: executor, microbench, import"});
+  ExpectInvalid(parse("import,kernel,dit,h100-sxm5-80gb,4.2,,,\n"),
+                {"m.csv:4:", "'kernel'", "valid: op, collective, step, e2e"});
+  ExpectInvalid(parse("import,e2e,,h100-sxm5-80gb,4.2,,,\n"), {"m.csv:4:", "'op' is empty"});
+  ExpectInvalid(parse("import,e2e,dit,h100-sxm5-80gb,4.2,,,\"{\"\"m\"\": }\"\n"),
+                {"m.csv:4:", "params", "not a JSON object"});
+  ExpectInvalid(parse("import,e2e,dit,h100-sxm5-80gb,4.2,,,\"[1, 2]\"\n"),
+                {"m.csv:4:", "params", "not a JSON object"});
+  // Measurement::Validate() failures.
+  ExpectInvalid(parse("import,e2e,dit,h100-sxm5-80gb,4.2,4.3,,\n"),
+                {"m.csv:4:", "p10 <= median <= p90"});
+  ExpectInvalid(parse("import,e2e,dit,h100-sxm5-80gb,-1,,,\n"), {"m.csv:4:", "> 0"});
+  // Quoting errors.
+  ExpectInvalid(parse("import,e2e,dit,h100-sxm5-80gb,4.2,,,{\"m\": 1}\n"),
+                {"m.csv:4:", "unquoted field", "double quotes"});
+  ExpectInvalid(parse("import,e2e,dit,h100-sxm5-80gb,4.2,,,\"{}\n"), {"m.csv:4:", "never closed"});
+  ExpectInvalid(parse("import,e2e,dit,h100-sxm5-80gb,4.2,,,\"{}\"x\n"),
+                {"m.csv:4:", "after the closing quote"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// nccl-tests output.
+
+TEST(IngestNcclTestsTest, AllReduceRowsInSecondsAndBytes) {
+  auto result = ParseNcclTests(kAllReduce, NvlinkContext(), "runs/all_reduce_perf.txt");
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 9u);
+
+  const Measurement& first = result->front();
+  EXPECT_EQ(first.source, MeasurementSource::kImport);
+  EXPECT_EQ(first.kind, MeasurementKind::kCollective);
+  EXPECT_EQ(first.op, "all_reduce");
+  EXPECT_EQ(first.backend, "nccl");
+  EXPECT_EQ(first.device, "h100-sxm5-80gb");
+  EXPECT_EQ(first.link, "nvlink4");
+  EXPECT_EQ(first.ranks, 8);  // the "#  Rank" lines
+  EXPECT_EQ(first.samples, 20);
+  EXPECT_EQ(first.run_id, "nccl-2024-08-27");
+  EXPECT_DOUBLE_EQ(first.bytes.value(), 8.0);
+  EXPECT_DOUBLE_EQ(first.median.value(), 27.36e-6);
+  EXPECT_DOUBLE_EQ(first.p10.value(), 27.36e-6);
+  EXPECT_DOUBLE_EQ(first.p90.value(), 27.36e-6);
+  EXPECT_EQ(first.params.at("count"), 2);
+  EXPECT_EQ(first.params.at("type"), "float");
+  EXPECT_DOUBLE_EQ(first.params.at("in_place_s").get<double>(), 26.81e-6);
+
+  const Measurement& last = result->back();
+  EXPECT_DOUBLE_EQ(last.bytes.value(), 134217728.0);
+  EXPECT_DOUBLE_EQ(last.median.value(), 732.9e-6);
+  EXPECT_DOUBLE_EQ(last.params.at("algbw_gbps").get<double>(), 183.13);
+  EXPECT_DOUBLE_EQ(last.params.at("busbw_gbps").get<double>(), 320.48);
+  EXPECT_DOUBLE_EQ(last.params.at("in_place_s").get<double>(), 730.7e-6);
+  EXPECT_EQ(last.params.at("count"), 33554432);
+
+  // Two runs in one file: each banner starts over.
+  auto twice = ParseNcclTests(std::string(kAllReduce) + std::string(kAllReduce), NvlinkContext(),
+                              "runs/all_reduce_perf.txt");
+  ASSERT_TRUE(twice.ok()) << twice.status().ToString();
+  EXPECT_EQ(twice->size(), 18u);
+  EXPECT_EQ(twice->back().ranks, 8);
+}
+
+TEST(IngestNcclTestsTest, AllGatherNamedByItsCollectiveTestLine) {
+  // The file name says nothing; "# Collective test starting: all_gather_perf" does.
+  auto result = ParseNcclTests(kAllGather, NvlinkContext(), "logs/run-17.log");
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 6u);
+  for (const Measurement& m : *result) {
+    EXPECT_EQ(m.op, "all_gather");
+    EXPECT_EQ(m.ranks, 8);
+    EXPECT_EQ(m.samples, 50);
+    EXPECT_EQ(m.params.at("type"), "bfloat16");
+  }
+  EXPECT_DOUBLE_EQ(result->back().bytes.value(), 1073741824.0);
+  EXPECT_DOUBLE_EQ(result->back().median.value(), 2994.62e-6);
+  EXPECT_DOUBLE_EQ(result->back().params.at("busbw_gbps").get<double>(), 313.74);
+}
+
+TEST(IngestNcclTestsTest, AllToAllWithoutValidationFromFileName) {
+  auto result = ParseNcclTests(kAllToAll, NvlinkContext(), "results/alltoall_perf_8x_h100.txt");
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 6u);
+  const Measurement& m = (*result)[4];
+  EXPECT_EQ(m.op, "all_to_all");
+  EXPECT_EQ(m.ranks, 8);
+  EXPECT_EQ(m.samples, 100);
+  EXPECT_DOUBLE_EQ(m.bytes.value(), 16777216.0);
+  EXPECT_DOUBLE_EQ(m.median.value(), 87.43e-6);
+  EXPECT_DOUBLE_EQ(m.params.at("algbw_gbps").get<double>(), 191.89);
+  EXPECT_EQ(m.params.at("count"), 8388608);
+  EXPECT_EQ(m.params.at("type"), "half");
+}
+
+TEST(IngestNcclTestsTest, SendRecvAcrossNodesWithCollectiveFlag) {
+  IngestContext ctx = NvlinkContext();
+  ctx.link = "ib-ndr";
+  ctx.collective = "sendrecv";
+  auto result = ParseNcclTests(kSendRecv, ctx, "ib/out.txt");
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 7u);
+  const Measurement& m = result->back();
+  EXPECT_EQ(m.op, "sendrecv");
+  EXPECT_EQ(m.link, "ib-ndr");
+  EXPECT_EQ(m.ranks, 2);
+  EXPECT_DOUBLE_EQ(m.bytes.value(), 1073741824.0);
+  EXPECT_DOUBLE_EQ(m.median.value(), 23360.2e-6);
+  EXPECT_DOUBLE_EQ(m.params.at("busbw_gbps").get<double>(), 45.96);
+
+  // nccl-tests' own spelling is accepted too.
+  ctx.collective = "sendrecv_perf";
+  EXPECT_TRUE(ParseNcclTests(kSendRecv, ctx, "ib/out.txt").ok());
+}
+
+TEST(IngestNcclTestsTest, BusBandwidthCheckCatchesWrongRanks) {
+  IngestContext ctx = NvlinkContext();
+  ctx.ranks = 4;  // the run had 8: busbw = algbw x 1.75, not x 1.5
+  const int line = LineOf(kAllReduce, "        4096          1024");
+  ASSERT_EQ(line, 21);
+  ExpectInvalid(ParseNcclTests(kAllReduce, ctx, "all_reduce_perf.txt"),
+                {fmt::format("all_reduce_perf.txt:{}:", line), "busbw 0.27", "4 ranks", "--ranks"});
+  // The right --ranks passes.
+  ctx.ranks = 8;
+  EXPECT_TRUE(ParseNcclTests(kAllReduce, ctx, "all_reduce_perf.txt").ok());
+}
+
+TEST(IngestNcclTestsTest, BusBandwidthCheckCatchesMislabelledCollective) {
+  IngestContext ctx = NvlinkContext();
+  ctx.collective = "all_gather";  // it is all_reduce output: busbw = 2(n-1)/n algbw
+  const int line = LineOf(kAllReduce, "         512           128");
+  ExpectInvalid(ParseNcclTests(kAllReduce, ctx, "perf.txt"),
+                {fmt::format("perf.txt:{}:", line), "busbw", "all_gather", "--collective"});
+  // A --collective that contradicts the output's own "Collective test starting" line.
+  ctx.collective = "all_reduce";
+  ExpectInvalid(ParseNcclTests(kAllGather, ctx, "perf.txt"),
+                {"--collective all_reduce", "all_gather"});
+}
+
+TEST(IngestNcclTestsTest, ContextErrorsAskForTheFlag) {
+  IngestContext ctx = NvlinkContext();
+  ExpectInvalid(ParseNcclTests(kAllReduce, ctx, "results.txt"),
+                {"results.txt", "--collective", "all_to_all, all_gather, all_reduce, sendrecv"});
+  ctx.collective = "broadcast";
+  ExpectInvalid(ParseNcclTests(kAllReduce, ctx, "results.txt"),
+                {"--collective 'broadcast'", "all_to_all, all_gather, all_reduce, sendrecv"});
+  ctx.collective = "all_reduce";
+  ctx.device.clear();
+  ExpectInvalid(ParseNcclTests(kAllReduce, ctx, "results.txt"), {"--gpu"});
+  ctx.device = "h100-sxm5-80gb";
+  ctx.link.clear();
+  ExpectInvalid(ParseNcclTests(kAllReduce, ctx, "results.txt"), {"--link"});
+  // reduce_scatter_perf is not a collective ditune models.
+  ExpectInvalid(ParseNcclTests("# Collective test starting: reduce_scatter_perf\n", NvlinkContext(),
+                               "all_reduce_perf.txt"),
+                {"all_reduce_perf.txt:1:", "reduce_scatter_perf"});
+  // Two different collectives concatenated into one file.
+  const std::string two = std::string(kAllGather) +
+                          "# Collective test starting: all_reduce_perf\n" + std::string(kAllReduce);
+  const int second = LineOf(two, "starting: all_reduce_perf");
+  ExpectInvalid(ParseNcclTests(two, NvlinkContext(), "both.txt"),
+                {fmt::format("both.txt:{}:", second), "split the file"});
+}
+
+TEST(IngestNcclTestsTest, RanksUnknownWithoutRankLinesOrFlag) {
+  // No banner, no "# Rank" lines, no table header: the default column layout still applies.
+  constexpr std::string_view kBare =
+      "        1024           256     float     sum      -1    20.00    0.05    0.09      0    "
+      "20.00    0.05    0.09      0\n";
+  ExpectInvalid(ParseNcclTests(kBare, NvlinkContext(), "all_reduce_perf.txt"),
+                {"all_reduce_perf.txt:1:", "--ranks"});
+  IngestContext ctx = NvlinkContext();
+  ctx.ranks = 8;
+  auto result = ParseNcclTests(kBare, ctx, "all_reduce_perf.txt");
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->front().ranks, 8);
+  EXPECT_EQ(result->front().samples, 1);  // no banner: no iters
+  EXPECT_DOUBLE_EQ(result->front().median.value(), 20e-6);
+}
+
+TEST(IngestNcclTestsTest, MalformedDataLinesNameTheLine) {
+  const std::string head =
+      "# nThread 1 nGpus 2 minBytes 1024 maxBytes 2048 step: 2(factor) warmup iters: 5 iters: 20 "
+      "agg iters: 1 validation: 1 graph: 0\n"
+      "#  Rank  0 Group  0 Pid  100 on node-1 device  0 [0x18] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  1 Group  0 Pid  100 on node-1 device  1 [0x2a] NVIDIA H100 80GB HBM3\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   algbw   busbw #wrong\n";
+  const std::string good =
+      "        1024           256     float     sum      -1    20.00    0.05    0.05      0    "
+      "20.00    0.05    0.05      0\n";
+  auto parse = [&](const std::string& bad) {
+    return ParseNcclTests(head + good + bad, NvlinkContext(), "all_reduce_perf.txt");
+  };
+  ASSERT_TRUE(parse("").ok()) << parse("").status().ToString();
+  ExpectInvalid(parse("        2048           512     float     sum      -1    abc    0.10    0.10"
+                      "      0    20.00    0.10    0.10      0\n"),
+                {"all_reduce_perf.txt:6:", "'abc'"});
+  ExpectInvalid(parse("        2048           512     float     sum      -1    20.00\n"),
+                {"all_reduce_perf.txt:6:", "6 columns", "13"});
+  ExpectInvalid(
+      parse("        2048           512     float     sum      -1    20.00    0.10    0.10"
+            "      3    20.00    0.10    0.10      3\n"),
+      {"all_reduce_perf.txt:6:", "wrong elements"});
+  // algbw that is not size / time.
+  ExpectInvalid(
+      parse("        2048           512     float     sum      -1    20.00    9.10    9.10"
+            "      0    20.00    0.10    0.10      0\n"),
+      {"all_reduce_perf.txt:6:", "algbw 9.10"});
+}
+
+TEST(IngestNcclTestsTest, NoDataLines) {
+  constexpr std::string_view kBannerOnly =
+      "# nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: "
+      "20 agg iters: 1 validation: 1 graph: 0\n#\n# Using devices\n";
+  ExpectInvalid(ParseNcclTests(kBannerOnly, NvlinkContext(), "all_reduce_perf.txt"),
+                {"all_reduce_perf.txt", "no nccl-tests result lines"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// xDiT logs.
+
+TEST(IngestXditLogTest, EachEpochTimeLineIsOneMeasurement) {
+  auto result = ParseXditLog(kXditLog, XditContext(), "logs/flux_ulysses8.log");
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 3u);
+
+  const Measurement& m = result->front();
+  EXPECT_EQ(m.source, MeasurementSource::kImport);
+  EXPECT_EQ(m.kind, MeasurementKind::kE2e);
+  EXPECT_EQ(m.op, "total");  // output_type decoded: text encoding + DiT + VAE
+  EXPECT_EQ(m.backend, "xdit");
+  EXPECT_EQ(m.device, "h100-sxm5-80gb");
+  EXPECT_EQ(m.ranks, 8);
+  EXPECT_EQ(m.link, "");
+  EXPECT_EQ(m.samples, 1);
+  EXPECT_EQ(m.run_id, "xdit-flux-8");
+  EXPECT_DOUBLE_EQ(m.median.value(), 6.71);
+  EXPECT_DOUBLE_EQ(m.p10.value(), 6.71);
+  EXPECT_DOUBLE_EQ(m.p90.value(), 6.71);
+  EXPECT_DOUBLE_EQ(m.params.at("parameter_memory_gb").get<double>(), 33.85);
+  EXPECT_DOUBLE_EQ(m.params.at("peak_memory_gb").get<double>(), 35.12);
+  EXPECT_EQ(m.params.at("model"), "flux.1-dev");
+  EXPECT_EQ(m.params.at("config"), "ulysses=8");
+  EXPECT_EQ(m.params.at("steps"), 28);
+
+  EXPECT_DOUBLE_EQ((*result)[1].median.value(), 6.69);  // "[default7]:" prefix
+  // A line with only the epoch time: no memory figures.
+  const Measurement& bare = (*result)[2];
+  EXPECT_DOUBLE_EQ(bare.median.value(), 6.74);
+  EXPECT_FALSE(bare.params.contains("parameter_memory_gb"));
+  EXPECT_FALSE(bare.params.contains("peak_memory_gb"));
+}
+
+TEST(IngestXditLogTest, LatentOutputIsTheDitAlone) {
+  IngestContext ctx = XditContext();
+  ctx.run["output_type"] = "latent";
+  // Some xDiT examples print the peak memory unrounded and without the parameter memory.
+  auto result = ParseXditLog("epoch time: 5.94 sec, memory: 35.123456789 GB\n", ctx, "hunyuan.log");
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 1u);
+  EXPECT_EQ(result->front().op, "dit");
+  EXPECT_DOUBLE_EQ(result->front().median.value(), 5.94);
+  EXPECT_DOUBLE_EQ(result->front().params.at("peak_memory_gb").get<double>(), 35.123456789);
+  EXPECT_FALSE(result->front().params.contains("parameter_memory_gb"));
+}
+
+TEST(IngestXditLogTest, BadLinesNameTheLine) {
+  const std::string head = "[Rank 0] starting\n[Rank 7] epoch time: 6.71 sec\n";
+  auto parse = [&](const std::string& bad) {
+    return ParseXditLog(head + bad, XditContext(), "x.log");
+  };
+  ExpectInvalid(parse("[Rank 7] epoch time: abc sec\n"), {"x.log:3:", "number of seconds"});
+  ExpectInvalid(parse("[Rank 7] epoch time: nan sec\n"), {"x.log:3:", "number of seconds"});
+  ExpectInvalid(parse("epoch time: 6710 ms\n"), {"x.log:3:", "'ms'", "seconds"});
+  ExpectInvalid(parse("epoch time: 6.71 sec, parameter memory: ?? GB, memory: 35.12 GB\n"),
+                {"x.log:3:", "parameter memory:"});
+  ExpectInvalid(parse("epoch time: 6.71 sec, parameter memory: 33.85 GB, memory: 35.12 GiB\n"),
+                {"x.log:3:", "'GiB'"});
+  ExpectInvalid(parse("epoch time: 0.00 sec\n"), {"x.log:3:", "> 0"});
+}
+
+TEST(IngestXditLogTest, MissingContextOrTiming) {
+  ExpectInvalid(ParseXditLog("[Rank 0] loading\n[Rank 0] done\n", XditContext(), "x.log"),
+                {"x.log", "epoch time: 6.71 sec"});
+  IngestContext ctx = XditContext();
+  ctx.device.clear();
+  ExpectInvalid(ParseXditLog(kXditLog, ctx, "x.log"), {"--gpu"});
+  ctx = XditContext();
+  ctx.run.erase("gpus");
+  ExpectInvalid(ParseXditLog(kXditLog, ctx, "x.log"), {"gpus", "--ranks"});
+  ctx.run["gpus"] = 0;
+  ExpectInvalid(ParseXditLog(kXditLog, ctx, "x.log"), {"gpus"});
+  ctx.run["gpus"] = "8";
+  ExpectInvalid(ParseXditLog(kXditLog, ctx, "x.log"), {"gpus"});
+}
+
+}  // namespace
+}  // namespace ditune
