@@ -54,10 +54,10 @@ int Ingest(int argc, char** argv) {
       ("format", "auto | csv | nccl-tests | xdit-log", cxxopts::value<std::string>()->default_value("auto"))
       ("gpu", "GPU id the measurements ran on (nccl-tests, xDiT logs)", cxxopts::value<std::string>())
       ("link", "link id the collective crossed (nccl-tests)", cxxopts::value<std::string>())
-      ("ranks", "ranks of an nccl-tests run (default: counted from its output)", cxxopts::value<int>())
+      ("ranks", "ranks of an nccl-tests run (default: counted from its output), or GPUs of an xDiT "
+       "run (default: the product of --config's degrees)", cxxopts::value<int>())
       ("collective", "all_to_all | all_gather | all_reduce | sendrecv (default: from the file name)",
        cxxopts::value<std::string>())
-      ("gpus", "GPUs of an xDiT run", cxxopts::value<int>())
       ("config", "configuration of an xDiT run", cxxopts::value<std::string>())
       ("run-id", "a label stored with every measurement", cxxopts::value<std::string>())
       ("fit", "refit the models afterwards")
@@ -102,15 +102,17 @@ int Ingest(int argc, char** argv) {
     auto w = ReadWorkload(*args, **catalog);
     if (!w.ok()) return Fail("calibrate ingest", w.status());
     ctx.run = {{"model", w->model_id}, {"height", w->height}, {"width", w->width}, {"frames", w->frames},
-               {"steps", w->steps}, {"batch", w->batch}, {"output_type", OutputTypeName(w->output)}};
+               {"steps", w->steps}, {"batch", w->batch}, {"output_type", OutputTypeName(w->output)},
+               {"scope", w->output == OutputType::kLatent ? "dit" : "e2e"}};
   }
   if (args->count("config")) {
     auto c = ParseParallelConfig((*args)["config"].as<std::string>());
     if (!c.ok()) return Fail("calibrate ingest", c.status());
     ctx.run["config"] = ToString(*c);
-    if (!args->count("gpus")) ctx.run["gpus"] = c->world_size();
+    ctx.run["gpus"] = ctx.ranks > 0 ? ctx.ranks : c->world_size();
+  } else if (ctx.ranks > 0) {
+    ctx.run["gpus"] = ctx.ranks;
   }
-  if (args->count("gpus")) ctx.run["gpus"] = (*args)["gpus"].as<int>();
 
   auto measurements = ParseIngest(text.str(), format, ctx, file);
   if (!measurements.ok()) return Fail("calibrate ingest", measurements.status());

@@ -74,5 +74,28 @@ cp -r "$DITUNE_DATA"/. "$tmp/data/"
 echo '{"id": ' >"$tmp/data/models/flux.1-dev.json"
 DITUNE_DATA=$tmp/data expect malformed-json 2 "flux.1-dev.json: malformed JSON" -- models
 
+# Calibration: ingest real-format files, fit, show; bad files and databases are clear errors.
+data=$(dirname "$0")/../data
+db=$tmp/cal.db
+expect ingest-nccl 0 "ingested 9 measurements" -- calibrate ingest "$data/all_reduce_perf.txt" --gpu h100-sxm5-80gb \
+  --link nvlink4 --db "$db"
+expect fit 0 "all_reduce/nvlink4 +9 " -- calibrate fit --db "$db"
+expect show 0 "9 measurements, 1 active fits" -- calibrate show --db "$db"
+expect show-json 0 '"key": "all_reduce/nvlink4"' -- calibrate show --db "$db" --json
+expect ingest-xdit 0 "ingested 1 measurements" -- calibrate ingest "$data/xdit_flux_4gpu.log" --gpu h100-sxm5-80gb \
+  --model flux.1-dev --config ulysses=4 --db "$db"
+expect ingest-no-link 2 "--link" -- calibrate ingest "$data/all_reduce_perf.txt" --gpu h100-sxm5-80gb --db "$db"
+expect ingest-unknown-link 2 "unknown link 'nvlnk4'" -- calibrate ingest "$data/all_reduce_perf.txt" \
+  --gpu h100-sxm5-80gb --link nvlnk4 --db "$db"
+sed 's/   187.78 /   18x.78 /' "$data/all_reduce_perf.txt" >"$tmp/all_reduce_perf.txt"
+expect ingest-bad-line 2 "all_reduce_perf.txt:17:" -- calibrate ingest "$tmp/all_reduce_perf.txt" --gpu h100-sxm5-80gb \
+  --link nvlink4 --db "$db"
+expect ingest-nothing-stored 0 "10 measurements" -- calibrate show --db "$db"
+expect ingest-missing-file 2 "cannot open" -- calibrate ingest "$tmp/nope.txt" --db "$db"
+printf 'this is not a database, just some text that is long enough to look like one' >"$tmp/bad.db"
+expect damaged-db 2 "is damaged or not a ditune database" -- calibrate show --db "$tmp/bad.db"
+expect calibrate-usage 2 "usage: ditune calibrate" -- calibrate
+expect calibrate-unknown 2 "unknown subcommand 'fitt'" -- calibrate fitt
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/catalog.h"
+#include "costmodels/compute_model.h"
+#include "costmodels/dit_ops.h"
 
 namespace ditune {
 namespace {
@@ -64,6 +68,34 @@ TEST(MemoryModelTest, DoesNotFitWhenTooBig) {
   EXPECT_FALSE(m.fits());
   auto d = Mem("pixart-alpha", 4096, 4096, 1, "", "h100-sxm5-80gb", OutputType::kDecoded);
   EXPECT_GT(d.vae_decode.value(), 0);
+}
+
+}  // namespace
+}  // namespace ditune
+
+namespace ditune {
+namespace {
+
+// Every catalog model answers on every catalog GPU: finite, positive step compute and memory.
+TEST(CostModelsCoverageTest, EveryModelOnEveryGpu) {
+  for (const auto& m : Cat().models()) {
+    Workload w{m.id, m.default_height, m.default_width, m.default_frames, m.default_steps, 1, OutputType::kDecoded};
+    auto t = ComputeTokenGeometry(m, w);
+    ASSERT_TRUE(t.ok()) << m.id;
+    RankWork work = ComputeRankWork(m, *t, w, ParallelConfig{});
+    std::vector<OpCost> ops = StepOverheadOps(m, work);
+    for (int i = 0; i < m.num_blocks(); ++i) {
+      auto b = BlockOps(m, m.family_of(i), work);
+      ops.insert(ops.end(), b.begin(), b.end());
+    }
+    for (const auto& g : Cat().gpus()) {
+      ComputeModel cm = ComputeModel::Defaults(g);
+      const double step = cm.OpsTime(ops).value();
+      EXPECT_TRUE(std::isfinite(step) && step > 0) << m.id << " on " << g.id;
+      const double peak = RankMemory(m, *t, w, ParallelConfig{}, g).peak().value();
+      EXPECT_TRUE(std::isfinite(peak) && peak > 0) << m.id << " on " << g.id;
+    }
+  }
 }
 
 }  // namespace
