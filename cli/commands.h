@@ -9,6 +9,8 @@ int RunModels(int argc, char** argv);
 int RunHardware(int argc, char** argv);
 int RunCheck(int argc, char** argv);
 int RunCalibrate(int argc, char** argv);
+int RunSimulate(int argc, char** argv);
+int RunValidate(int argc, char** argv);
 
 }  // namespace ditune::cli
 

@@ -125,4 +125,11 @@ Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const 
   return Status::Ok();
 }
 
+StatusOr<CostModels> MakeCostModels(const Cluster& cluster, const std::vector<Fit>& fits,
+                                    const std::string& backend) {
+  CostModels m{ComputeModel::Defaults(*cluster.gpu), std::make_unique<CommModel>(cluster)};
+  DITUNE_RETURN_IF_ERROR(ApplyFits(fits, cluster.gpu->id, backend, &m.compute, m.comm.get()));
+  return m;
+}
+
 }  // namespace ditune

@@ -9,6 +9,7 @@
 #ifndef DITUNE_COSTMODELS_CALIBRATION_H_
 #define DITUNE_COSTMODELS_CALIBRATION_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,15 @@ StatusOr<std::vector<Fit>> Recalibrate(Store* store, std::vector<std::string>* s
 // of the cluster's links into `comm` (either may be null).
 Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const std::string& backend,
                  ComputeModel* compute, CommModel* comm);
+
+// Calibrated models for a cluster: catalog defaults, then every applicable fit in `fits`.
+// The cluster must outlive the result.
+struct CostModels {
+  ComputeModel compute;
+  std::unique_ptr<CommModel> comm;
+};
+StatusOr<CostModels> MakeCostModels(const Cluster& cluster, const std::vector<Fit>& fits,
+                                    const std::string& backend = "cuda");
 
 // The fit key of a collective measurement, and of an op measurement.
 std::string CommFitKey(const Measurement& m);

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "costmodels/ingest.h"
+#include "core/csv.h"
 #include "costmodels/ingest_impl.h"
 
 namespace ditune {
@@ -107,97 +108,6 @@ bool IsColumn(std::string_view name) {
              kOptionalColumns.end();
 }
 
-// One CSV record: its fields, unquoted, and the line it starts on.
-struct CsvRecord {
-  int line = 0;
-  std::vector<std::string> fields;
-};
-
-// Splits `text` into RFC 4180 records: fields separated by ',', records by "\n" or "\r\n";
-// a field in double quotes may hold commas, line breaks and quotes written as "". Blanks
-// before an opening quote and after a closing one are ignored. Outside a quoted field, a blank
-// line or one whose first non-blank character is '#' is skipped.
-StatusOr<std::vector<CsvRecord>> ReadCsvRecords(std::string_view text, std::string_view origin) {
-  if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());  // spreadsheet exports
-  std::vector<CsvRecord> records;
-  const size_t n = text.size();
-  size_t pos = 0;
-  int line = 1;
-  auto is_blank = [](char c) { return c == ' ' || c == '\t'; };
-  while (pos < n) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string_view::npos) eol = n;
-    std::string_view content = Trim(text.substr(pos, eol - pos));
-    if (content.empty() || content.front() == '#') {
-      pos = eol + 1;
-      ++line;
-      continue;
-    }
-    CsvRecord record;
-    record.line = line;
-    while (true) {
-      std::string field;
-      size_t p = pos;
-      while (p < n && is_blank(text[p])) ++p;
-      if (p < n && text[p] == '"') {
-        const int start_line = line;
-        bool closed = false;
-        for (++p; p < n; ++p) {
-          const char c = text[p];
-          if (c == '"') {
-            if (p + 1 < n && text[p + 1] == '"') {
-              field += '"';
-              ++p;
-              continue;
-            }
-            closed = true;
-            ++p;
-            break;
-          }
-          if (c == '\n') ++line;
-          field += c;
-        }
-        if (!closed) {
-          return LineError(origin, start_line,
-                           "a quoted field is never closed (valid: a field in double quotes, with "
-                           "each quote inside it written twice as \"\")");
-        }
-        while (p < n && (is_blank(text[p]) || text[p] == '\r')) ++p;
-        if (p < n && text[p] != ',' && text[p] != '\n') {
-          return LineError(origin, line,
-                           fmt::format("'{}' after the closing quote of a field (valid: ',' or "
-                                       "the end of the line; write a quote inside a quoted field "
-                                       "as \"\")",
-                                       text[p]));
-        }
-      } else {
-        size_t q = pos;
-        while (q < n && text[q] != ',' && text[q] != '\n') ++q;
-        std::string_view value = text.substr(pos, q - pos);
-        if (!value.empty() && value.back() == '\r') value.remove_suffix(1);
-        if (value.find('"') != std::string_view::npos) {
-          return LineError(origin, line,
-                           fmt::format("a '\"' inside the unquoted field '{}' (valid: put the "
-                                       "whole field in double quotes and double the quotes "
-                                       "inside, e.g. \"{{\"\"steps\"\": 28}}\")",
-                                       Trim(value)));
-        }
-        field = std::string(value);
-        p = q;
-      }
-      record.fields.push_back(std::move(field));
-      if (p < n && text[p] == ',') {
-        pos = p + 1;
-        continue;
-      }
-      pos = p + 1;  // past the '\n', or past the end
-      ++line;
-      break;
-    }
-    records.push_back(std::move(record));
-  }
-  return records;
-}
 
 // True iff `line`, split on commas, has at least two fields that are required column names:
 // a ditune CSV header, perhaps with a misspelt column that ParseMeasurementCsv will name.

@@ -1,0 +1,110 @@
+// `ditune simulate WORKLOAD CLUSTER --config SPEC [--trace FILE.json] [--json]`.
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "core/validate.h"
+#include "costmodels/calibration.h"
+#include "costmodels/store.h"
+#include "simulator/simulate.h"
+
+namespace ditune::cli {
+namespace {
+
+std::string Ms(Seconds s) { return fmt::format("{:.1f} ms", s.value() * 1e3); }
+std::string Gb(Bytes b) { return fmt::format("{:.1f} GB", b.value() / 1e9); }
+
+}  // namespace
+
+int RunSimulate(int argc, char** argv) {
+  cxxopts::Options options("ditune simulate", "Predict one generation: latency, where the time goes, memory per GPU");
+  AddWorkloadOptions(options);
+  AddClusterOptions(options);
+  options.add_options()
+      ("config", "configuration (ditune syntax or xDiT flags); empty = one device", cxxopts::value<std::string>())
+      ("trace", "write a Chrome trace (open it in Perfetto)", cxxopts::value<std::string>())
+      ("db", "calibration database (default: $DITUNE_DB or ~/.local/share/ditune/ditune.db)",
+       cxxopts::value<std::string>())
+      ("json", "one JSON document on stdout");
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("simulate", args.status());
+  if (help) return 0;
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("simulate", catalog.status());
+  auto workload = ReadWorkload(*args, **catalog);
+  if (!workload.ok()) return Fail("simulate", workload.status());
+  auto spec = ReadClusterSpec(*args);
+  if (!spec.ok()) return Fail("simulate", spec.status());
+  auto cluster = ResolveCluster(*spec, **catalog);
+  if (!cluster.ok()) return Fail("simulate", cluster.status());
+  if (args->count("config") == 0) {
+    return Fail("simulate", Status::InvalidArgument("--config is required (\"\" for one device)"));
+  }
+  auto config = ParseParallelConfig((*args)["config"].as<std::string>());
+  if (!config.ok()) return Fail("simulate", config.status());
+  const ModelSpec& model = **(*catalog)->Model(workload->model_id);
+  TokenGeometry tokens = *ComputeTokenGeometry(model, *workload);
+  Status valid = ValidateConfig({&model, tokens, workload->steps, workload->batch, cluster->gpus()}, *config);
+  if (!valid.ok()) return Fail("simulate", valid);
+
+  auto store = Store::Open(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
+  if (!store.ok()) return Fail("simulate", store.status());
+  auto fits = (*store)->ActiveFits();
+  if (!fits.ok()) return Fail("simulate", fits.status());
+  auto models = MakeCostModels(*cluster, *fits);
+  if (!models.ok()) return Fail("simulate", models.status());
+
+  SimInput in{&model, *workload, &*cluster, *config, &models->compute, models->comm.get()};
+  SimOptions opt;
+  const bool trace = args->count("trace") > 0;
+  opt.extrapolate = !trace;  // a trace shows every step
+  Engine engine;
+  auto r = Simulate(in, opt, &engine);
+  if (!r.ok()) return Fail("simulate", r.status());
+  if (trace) {
+    Status st = WriteChromeTrace(engine, in, (*args)["trace"].as<std::string>());
+    if (!st.ok()) return Fail("simulate", st);
+  }
+
+  if (args->count("json")) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& rr : r->ranks) {
+      ranks.push_back({{"rank", rr.rank}, {"stage", rr.stage}, {"busy_s", rr.busy.value()},
+                       {"memory_gb", rr.memory.peak().value() / 1e9}, {"fits", rr.memory.fits()}});
+    }
+    nlohmann::json out = {
+        {"model", model.id}, {"config", ToString(*config)}, {"gpus", cluster->gpus()},
+        {"latency_s", r->total.value()}, {"text_encode_s", r->text_encode.value()}, {"dit_s", r->dit.value()},
+        {"vae_decode_s", r->vae_decode.value()}, {"warmup_s", r->warmup.value()}, {"step_s", r->step.value()},
+        {"per_step", {{"compute_s", r->steady.compute.value()}, {"exposed_comm_s", r->steady.exposed_comm.value()},
+                      {"bubble_s", r->steady.bubble.value()}}},
+        {"imbalance", r->imbalance}, {"peak_memory_gb", r->peak_memory.value() / 1e9}, {"fits", r->fits},
+        {"ranks", ranks}};
+    std::cout << out.dump(2) << "\n";
+    return r->fits ? 0 : 3;
+  }
+  std::cout << fmt::format("{} {}x{}{}, {} steps on {} x {} ({}): {}\n", model.id, workload->height, workload->width,
+                           model.modality == Modality::kVideo ? fmt::format("x{}", workload->frames) : "",
+                           workload->steps, cluster->gpus(), cluster->spec.gpu_id, cluster->spec.intra_id,
+                           Label(*config));
+  std::cout << fmt::format("latency {:.3f} s = text encoding {} + DiT {} + VAE decode {}\n", r->total.value(),
+                           Ms(r->text_encode), Ms(r->dit), Ms(r->vae_decode));
+  std::cout << fmt::format("DiT: {} per steady step (compute {}, exposed communication {}, pipeline bubble {})",
+                           Ms(r->step), Ms(r->steady.compute), Ms(r->steady.exposed_comm), Ms(r->steady.bubble));
+  if (r->warmup.value() > 0) std::cout << fmt::format("; warm-up steps {}", Ms(r->warmup));
+  std::cout << fmt::format("\nimbalance across ranks {:.1f}%\n", 100 * r->imbalance);
+  const MemoryBreakdown& m = r->ranks.front().memory;
+  std::cout << fmt::format(
+      "memory per GPU {} of {} ({}): weights {}, encoders {}, activations {}, K/V buffers {}, comm {}, "
+      "VAE decode {}, runtime {}\n",
+      Gb(r->peak_memory), Gb(m.capacity), r->fits ? "fits" : "DOES NOT FIT", Gb(m.weights), Gb(m.encoders),
+      Gb(m.activations + m.attention), Gb(m.kv_buffers), Gb(m.comm_buffers), Gb(m.vae_decode), Gb(m.runtime));
+  if (trace) std::cout << "trace: " << (*args)["trace"].as<std::string>() << "\n";
+  return r->fits ? 0 : 3;
+}
+
+}  // namespace ditune::cli

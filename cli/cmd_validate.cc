@@ -1,0 +1,92 @@
+// `ditune validate --suite FILE.csv [--db PATH] [--json]`.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "planner/validate_suite.h"
+
+namespace ditune::cli {
+
+int RunValidate(int argc, char** argv) {
+  cxxopts::Options options("ditune validate",
+                           "Calibrate on each group's calibrate row, predict the rest, report the error");
+  options.add_options()
+      ("suite", "suite CSV (group,model,height,width,frames,steps,scope,gpu,gpus,nodes,gpus_per_node,intra,"
+                "inter,config,role,latency_s,source)", cxxopts::value<std::string>())
+      ("db", "calibration database: its fits are used, and the calibrate rows and their fits are recorded "
+             "in it (without --db, the default database is only read)", cxxopts::value<std::string>())
+      ("json", "one JSON document on stdout");
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("validate", args.status());
+  if (help) return 0;
+  if (args->count("suite") == 0) return Fail("validate", Status::InvalidArgument("--suite FILE.csv is required"));
+  const std::string path = (*args)["suite"].as<std::string>();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail("validate", Status::NotFound(fmt::format("cannot open suite '{}'", path)));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("validate", catalog.status());
+  auto rows = ParseSuite(text.str(), path, **catalog);
+  if (!rows.ok()) return Fail("validate", rows.status());
+
+  const bool record = args->count("db") > 0;
+  auto store = Store::Open(record ? (*args)["db"].as<std::string>() : Store::DefaultPath());
+  if (!store.ok()) return Fail("validate", store.status());
+  // Without --db the default store's fits are read but nothing is written to it.
+  std::unique_ptr<Store> scratch;
+  Store* target = store->get();
+  if (!record) {
+    auto fits = (*store)->ActiveFits();
+    if (!fits.ok()) return Fail("validate", fits.status());
+    auto mem = Store::Open(":memory:");
+    if (!mem.ok()) return Fail("validate", mem.status());
+    scratch = std::move(*mem);
+    if (!fits->empty()) {
+      Status st = scratch->ReplaceFits(*fits);
+      if (!st.ok()) return Fail("validate", st);
+    }
+    target = scratch.get();
+  }
+  auto report = ValidateSuite(*rows, **catalog, target);
+  if (!report.ok()) return Fail("validate", report.status());
+  const SuiteSummary& s = report->summary;
+
+  if (args->count("json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : report->rows) {
+      out.push_back({{"group", r.row->group}, {"line", r.row->line}, {"gpus", r.row->cluster.gpus},
+                     {"config", r.config}, {"role", r.row->role == SuiteRole::kCalibrate ? "calibrate" : "predict"},
+                     {"published_s", r.row->latency_s ? nlohmann::json(*r.row->latency_s) : nlohmann::json("OOM")},
+                     {"predicted_s", r.predicted_s ? nlohmann::json(*r.predicted_s) : nlohmann::json(nullptr)},
+                     {"ape", r.ape ? nlohmann::json(*r.ape) : nlohmann::json(nullptr)}, {"feasible", r.feasible}});
+    }
+    std::cout << nlohmann::json{{"rows", out},
+                                {"summary", {{"rows", s.rows}, {"median_ape", s.median_ape}, {"p90_ape", s.p90_ape},
+                                             {"oom_agree", s.oom_agree}, {"oom_rows", s.oom_rows},
+                                             {"false_oom", s.false_oom}}}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> table;
+  for (const auto& r : report->rows) {
+    table.push_back({r.row->group, std::to_string(r.row->cluster.gpus), r.config,
+                     r.row->role == SuiteRole::kCalibrate ? "calibrate" : "predict",
+                     r.row->latency_s ? fmt::format("{:.3f}", *r.row->latency_s) : "OOM",
+                     r.predicted_s ? fmt::format("{:.3f}", *r.predicted_s) : "no fit",
+                     r.ape ? fmt::format("{:.1f}%", 100 * *r.ape) : "-"});
+  }
+  std::cout << FormatTable({"group", "gpus", "config", "role", "published_s", "predicted_s", "APE"}, table);
+  std::cout << fmt::format("summary: rows={} median_ape={:.3f} p90_ape={:.3f} oom_agree={}/{}\n", s.rows,
+                           s.median_ape, s.p90_ape, s.oom_agree, s.oom_rows);
+  return 0;
+}
+
+}  // namespace ditune::cli

@@ -1,0 +1,135 @@
+#include "planner/suite.h"
+
+#include <charconv>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/csv.h"
+
+namespace ditune {
+namespace {
+
+constexpr const char* kColumns[] = {"group", "model", "height", "width", "frames", "steps",
+                                    "scope", "gpu", "gpus", "nodes", "gpus_per_node", "intra",
+                                    "inter", "config", "role", "latency_s", "source"};
+constexpr int kNumColumns = 17;
+
+Status RowError(std::string_view origin, int line, const std::string& what) {
+  return Status::InvalidArgument(fmt::format("{}:{}: {}", origin, line, what));
+}
+
+std::optional<int> Int(const std::string& s) {
+  int v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::string_view SuiteScopeName(SuiteScope s) {
+  switch (s) {
+    case SuiteScope::kE2e: return "e2e";
+    case SuiteScope::kDit: return "dit";
+    case SuiteScope::kStep: return "step";
+  }
+  return "?";
+}
+
+StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_view origin, const Catalog& catalog) {
+  DITUNE_ASSIGN_OR_RETURN(std::vector<CsvRecord> records, ReadCsvRecords(text, origin));
+  if (records.empty()) return Status::InvalidArgument(fmt::format("{}: empty suite (no header line)", origin));
+  std::vector<std::string> header(std::begin(kColumns), std::end(kColumns));
+  if (records[0].fields != header) {
+    return RowError(origin, records[0].line,
+                    fmt::format("the header must be exactly: {}", fmt::join(header, ",")));
+  }
+  std::vector<SuiteRow> rows;
+  for (size_t i = 1; i < records.size(); ++i) {
+    const CsvRecord& rec = records[i];
+    const int line = rec.line;
+    if (static_cast<int>(rec.fields.size()) != kNumColumns) {
+      return RowError(origin, line, fmt::format("{} fields, the header has {}", rec.fields.size(), kNumColumns));
+    }
+    const auto& f = rec.fields;
+    auto field_int = [&](int col, int min) -> StatusOr<int> {
+      std::optional<int> v = Int(f[col]);
+      if (!v || *v < min) {
+        return RowError(origin, line, fmt::format("{} '{}' is not an integer >= {}", kColumns[col], f[col], min));
+      }
+      return *v;
+    };
+    SuiteRow row;
+    row.line = line;
+    row.group = f[0];
+    if (row.group.empty()) return RowError(origin, line, "group is empty");
+    auto model = catalog.Model(f[1]);
+    if (!model.ok()) return RowError(origin, line, model.status().message());
+    row.workload.model_id = f[1];
+    DITUNE_ASSIGN_OR_RETURN(row.workload.height, field_int(2, 1));
+    DITUNE_ASSIGN_OR_RETURN(row.workload.width, field_int(3, 1));
+    DITUNE_ASSIGN_OR_RETURN(row.workload.frames, field_int(4, 1));
+    DITUNE_ASSIGN_OR_RETURN(row.workload.steps, field_int(5, 1));
+    if (f[6] == "e2e") row.scope = SuiteScope::kE2e;
+    else if (f[6] == "dit") row.scope = SuiteScope::kDit;
+    else if (f[6] == "step") row.scope = SuiteScope::kStep;
+    else return RowError(origin, line, fmt::format("scope '{}' is not one of: e2e, dit, step", f[6]));
+    row.workload.output = row.scope == SuiteScope::kE2e ? OutputType::kDecoded : OutputType::kLatent;
+    if (auto g = ComputeTokenGeometry(**model, row.workload); !g.ok()) {
+      return RowError(origin, line, g.status().message());
+    }
+    row.cluster.gpu_id = f[7];
+    DITUNE_ASSIGN_OR_RETURN(row.cluster.gpus, field_int(8, 1));
+    DITUNE_ASSIGN_OR_RETURN(row.cluster.nodes, field_int(9, 1));
+    DITUNE_ASSIGN_OR_RETURN(row.cluster.gpus_per_node, field_int(10, 1));
+    row.cluster.intra_id = f[11];
+    row.cluster.inter_id = f[12];
+    // gpus_per_node is the size of the boxes; a run may use fewer GPUs of each (12 GPUs on two
+    // 8-GPU nodes is 6 per node).
+    if (row.cluster.gpus % row.cluster.nodes != 0 || row.cluster.gpus / row.cluster.nodes > row.cluster.gpus_per_node) {
+      return RowError(origin, line, fmt::format("{} GPUs do not spread evenly over {} nodes of {} GPUs",
+                                                row.cluster.gpus, row.cluster.nodes, row.cluster.gpus_per_node));
+    }
+    row.cluster.gpus_per_node = row.cluster.gpus / row.cluster.nodes;
+    if (auto c = ResolveCluster(row.cluster, catalog); !c.ok()) return RowError(origin, line, c.status().message());
+    row.config_text = f[13];
+    if (f[13] != "best") {
+      auto c = ParseParallelConfig(f[13]);
+      if (!c.ok()) return RowError(origin, line, c.status().message());
+      row.config = *c;
+    }
+    if (f[14] == "calibrate") row.role = SuiteRole::kCalibrate;
+    else if (f[14] == "predict") row.role = SuiteRole::kPredict;
+    else return RowError(origin, line, fmt::format("role '{}' is not one of: calibrate, predict", f[14]));
+    if (f[15] != "OOM") {
+      double v = 0;
+      auto [p, ec] = std::from_chars(f[15].data(), f[15].data() + f[15].size(), v);
+      if (ec != std::errc() || p != f[15].data() + f[15].size() || !(v > 0)) {
+        return RowError(origin, line, fmt::format("latency_s '{}' is not a positive number of seconds or OOM", f[15]));
+      }
+      row.latency_s = v;
+    }
+    if (row.role == SuiteRole::kCalibrate && (!row.latency_s || row.best())) {
+      return RowError(origin, line, "a calibrate row needs a measured latency and an explicit config");
+    }
+    row.source = f[16];
+    rows.push_back(std::move(row));
+  }
+  std::map<std::string, int> calibrate;
+  std::map<std::string, int> first_line;
+  for (const auto& r : rows) {
+    first_line.emplace(r.group, r.line);
+    calibrate[r.group] += r.role == SuiteRole::kCalibrate;
+  }
+  for (const auto& [group, count] : calibrate) {
+    if (count != 1) {
+      return RowError(origin, first_line[group],
+                      fmt::format("group '{}' has {} calibrate rows; each group needs exactly one", group, count));
+    }
+  }
+  return rows;
+}
+
+}  // namespace ditune

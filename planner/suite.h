@@ -1,0 +1,48 @@
+// Validation suites: published or measured latencies to predict (DESIGN.md, "Validation
+// suites"). A suite is a CSV with the header
+//   group,model,height,width,frames,steps,scope,gpu,gpus,nodes,gpus_per_node,intra,inter,
+//   config,role,latency_s,source
+#ifndef DITUNE_PLANNER_SUITE_H_
+#define DITUNE_PLANNER_SUITE_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/catalog.h"
+#include "core/cluster.h"
+#include "core/parallel_config.h"
+#include "core/status.h"
+#include "core/workload.h"
+
+namespace ditune {
+
+// e2e: text encoding + denoising + VAE decode; dit: denoising only; step: one steady step.
+enum class SuiteScope { kE2e, kDit, kStep };
+enum class SuiteRole { kCalibrate, kPredict };
+
+struct SuiteRow {
+  int line = 0;  // in the CSV
+  std::string group;
+  Workload workload;
+  SuiteScope scope = SuiteScope::kE2e;
+  ClusterSpec cluster;
+  std::string config_text;             // as written
+  std::optional<ParallelConfig> config;  // empty for "best"
+  SuiteRole role = SuiteRole::kPredict;
+  std::optional<double> latency_s;     // empty for OOM
+  std::string source;
+
+  bool best() const { return !config.has_value(); }
+};
+
+// Parses and checks a suite: the header, every field (ids against the catalog, numbers,
+// enums, configs), and exactly one calibrate row per group. Errors name "origin:line".
+StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_view origin, const Catalog& catalog);
+
+std::string_view SuiteScopeName(SuiteScope s);
+
+}  // namespace ditune
+
+#endif  // DITUNE_PLANNER_SUITE_H_

@@ -1,0 +1,46 @@
+// `ditune validate`: calibrate on each group's calibrate row, predict its predict rows, and
+// measure the error.
+#ifndef DITUNE_PLANNER_VALIDATE_SUITE_H_
+#define DITUNE_PLANNER_VALIDATE_SUITE_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/catalog.h"
+#include "costmodels/store.h"
+#include "planner/suite.h"
+
+namespace ditune {
+
+struct SuiteRowResult {
+  const SuiteRow* row = nullptr;
+  std::string config;               // the configuration predicted (the planner's for "best")
+  std::optional<double> predicted_s;  // empty when it does not fit
+  std::optional<double> ape;        // |predicted - published| / published, predict rows with a latency
+  bool feasible = true;
+};
+
+struct SuiteSummary {
+  int rows = 0;            // predict rows
+  double median_ape = 0;
+  double p90_ape = 0;
+  int oom_agree = 0;       // published OOM rows predicted not to fit
+  int oom_rows = 0;        // published OOM rows
+  int false_oom = 0;       // rows that ran but are predicted not to fit
+};
+
+struct SuiteReport {
+  std::vector<SuiteRowResult> rows;
+  SuiteSummary summary;
+};
+
+// Every calibrate row becomes an e2e measurement (stored in `store` when given) and fits the
+// framework's compute scale for its (GPU, model): measured / modelled. Predict rows then use
+// the scale of their (GPU, model), the catalogs and the store's other fits — never a predict
+// row's latency. A predict row with no calibrate row for its (GPU, model) uses its group's.
+StatusOr<SuiteReport> ValidateSuite(const std::vector<SuiteRow>& rows, const Catalog& catalog, Store* store);
+
+}  // namespace ditune
+
+#endif  // DITUNE_PLANNER_VALIDATE_SUITE_H_

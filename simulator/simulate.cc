@@ -1,0 +1,408 @@
+#include "simulator/simulate.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "core/rank_layout.h"
+#include "core/rank_share.h"
+#include "simulator/stage_costs.h"
+
+namespace ditune {
+namespace {
+
+// Builds the task graph of a generation with `steps` denoising steps.
+class GraphBuilder {
+ public:
+  GraphBuilder(const SimInput& in, const SimOptions& opt, const RankLayout& layout, const StageCosts& costs,
+               Engine* e)
+      : in_(in), opt_(opt), layout_(layout), costs_(costs), e_(*e), c_(in.config) {
+    stages_ = std::max(1, c_.pipefusion);
+    for (int s = 0; s < stages_; ++s) {
+      RankCoords rc;
+      rc.index[static_cast<int>(Axis::kPipeFusion)] = s;
+      rep_.push_back(layout.RankOf(rc));
+      compute_.push_back(e_.AddStream(rep_[s], "compute"));
+      comm_.push_back(e_.AddStream(rep_[s], "comm"));
+      int first = 0, count = 0;
+      StageBlocks(in.model->num_blocks(), stages_, s, &first, &count);
+      first_block_.push_back(first);
+      block_count_.push_back(count);
+    }
+  }
+
+  // Builds everything; `steps` denoising steps. Returns the DiT region [start, end) tasks.
+  void Build(int steps) {
+    const Seconds text = TextEncodeTime(*in_.compute, *in_.model, in_.workload, opt_.terms);
+    for (int s = 0; s < stages_; ++s) {
+      text_task_.push_back(Add(compute_[s], text, {}, TaskKind::kTextEncode, "text_encode", -1));
+    }
+    int final_latent = -1;
+    if (c_.distrifusion > 1) {
+      final_latent = BuildDistriFusion(steps);
+    } else if (stages_ > 1) {
+      final_latent = BuildPipeFusion(steps);
+    } else {
+      final_latent = BuildSync(steps);
+    }
+    // The latent is split over the sequence-parallel ranks: gather it for the decoder.
+    if (c_.sp() * c_.distrifusion > 1) {
+      const auto group = layout_.GroupOf(rep_.back(), c_.distrifusion > 1 ? Axis::kDistriFusion : Axis::kSp);
+      const Seconds t = in_.comm->Time(Collective::kAllGather, costs_.Latent(false) * (c_.sp() * c_.distrifusion), group);
+      final_latent = Add(comm_.back(), t, {final_latent}, TaskKind::kComm, "gather_latent", -1);
+    }
+    dit_end_ = final_latent;
+    const int parallel = opt_.parallel_vae ? layout_.world_size() : 1;
+    const Seconds vae = VaeDecodeTime(*in_.compute, *in_.model, in_.workload, parallel, opt_.terms);
+    for (int s = 0; s < stages_; ++s) {
+      vae_task_.push_back(Add(compute_[s], vae, {final_latent}, TaskKind::kVaeDecode, "vae_decode", -1));
+    }
+  }
+
+  int stages() const { return stages_; }
+  int rep(int s) const { return rep_[s]; }
+  int compute_stream(int s) const { return compute_[s]; }
+  int text_task(int s) const { return text_task_[s]; }
+  int vae_task(int s) const { return vae_task_[s]; }
+  int dit_end() const { return dit_end_; }
+
+ private:
+  int Add(int stream, Seconds d, std::vector<int> deps, TaskKind kind, std::string name, int step,
+          Seconds comm_part = Seconds(0), int resource = -1) {
+    deps.erase(std::remove(deps.begin(), deps.end(), -1), deps.end());
+    TaskSpec t;
+    t.stream = stream;
+    t.duration = d;
+    t.comm_part = comm_part;
+    t.deps = std::move(deps);
+    t.kind = kind;
+    t.name = std::move(name);
+    t.step = step;
+    t.resource = resource;
+    return e_.AddTask(std::move(t));
+  }
+
+  // One forward of stage `s` (all its blocks), after `deps`. Synchronous communication of
+  // Ulysses and tensor parallelism goes on the comm stream with the compute waiting on it.
+  int Forward(int s, bool patched, int step, std::vector<int> deps) {
+    const std::string tag = patched ? "fwd_patch" : "fwd";
+    int last = -1;
+    Seconds pending_compute(0);
+    Seconds pending_comm(0);
+    // Compute that needs no communication is merged into one task until a collective.
+    auto flush = [&]() {
+      if (pending_compute.value() <= 0 && pending_comm.value() <= 0) return;
+      last = Add(compute_[s], pending_compute + pending_comm, deps, TaskKind::kCompute, tag, step, pending_comm);
+      deps = {last};
+      pending_compute = Seconds(0);
+      pending_comm = Seconds(0);
+    };
+    auto comm = [&](Seconds t, const char* name) {
+      if (t.value() <= 0) return;
+      flush();
+      last = Add(comm_[s], t, deps, TaskKind::kComm, name, step);
+      deps = {last};
+    };
+    if (s == 0) pending_compute += costs_.Overhead(patched);  // embeddings
+    for (int i = first_block_[s]; i < first_block_[s] + block_count_[s]; ++i) {
+      const BlockCost& b = costs_.Block(i, patched);
+      pending_compute += b.pre;
+      comm(b.a2a_in, "all_to_all_qkv");
+      pending_compute += b.attn;
+      pending_comm += b.ring_exposed;  // Ring passes the attention could not hide
+      comm(b.a2a_out, "all_to_all_out");
+      pending_compute += b.post;
+      comm(b.tp, "all_reduce_tp");
+    }
+    flush();
+    if (last == -1) last = Add(compute_[s], Seconds(0), deps, TaskKind::kCompute, tag, step);
+    return last;
+  }
+
+  // CFG parallel: the last stage all-gathers the noise prediction of the two branches.
+  int CfgGather(int after, bool patched, int step) {
+    if (c_.cfg < 2) return after;
+    const auto group = layout_.GroupOf(rep_.back(), Axis::kCfg);
+    const double share = in_.comm->Sharing(group, layout_.Groups(Axis::kCfg));
+    const Seconds t = in_.comm->Time(Collective::kAllGather, costs_.Latent(patched) * c_.cfg, group, share);
+    return Add(comm_.back(), t, {after}, TaskKind::kComm, "cfg_all_gather", step);
+  }
+
+  Seconds P2p(int from, int to, Bytes bytes) const {
+    std::vector<std::vector<int>> concurrent;
+    for (const auto& g : layout_.Groups(Axis::kPipeFusion)) concurrent.push_back({g[from], g[to]});
+    const std::vector<int> pair = {rep_[from], rep_[to]};
+    return in_.comm->Time(Collective::kSendRecv, bytes, pair, in_.comm->Sharing(pair, concurrent));
+  }
+
+  int BuildSync(int steps) {
+    int prev = text_task_[0];
+    for (int k = 0; k < steps; ++k) {
+      int f = Forward(0, false, k, {prev});
+      prev = CfgGather(f, false, k);
+    }
+    return prev;
+  }
+
+  int BuildPipeFusion(int steps) {
+    const int N = stages_;
+    const int M = std::max(1, c_.patches);
+    const int w = std::min(steps, c_.warmup);
+    const auto skips = SkipPairs();
+    // Latent of the previous step, per patch (warm-up steps return the whole latent).
+    std::vector<int> latent(M, -1);
+    int whole = text_task_[0];
+    for (int s = 1; s < N; ++s) whole = std::max(whole, text_task_[s]);
+    std::vector<int> text_ready(text_task_);
+    for (int k = 0; k < steps; ++k) {
+      const bool patched = k >= w;
+      const int patches = patched ? M : 1;
+      for (int p = 0; p < patches; ++p) {
+        int in = patched && k > w ? latent[p] : whole;
+        std::vector<int> skip_in(N, -1);
+        for (int s = 0; s < N; ++s) {
+          std::vector<int> deps = {in, text_ready[s], skip_in[s]};
+          int f = Forward(s, patched, k, deps);
+          for (const auto& [from, to, count] : skips) {
+            if (from == s) {
+              skip_in[to] = Add(comm_[s], P2p(s, to, costs_.Activation(patched) * count), {f}, TaskKind::kComm,
+                                "send_skips", k);
+            }
+          }
+          if (s + 1 < N) {
+            in = Add(comm_[s], P2p(s, s + 1, costs_.Activation(patched)), {f}, TaskKind::kComm, "send_patch", k);
+          } else {
+            int g = CfgGather(f, patched, k);
+            in = Add(comm_[s], P2p(N - 1, 0, costs_.Latent(patched)), {g}, TaskKind::kComm, "return_latent", k);
+          }
+        }
+        if (patched) {
+          latent[p] = in;
+        } else {
+          whole = in;
+        }
+      }
+      if (patched && k + 1 == steps) {
+        // The loop ends when every patch's latent is back.
+        int end = latent[0];
+        for (int p = 1; p < M; ++p) end = Add(comm_[0], Seconds(0), {end, latent[p]}, TaskKind::kComm, "join", k);
+        return end;
+      }
+    }
+    return whole;
+  }
+
+  // (from stage, to stage, skip activations) for long skips that cross stages.
+  std::vector<std::tuple<int, int, int>> SkipPairs() const {
+    std::map<std::pair<int, int>, int> count;
+    if (!in_.model->skip_connections) return {};
+    const int L = in_.model->num_blocks();
+    auto stage_of = [&](int block) {
+      for (int s = 0; s < stages_; ++s) {
+        if (block < first_block_[s] + block_count_[s]) return s;
+      }
+      return stages_ - 1;
+    };
+    for (int i = 0; i < L / 2; ++i) {
+      const int a = stage_of(i), b = stage_of(L - 1 - i);
+      if (a != b) count[{a, b}]++;
+    }
+    std::vector<std::tuple<int, int, int>> out;
+    for (const auto& [k, v] : count) out.emplace_back(k.first, k.second, v);
+    return out;
+  }
+
+  int BuildDistriFusion(int steps) {
+    const int L = in_.model->num_blocks();
+    const int w = std::min(steps, std::max(1, c_.warmup));
+    const auto group = layout_.GroupOf(rep_[0], Axis::kDistriFusion);
+    const double share = in_.comm->Sharing(group, layout_.Groups(Axis::kDistriFusion));
+    // Every layer gathers the fresh K and V of all patches for the next step.
+    const RankWork& work = costs_.Work(false);
+    const double kv = 2.0 * kElementBytes * work.batch * static_cast<double>(work.seq_img_tokens) * in_.model->hidden;
+    const Seconds gather = in_.comm->Time(Collective::kAllGather, Bytes(kv), group, share);
+    std::vector<int> gathered(L, -1);
+    int prev = text_task_[0];
+    for (int k = 0; k < steps; ++k) {
+      const bool sync = k < w;
+      for (int i = 0; i < L; ++i) {
+        const BlockCost& b = costs_.Block(i, false);
+        Seconds t = b.compute() + (i == 0 ? costs_.Overhead(false) : Seconds(0));
+        std::vector<int> deps = {prev};
+        if (!sync) deps.push_back(gathered[i]);
+        prev = Add(compute_[0], t, deps, TaskKind::kCompute, "fwd", k);
+        gathered[i] = Add(comm_[0], gather, {prev}, TaskKind::kComm, "kv_all_gather", k);
+        if (sync) prev = gathered[i];  // warm-up: the next layer waits for fresh K/V
+      }
+      prev = CfgGather(prev, false, k);
+    }
+    int end = prev;
+    for (int i = 0; i < L; ++i) end = std::max(end, gathered[i]);
+    return Add(comm_[0], Seconds(0), {prev, end}, TaskKind::kComm, "join", steps - 1);
+  }
+
+  const SimInput& in_;
+  const SimOptions& opt_;
+  const RankLayout& layout_;
+  const StageCosts& costs_;
+  Engine& e_;
+  const ParallelConfig& c_;
+  int stages_ = 1;
+  std::vector<int> rep_, compute_, comm_, first_block_, block_count_;
+  std::vector<int> text_task_, vae_task_;
+  int dit_end_ = -1;
+};
+
+// What one simulated run measured, per stage.
+struct RunStats {
+  Seconds total, text, dit, vae, warmup;
+  std::vector<Seconds> busy;  // per stage, whole generation
+  std::vector<StepBreakdown> loop;  // per stage, the denoising loop
+};
+
+RunStats Collect(const Engine& e, const GraphBuilder& g, int warmup_steps) {
+  RunStats r;
+  const int N = g.stages();
+  Seconds text_end(0), dit_end = e.end(g.dit_end()), warm_end(0);
+  for (int s = 0; s < N; ++s) text_end = std::max(text_end, e.end(g.text_task(s)));
+  for (int s = 0; s < N; ++s) r.total = std::max(r.total, e.end(g.vae_task(s)));
+  r.text = text_end;
+  r.dit = dit_end - text_end;
+  r.vae = r.total - dit_end;
+  r.busy.assign(N, Seconds(0));
+  r.loop.assign(N, StepBreakdown{});
+  for (int i = 0; i < e.num_tasks(); ++i) {
+    const TaskSpec& t = e.task(i);
+    if (t.step >= 0 && t.step < warmup_steps) warm_end = std::max(warm_end, e.end(i));
+  }
+  r.warmup = warm_end > text_end ? warm_end - text_end : Seconds(0);
+  for (int s = 0; s < N; ++s) {
+    Seconds prev_end(-1);
+    for (int i = 0; i < e.num_tasks(); ++i) {
+      const TaskSpec& t = e.task(i);
+      if (t.stream != g.compute_stream(s)) continue;
+      r.busy[s] += t.duration;
+      if (t.step < 0) {
+        prev_end = e.end(i);
+        continue;
+      }
+      StepBreakdown& b = r.loop[s];
+      b.compute += t.duration - t.comm_part;
+      b.exposed_comm += t.comm_part;
+      const Seconds gap = prev_end.value() >= 0 ? e.start(i) - prev_end : Seconds(0);
+      prev_end = e.end(i);
+      if (gap.value() <= 0) continue;
+      const int d = e.last_dep(i);
+      // Waiting on this rank's own communication is exposed communication; waiting on
+      // another stage (its compute, or the transfer it started late) is pipeline bubble.
+      if (d >= 0 && e.task(d).kind == TaskKind::kComm && e.stream_rank(e.task(d).stream) == e.stream_rank(t.stream)) {
+        const Seconds c = std::min(gap, e.task(d).duration);
+        b.exposed_comm += c;
+        b.bubble += gap - c;
+      } else {
+        b.bubble += gap;
+      }
+    }
+    // Waiting for the final gathers after the last forward counts as exposed communication.
+  }
+  return r;
+}
+
+StatusOr<RunStats> RunOnce(const SimInput& in, const SimOptions& opt, const RankLayout& layout,
+                           const StageCosts& costs, int steps, Engine* engine) {
+  GraphBuilder g(in, opt, layout, costs, engine);
+  g.Build(steps);
+  DITUNE_RETURN_IF_ERROR(engine->Run());
+  const int warmup = (in.config.pipefusion > 1 || in.config.distrifusion > 1)
+                         ? std::min(steps, in.config.distrifusion > 1 ? std::max(1, in.config.warmup) : in.config.warmup)
+                         : 0;
+  return Collect(*engine, g, warmup);
+}
+
+}  // namespace
+
+StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, Engine* engine_out) {
+  if (in.model == nullptr || in.cluster == nullptr || in.compute == nullptr || in.comm == nullptr) {
+    return Status::Internal("Simulate: incomplete input");
+  }
+  DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*in.model, in.workload));
+  if (in.config.world_size() != in.cluster->gpus()) {
+    return Status::InvalidArgument(fmt::format("config '{}' needs {} GPUs, the cluster has {}", Label(in.config),
+                                               in.config.world_size(), in.cluster->gpus()));
+  }
+  DITUNE_ASSIGN_OR_RETURN(RankLayout layout, RankLayout::Create(in.config, in.cluster->gpus_per_node()));
+  StageCosts costs(*in.model, tokens, in.workload, in.config, layout, *in.compute, *in.comm);
+
+  const int steps = in.workload.steps;
+  const bool pipelined = in.config.pipefusion > 1 || in.config.distrifusion > 1;
+  const int warmup = pipelined ? std::min(steps, in.config.distrifusion > 1 ? std::max(1, in.config.warmup)
+                                                                           : in.config.warmup)
+                               : 0;
+  SimResult res;
+  RunStats full;
+  Engine local;
+  Engine* engine = engine_out != nullptr ? engine_out : &local;
+  const int a = warmup + 2;
+  if (!opt.extrapolate || steps <= a + 1) {
+    DITUNE_ASSIGN_OR_RETURN(full, RunOnce(in, opt, layout, costs, steps, engine));
+    res.simulated_steps = steps;
+    const int steady = std::max(1, steps - warmup);
+    res.step = (full.dit - full.warmup) / steady;
+    for (auto& b : full.loop) {
+      b.compute = b.compute / steps;
+      b.exposed_comm = b.exposed_comm / steps;
+      b.bubble = b.bubble / steps;
+    }
+  } else {
+    // Two runs, a and a + 1 steps: the difference is one steady step (the period).
+    Engine first;
+    DITUNE_ASSIGN_OR_RETURN(RunStats ra, RunOnce(in, opt, layout, costs, a, &first));
+    DITUNE_ASSIGN_OR_RETURN(RunStats rb, RunOnce(in, opt, layout, costs, a + 1, engine));
+    const double extra = steps - a;
+    full = ra;
+    full.dit = ra.dit + (rb.dit - ra.dit) * extra;
+    full.total = full.text + full.dit + ra.vae;
+    for (size_t s = 0; s < full.busy.size(); ++s) {
+      full.busy[s] = ra.busy[s] + (rb.busy[s] - ra.busy[s]) * extra;
+      full.loop[s].compute = rb.loop[s].compute - ra.loop[s].compute;
+      full.loop[s].exposed_comm = rb.loop[s].exposed_comm - ra.loop[s].exposed_comm;
+      full.loop[s].bubble = rb.loop[s].bubble - ra.loop[s].bubble;
+    }
+    res.step = rb.dit - ra.dit;
+    res.simulated_steps = a + 1;
+  }
+  res.total = full.total;
+  res.text_encode = full.text;
+  res.dit = full.dit;
+  res.vae_decode = full.vae;
+  res.warmup = full.warmup;
+  res.tasks = engine->num_tasks();
+  // The slowest stage's per-step breakdown.
+  size_t worst = 0;
+  for (size_t s = 1; s < full.loop.size(); ++s) {
+    if (full.loop[s].compute > full.loop[worst].compute) worst = s;
+  }
+  res.steady = full.loop[worst];
+
+  // Every rank: its stage's representative's numbers; memory per rank.
+  Seconds max_busy(0), sum_busy(0);
+  for (int r = 0; r < layout.world_size(); ++r) {
+    RankResult rr;
+    rr.rank = r;
+    rr.stage = layout.CoordsOf(r)[Axis::kPipeFusion];
+    rr.busy = full.busy[rr.stage];
+    rr.memory = RankMemory(*in.model, tokens, in.workload, in.config, *in.cluster->gpu, opt.memory);
+    max_busy = std::max(max_busy, rr.busy);
+    sum_busy += rr.busy;
+    res.peak_memory = std::max(res.peak_memory, rr.memory.peak());
+    res.fits = res.fits && rr.memory.fits();
+    res.ranks.push_back(rr);
+  }
+  const double mean = sum_busy.value() / layout.world_size();
+  res.imbalance = mean > 0 ? max_busy.value() / mean - 1.0 : 0.0;
+  return res;
+}
+
+}  // namespace ditune

@@ -1,0 +1,88 @@
+// Simulates one generation of a workload on a cluster under a parallel configuration:
+// per-rank task graphs (text encoding, warm-up steps, denoising steps, VAE decode) run on
+// the event engine with a compute and a communication stream per rank.
+//
+// Ranks that differ only in their Ulysses, Ring, tensor-parallel, CFG or data-parallel
+// coordinate do identical work at identical times (every group of a dimension is alike and
+// communicates in lockstep), so one representative rank per PipeFusion stage is simulated
+// and its results stand for the others; contention between the groups that communicate at
+// once is charged through CommModel::Sharing.
+#ifndef DITUNE_SIMULATOR_SIMULATE_H_
+#define DITUNE_SIMULATOR_SIMULATE_H_
+
+#include <string>
+#include <vector>
+
+#include "core/cluster.h"
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "core/workload.h"
+#include "costmodels/comm_model.h"
+#include "costmodels/compute_model.h"
+#include "costmodels/memory_model.h"
+#include "costmodels/pipeline_terms.h"
+#include "simulator/engine.h"
+
+namespace ditune {
+
+struct SimInput {
+  const ModelSpec* model = nullptr;
+  Workload workload;
+  const Cluster* cluster = nullptr;
+  ParallelConfig config;
+  const ComputeModel* compute = nullptr;
+  const CommModel* comm = nullptr;
+};
+
+struct SimOptions {
+  MemoryOptions memory;
+  PipelineTermScales terms;
+  // Simulate two steady steps and extend linearly. Exact: every steady step has the same
+  // shapes and so the same task durations, and the schedule repeats with a fixed period
+  // once the pipeline is full.
+  bool extrapolate = true;
+  bool parallel_vae = false;
+};
+
+struct StepBreakdown {
+  Seconds compute;       // compute stream busy
+  Seconds exposed_comm;  // compute waiting on this rank's communication
+  Seconds bubble;        // compute waiting on another stage (pipeline fill, imbalance)
+};
+
+struct RankResult {
+  int rank = 0;
+  int stage = 0;
+  Seconds busy;  // compute busy time over the whole generation
+  MemoryBreakdown memory;
+};
+
+struct SimResult {
+  Seconds total;        // text encoding + DiT + VAE decode, slowest rank
+  Seconds text_encode;
+  Seconds dit;          // the denoising loop
+  Seconds vae_decode;
+  Seconds warmup;       // of `dit`, the synchronous warm-up steps (PipeFusion, DistriFusion)
+  Seconds step;         // one steady step (the loop's period)
+  StepBreakdown steady;  // per steady step, the slowest stage's rank
+  std::vector<RankResult> ranks;  // every rank
+  double imbalance = 0;  // max busy / mean busy - 1
+  Bytes peak_memory;     // the largest rank's
+  bool fits = true;
+  int simulated_steps = 0;
+  int tasks = 0;
+};
+
+// `engine`, when given, receives the simulated task graph (for traces); with
+// extrapolation it holds the steps that were simulated.
+StatusOr<SimResult> Simulate(const SimInput& input, const SimOptions& options = {}, Engine* engine = nullptr);
+
+// Writes `engine`'s schedule as a Chrome trace (Perfetto opens it): a process per rank,
+// a thread per stream; representative ranks are replicated to the ranks they stand for.
+Status WriteChromeTrace(const Engine& engine, const SimInput& input, const std::string& path);
+
+}  // namespace ditune
+
+#endif  // DITUNE_SIMULATOR_SIMULATE_H_

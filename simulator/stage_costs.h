@@ -1,0 +1,71 @@
+// The cost of one rank's forward through its blocks, split into the phases the task graph
+// schedules: compute before attention, Ulysses all-to-alls, attention (with Ring's passes
+// overlapped), compute after attention, tensor-parallel all-reduces.
+#ifndef DITUNE_SIMULATOR_STAGE_COSTS_H_
+#define DITUNE_SIMULATOR_STAGE_COSTS_H_
+
+#include <vector>
+
+#include "core/cluster.h"
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+#include "core/rank_layout.h"
+#include "core/units.h"
+#include "core/workload.h"
+#include "costmodels/comm_model.h"
+#include "costmodels/compute_model.h"
+#include "costmodels/dit_ops.h"
+
+namespace ditune {
+
+struct BlockCost {
+  Seconds pre;        // compute up to and including the QKV projection
+  Seconds a2a_in;     // Ulysses: three all-to-alls (Q, K, V) before attention
+  Seconds attn;       // attention compute (all Ring steps)
+  Seconds ring_exposed;  // Ring: K/V passes not hidden behind the blockwise attention
+  Seconds a2a_out;    // Ulysses: the all-to-all of the output
+  Seconds post;       // compute after attention (projections, cross-attention, MLP)
+  Seconds tp;         // tensor parallel: two all-reduces
+
+  Seconds compute() const { return pre + attn + post; }
+  Seconds comm() const { return a2a_in + ring_exposed + a2a_out + tp; }
+  Seconds total() const { return compute() + comm(); }
+};
+
+// Per-block costs of a representative rank, for a forward over `patches` patches (1 = the
+// whole sequence: warm-up steps and methods without PipeFusion).
+class StageCosts {
+ public:
+  StageCosts(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
+             const ParallelConfig& config, const RankLayout& layout, const ComputeModel& compute,
+             const CommModel& comm);
+
+  // Cost of block `index` when the forward covers one of `patches` patches.
+  const BlockCost& Block(int index, bool patched) const;
+  // Work outside the blocks (embeddings, final layer), per forward.
+  Seconds Overhead(bool patched) const { return patched ? overhead_patched_ : overhead_full_; }
+  // The rank's work description for a forward.
+  const RankWork& Work(bool patched) const { return patched ? work_patched_ : work_full_; }
+  // Bytes of one forward's hidden states on this rank (what PipeFusion sends to the next stage).
+  Bytes Activation(bool patched) const;
+  // Bytes of one forward's latent output on this rank (the noise prediction).
+  Bytes Latent(bool patched) const;
+
+ private:
+  BlockCost Cost(BlockFamily family, const RankWork& work) const;
+
+  const ModelSpec& model_;
+  const TokenGeometry& tokens_;
+  const ParallelConfig& config_;
+  const RankLayout& layout_;
+  const ComputeModel& compute_;
+  const CommModel& comm_;
+  RankWork work_full_, work_patched_;
+  // Per family (indexed by BlockFamily), for full and patched forwards.
+  BlockCost full_[3], patched_[3];
+  Seconds overhead_full_, overhead_patched_;
+};
+
+}  // namespace ditune
+
+#endif  // DITUNE_SIMULATOR_STAGE_COSTS_H_
