@@ -50,7 +50,10 @@ CommModel::CommModel(const Cluster& cluster) : cluster_(&cluster) {}
 
 int CommModel::SocketOf(int rank) const {
   const int sockets = cluster_->intra->topology == LinkTopology::kPcieTwoSocket ? cluster_->intra->sockets : 1;
-  const int per_socket = std::max(1, (cluster_->gpus_per_node() + sockets - 1) / sockets);
+  // Ranks fill a node's GPUs in order; the box splits its GPUs evenly over the sockets, so
+  // a job that uses 6 GPUs of an 8-GPU two-socket box has 4 on one socket and 2 on the other.
+  const int box = std::max(cluster_->gpus_per_node(), cluster_->gpu->max_gpus_per_node);
+  const int per_socket = std::max(1, (box + sockets - 1) / sockets);
   return (rank % cluster_->gpus_per_node()) / per_socket;
 }
 

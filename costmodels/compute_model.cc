@@ -12,7 +12,7 @@ ComputeModel ComputeModel::Defaults(const GpuSpec& gpu) {
   m.defaults_[static_cast<int>(OpClass::kAttention)] = {0.50, 10e-6};
   m.defaults_[static_cast<int>(OpClass::kLinearAttention)] = {0.30, 10e-6};
   m.defaults_[static_cast<int>(OpClass::kElementwise)] = {0.80, 3e-6};
-  m.launch_overhead_ = gpu.is_cpu ? Seconds(0) : Microseconds(5);
+  m.launch_overhead_ = gpu.is_cpu ? Seconds(0) : Microseconds(15);
   return m;
 }
 
@@ -21,6 +21,10 @@ double ComputeModel::FitSize(const OpCost& op) {
 }
 
 Seconds ComputeModel::DeviceTime(const OpCost& op) const {
+  return op.host_only ? Seconds(0) : CurveTime(op) * scale_;
+}
+
+Seconds ComputeModel::CurveTime(const OpCost& op) const {
   const int c = static_cast<int>(op.cls);
   if (fits_[c]) return Seconds(fits_[c]->Seconds(FitSize(op)));
   const DefaultEfficiency& d = defaults_[c];
@@ -32,16 +36,15 @@ Seconds ComputeModel::DeviceTime(const OpCost& op) const {
   return Seconds(std::max(t_compute, t_mem));
 }
 
-Seconds ComputeModel::OpTime(const OpCost& op) const {
-  const Seconds device = DeviceTime(op);
-  const Seconds host = launch_overhead_ * op.kernels;
-  return std::max(device, host) * scale_;
-}
+Seconds ComputeModel::OpTime(const OpCost& op) const { return std::max(DeviceTime(op), HostTime(op)); }
 
 Seconds ComputeModel::OpsTime(const std::vector<OpCost>& ops) const {
-  Seconds t;
-  for (const auto& op : ops) t += OpTime(op);
-  return t;
+  Seconds device, host;
+  for (const auto& op : ops) {
+    device += DeviceTime(op);
+    host += HostTime(op);
+  }
+  return std::max(device, host);
 }
 
 void ComputeModel::SetFit(OpClass cls, PiecewiseLatencyModel model) {

@@ -26,13 +26,18 @@ class ComputeModel {
  public:
   // Catalog defaults for `gpu`: tensor peak and memory bandwidth with typical efficiencies
   // (GEMM 75%, fused attention 50%, linear attention 30%, elementwise 80% of bandwidth)
-  // and, for GPUs, 5 µs per kernel launch of an eager framework.
+  // and, for GPUs, 10 µs of host time per framework op (eager PyTorch: Python, dispatch and
+  // launch).
   static ComputeModel Defaults(const GpuSpec& gpu);
 
-  // Device time of one op (before the launch-overhead floor and the scale).
+  // Device time of one op: the fitted or default curve, times the scale.
   Seconds DeviceTime(const OpCost& op) const;
-  // max(device time, kernels x launch overhead) x scale.
+  // Host time to issue it: kernels x launch overhead. An eager framework's host runs ahead
+  // of the device, so a sequence of ops takes about max(sum of device, sum of host) time.
+  Seconds HostTime(const OpCost& op) const { return launch_overhead_ * op.kernels; }
+  // One op on its own: max(device, host).
   Seconds OpTime(const OpCost& op) const;
+  // A sequence of ops: max(sum of device times, sum of host times).
   Seconds OpsTime(const std::vector<OpCost>& ops) const;
 
   // A fitted curve for one class replaces its default: x is FLOPs for compute classes,
@@ -54,6 +59,8 @@ class ComputeModel {
   static double FitSize(const OpCost& op);
 
  private:
+  Seconds CurveTime(const OpCost& op) const;
+
   FlopsPerSecond peak_;
   BytesPerSecond memory_bandwidth_;
   std::array<DefaultEfficiency, kNumOpClasses> defaults_{};

@@ -93,8 +93,18 @@ RankWork ComputeRankWork(const ModelSpec& model, const TokenGeometry& tokens, co
   return w;
 }
 
+int GlueOps(BlockFamily family) {
+  switch (family) {
+    case BlockFamily::kCross: return 45;
+    case BlockFamily::kJoint: return 70;
+    case BlockFamily::kSingle: return 35;
+  }
+  return 0;
+}
+
 std::vector<OpCost> BlockOps(const ModelSpec& m, BlockFamily family, const RankWork& w) {
   std::vector<OpCost> ops;
+  ops.push_back({"glue", OpClass::kElementwise, Flops(0), Bytes(0), GlueOps(family), true});
   const double b = w.batch;
   const double H = m.hidden;
   const double M = m.mlp_hidden;

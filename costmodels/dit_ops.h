@@ -26,8 +26,14 @@ struct OpCost {
   OpClass cls = OpClass::kGemm;
   Flops flops;
   Bytes bytes;  // bytes read and written, bf16 activations and weights
-  int kernels = 1;
+  int kernels = 1;  // framework ops the host issues (kernels, and views/reshapes that launch none)
+  bool host_only = false;  // no device work: views, reshapes, chunking, Python glue
 };
+
+// Framework ops of one block that launch no kernel of their own (views, transposes,
+// chunking, module calls) in an eager implementation, per family. Counted from diffusers'
+// block implementations: they cost host time, not device time.
+int GlueOps(BlockFamily family);
 
 // What one rank computes in one forward of one block (one patch, with PipeFusion).
 struct RankWork {

@@ -18,7 +18,7 @@
 namespace ditune {
 
 // What a task's time is spent on, for breakdowns and traces.
-enum class TaskKind { kCompute, kComm, kTextEncode, kVaeDecode };
+enum class TaskKind { kCompute, kComm, kTextEncode, kVaeDecode, kHost };
 
 struct TaskSpec {
   int stream = 0;

@@ -24,6 +24,8 @@ class GraphBuilder {
       RankCoords rc;
       rc.index[static_cast<int>(Axis::kPipeFusion)] = s;
       rep_.push_back(layout.RankOf(rc));
+      host_.push_back(e_.AddStream(rep_[s], "host"));
+      prev_inputs_.emplace_back();
       compute_.push_back(e_.AddStream(rep_[s], "compute"));
       comm_.push_back(e_.AddStream(rep_[s], "comm"));
       int first = 0, count = 0;
@@ -91,13 +93,24 @@ class GraphBuilder {
     int last = -1;
     Seconds pending_compute(0);
     Seconds pending_comm(0);
-    // Compute that needs no communication is merged into one task until a collective.
+    Seconds pending_host(0);
+    // Compute that needs no communication is merged into one task until a collective. The
+    // host issues it first, on its own stream, running ahead of the device within the
+    // forward, and starts a forward once the previous forward's inputs have arrived (the
+    // received patch, the previous step): it runs at most one forward ahead of the device.
+    std::vector<int> host_deps = prev_inputs_[s];
+    prev_inputs_[s] = deps;
     auto flush = [&]() {
       if (pending_compute.value() <= 0 && pending_comm.value() <= 0) return;
+      if (pending_host.value() > 0) {
+        deps.push_back(Add(host_[s], pending_host, host_deps, TaskKind::kHost, "issue", step));
+        host_deps.clear();
+      }
       last = Add(compute_[s], pending_compute + pending_comm, deps, TaskKind::kCompute, tag, step, pending_comm);
       deps = {last};
       pending_compute = Seconds(0);
       pending_comm = Seconds(0);
+      pending_host = Seconds(0);
     };
     auto comm = [&](Seconds t, const char* name) {
       if (t.value() <= 0) return;
@@ -105,15 +118,21 @@ class GraphBuilder {
       last = Add(comm_[s], t, deps, TaskKind::kComm, name, step);
       deps = {last};
     };
-    if (s == 0) pending_compute += costs_.Overhead(patched);  // embeddings
+    if (s == 0) {
+      pending_compute += costs_.Overhead(patched);  // embeddings
+      pending_host += costs_.OverheadHost(patched);
+    }
     for (int i = first_block_[s]; i < first_block_[s] + block_count_[s]; ++i) {
       const BlockCost& b = costs_.Block(i, patched);
       pending_compute += b.pre;
+      pending_host += b.pre_host;
       comm(b.a2a_in, "all_to_all_qkv");
       pending_compute += b.attn;
+      pending_host += b.attn_host;
       pending_comm += b.ring_exposed;  // Ring passes the attention could not hide
       comm(b.a2a_out, "all_to_all_out");
       pending_compute += b.post;
+      pending_host += b.post_host;
       comm(b.tp, "all_reduce_tp");
     }
     flush();
@@ -230,7 +249,9 @@ class GraphBuilder {
       for (int i = 0; i < L; ++i) {
         const BlockCost& b = costs_.Block(i, false);
         Seconds t = b.compute() + (i == 0 ? costs_.Overhead(false) : Seconds(0));
-        std::vector<int> deps = {prev};
+        const Seconds host = b.pre_host + b.attn_host + b.post_host + (i == 0 ? costs_.OverheadHost(false) : Seconds(0));
+        std::vector<int> deps = {prev, Add(host_[0], host, i == 0 ? std::vector<int>{prev} : std::vector<int>{},
+                                           TaskKind::kHost, "issue", k)};
         if (!sync) deps.push_back(gathered[i]);
         prev = Add(compute_[0], t, deps, TaskKind::kCompute, "fwd", k);
         gathered[i] = Add(comm_[0], gather, {prev}, TaskKind::kComm, "kv_all_gather", k);
@@ -250,7 +271,8 @@ class GraphBuilder {
   Engine& e_;
   const ParallelConfig& c_;
   int stages_ = 1;
-  std::vector<int> rep_, compute_, comm_, first_block_, block_count_;
+  std::vector<int> rep_, host_, compute_, comm_, first_block_, block_count_;
+  std::vector<std::vector<int>> prev_inputs_;  // per stage: the last forward's input tasks
   std::vector<int> text_task_, vae_task_;
   int dit_end_ = -1;
 };

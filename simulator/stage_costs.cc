@@ -5,18 +5,25 @@
 namespace ditune {
 namespace {
 
-// Sums op times into the phases around the attention op named "attn".
-void Phases(const ComputeModel& cm, const std::vector<OpCost>& ops, Seconds* pre, Seconds* attn, Seconds* post) {
+// Sums device and host times of the ops into the phases around the attention op "attn";
+// `attn_device` / `attn_host`, when given, replace the attention op's own times.
+void Phases(const ComputeModel& cm, const std::vector<OpCost>& ops, BlockCost* c,
+            const Seconds* attn_device = nullptr, const Seconds* attn_host = nullptr) {
   bool after = false;
   for (const auto& op : ops) {
-    const Seconds t = cm.OpTime(op);
+    const bool is_attn = op.name == "attn";
+    const Seconds d = is_attn && attn_device != nullptr ? *attn_device : cm.DeviceTime(op);
+    const Seconds h = is_attn && attn_host != nullptr ? *attn_host : cm.HostTime(op);
     if (op.name == "attn") {
-      *attn += t;
+      c->attn += d;
+      c->attn_host += h;
       after = true;
     } else if (after) {
-      *post += t;
+      c->post += d;
+      c->post_host += h;
     } else {
-      *pre += t;
+      c->pre += d;
+      c->pre_host += h;
     }
   }
 }
@@ -37,8 +44,14 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
     full_[static_cast<int>(f)] = Cost(f, work_full_);
     patched_[static_cast<int>(f)] = Cost(f, work_patched_);
   }
-  overhead_full_ = compute.OpsTime(StepOverheadOps(model, work_full_));
-  overhead_patched_ = compute.OpsTime(StepOverheadOps(model, work_patched_));
+  for (const auto& op : StepOverheadOps(model, work_full_)) {
+    overhead_full_ += compute.DeviceTime(op);
+    overhead_host_full_ += compute.HostTime(op);
+  }
+  for (const auto& op : StepOverheadOps(model, work_patched_)) {
+    overhead_patched_ += compute.DeviceTime(op);
+    overhead_host_patched_ += compute.HostTime(op);
+  }
 }
 
 const BlockCost& StageCosts::Block(int index, bool patched) const {
@@ -60,7 +73,46 @@ Bytes StageCosts::Latent(bool patched) const {
 
 BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   BlockCost c;
-  Phases(compute_, BlockOps(model_, family, w), &c.pre, &c.attn, &c.post);
+  const std::vector<OpCost> ops = BlockOps(model_, family, w);
+  bool done = false;
+  if (config_.ring > 1) {
+    // Ring runs the attention as r blockwise kernels and merges their partial outputs
+    // (fp32 output and log-sum-exp rescaling) after each.
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].name != "attn") continue;
+      OpCost chunk = ops[i];
+      chunk.flops = chunk.flops / config_.ring;
+      chunk.bytes = chunk.bytes / config_.ring;
+      const double q = static_cast<double>(w.ulysses) * static_cast<double>(w.img_tokens + w.txt_tokens);
+      // The merge rescales the fp32 running output by the new log-sum-exp: about ten
+      // elementwise passes over the output in fp32 and fifteen framework ops.
+      OpCost merge{"ring_merge", OpClass::kElementwise, Flops(0),
+                   Bytes(10.0 * 4.0 * w.batch * q * w.heads * model_.head_dim), 15};
+      std::vector<OpCost> expanded;
+      for (int k = 0; k < config_.ring; ++k) {
+        expanded.push_back(chunk);
+        if (k > 0) expanded.push_back(merge);
+      }
+      Seconds device, host;
+      for (const auto& op : expanded) {
+        device += compute_.DeviceTime(op);
+        host += compute_.HostTime(op);
+      }
+      Phases(compute_, ops, &c, &device, &host);
+      done = true;
+      break;
+    }
+  }
+  if (!done) Phases(compute_, ops, &c);
+  if (config_.pipefusion > 1) {
+    // PipeFusion's attention writes the patch's fresh K and V into the stale full-sequence
+    // buffer and reads it back: a copy of the patch's K/V and a handful of framework ops.
+    const double width = static_cast<double>(model_.hidden) / (config_.tp * w.ulysses);
+    const OpCost kv{"kv_buffer", OpClass::kElementwise, Flops(0),
+                    Bytes(2.0 * 2.0 * kElementBytes * w.batch * static_cast<double>(w.img_tokens) * width), 8};
+    c.pre += compute_.DeviceTime(kv);
+    c.pre_host += compute_.HostTime(kv);
+  }
   // Tokens that take part in attention on this rank (text joins it in joint and single blocks).
   const double tokens = static_cast<double>(w.img_tokens) +
                         (family == BlockFamily::kCross ? 0.0 : static_cast<double>(w.txt_tokens));
@@ -68,6 +120,14 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   const double qkv_one = kElementBytes * w.batch * tokens * width;  // one of Q, K, V on this rank
   const int rep = 0;  // rank 0 represents its groups: every group of a dimension is alike
   if (config_.ulysses > 1) {
+    // Each all-to-all needs its tensor permuted into contiguous per-rank chunks before and
+    // after: memory-bound copies and a few framework ops each.
+    const OpCost qkv_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * 3.0 * qkv_one), 12};
+    const OpCost out_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * qkv_one), 4};
+    c.pre += compute_.DeviceTime(qkv_copies);
+    c.pre_host += compute_.HostTime(qkv_copies);
+    c.post += compute_.DeviceTime(out_copies);
+    c.post_host += compute_.HostTime(out_copies);
     const auto group = layout_.GroupOf(rep, Axis::kUlysses);
     const double share = comm_.Sharing(group, layout_.Groups(Axis::kUlysses));
     c.a2a_in = comm_.Time(Collective::kAllToAll, Bytes(qkv_one), group, share) * 3;

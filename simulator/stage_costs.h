@@ -26,6 +26,8 @@ struct BlockCost {
   Seconds a2a_out;    // Ulysses: the all-to-all of the output
   Seconds post;       // compute after attention (projections, cross-attention, MLP)
   Seconds tp;         // tensor parallel: two all-reduces
+  // Host time to issue the ops of each compute phase (eager frameworks).
+  Seconds pre_host, attn_host, post_host;
 
   Seconds compute() const { return pre + attn + post; }
   Seconds comm() const { return a2a_in + ring_exposed + a2a_out + tp; }
@@ -44,6 +46,7 @@ class StageCosts {
   const BlockCost& Block(int index, bool patched) const;
   // Work outside the blocks (embeddings, final layer), per forward.
   Seconds Overhead(bool patched) const { return patched ? overhead_patched_ : overhead_full_; }
+  Seconds OverheadHost(bool patched) const { return patched ? overhead_host_patched_ : overhead_host_full_; }
   // The rank's work description for a forward.
   const RankWork& Work(bool patched) const { return patched ? work_patched_ : work_full_; }
   // Bytes of one forward's hidden states on this rank (what PipeFusion sends to the next stage).
@@ -64,6 +67,7 @@ class StageCosts {
   // Per family (indexed by BlockFamily), for full and patched forwards.
   BlockCost full_[3], patched_[3];
   Seconds overhead_full_, overhead_patched_;
+  Seconds overhead_host_full_, overhead_host_patched_;
 };
 
 }  // namespace ditune

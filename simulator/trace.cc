@@ -25,19 +25,20 @@ Status WriteChromeTrace(const Engine& e, const SimInput& in, const std::string& 
   }
   for (int s = 0; s < e.num_streams(); ++s) {
     for (int r : members[e.stream_rank(s)]) {
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", s % 2},
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", s % 3},
                         {"args", {{"name", e.stream_name(s)}}}});
     }
   }
   for (int i = 0; i < e.num_tasks(); ++i) {
     const TaskSpec& t = e.task(i);
     if (t.duration.value() <= 0) continue;
-    const char* cat = t.kind == TaskKind::kComm         ? "comm"
+    const char* cat = t.kind == TaskKind::kHost         ? "host"
+                      : t.kind == TaskKind::kComm       ? "comm"
                       : t.kind == TaskKind::kTextEncode ? "text_encode"
                       : t.kind == TaskKind::kVaeDecode  ? "vae_decode"
                                                         : "compute";
     for (int r : members[e.stream_rank(t.stream)]) {
-      nlohmann::json ev = {{"name", t.name}, {"cat", cat}, {"ph", "X"}, {"pid", r}, {"tid", t.stream % 2},
+      nlohmann::json ev = {{"name", t.name}, {"cat", cat}, {"ph", "X"}, {"pid", r}, {"tid", t.stream % 3},
                            {"ts", e.start(i).value() * 1e6}, {"dur", t.duration.value() * 1e6}};
       ev["args"] = {{"step", t.step}};
       if (t.comm_part.value() > 0) ev["args"]["sync_comm_us"] = t.comm_part.value() * 1e6;

@@ -21,9 +21,16 @@ TEST(ComputeModelTest, GoldenDefaults) {
   // An elementwise op is memory-bound: 3 us + bytes / (3.35 TB/s x 0.8).
   OpCost ew{"e", OpClass::kElementwise, Flops(1e6), Bytes(1e9), 1};
   EXPECT_NEAR(m.OpTime(ew).value(), 3e-6 + 1e9 / (3350e9 * 0.8), 1e-12);
-  // A tiny op with many kernels is bound by the host's launches.
+  // A tiny op with many framework ops is bound by the host that issues them (15 us each).
   OpCost tiny{"t", OpClass::kElementwise, Flops(10), Bytes(100), 6};
-  EXPECT_NEAR(m.OpTime(tiny).value(), 6 * 5e-6, 1e-12);
+  EXPECT_NEAR(m.OpTime(tiny).value(), 6 * 15e-6, 1e-12);
+  EXPECT_NEAR(m.HostTime(tiny).value(), 6 * 15e-6, 1e-12);
+  // A sequence takes the larger of its device and host sums.
+  EXPECT_NEAR(m.OpsTime({gemm, tiny}).value(), m.DeviceTime(gemm).value() + m.DeviceTime(tiny).value(), 1e-12);
+  // Host-only ops (views, reshapes) cost the host, not the device.
+  OpCost view{"v", OpClass::kElementwise, Flops(0), Bytes(0), 3, true};
+  EXPECT_EQ(m.DeviceTime(view).value(), 0.0);
+  EXPECT_NEAR(m.OpsTime({view, view}).value(), 6 * 15e-6, 1e-12);
 }
 
 TEST(ComputeModelTest, MoreFlopsPerSecondNeverSlower) {
