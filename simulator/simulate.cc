@@ -40,6 +40,9 @@ class GraphBuilder {
     const Seconds text = TextEncodeTime(*in_.compute, *in_.model, in_.workload, opt_.terms);
     for (int s = 0; s < stages_; ++s) {
       text_task_.push_back(Add(compute_[s], text, {}, TaskKind::kTextEncode, "text_encode", -1));
+      // Preparing the loop's inputs reads the prompt embeddings back on the host, so the
+      // host starts issuing the first forward only once text encoding has finished.
+      prev_inputs_[s] = {text_task_[s]};
     }
     int final_latent = -1;
     if (c_.distrifusion > 1) {
@@ -206,7 +209,7 @@ class GraphBuilder {
       if (patched && k + 1 == steps) {
         // The loop ends when every patch's latent is back.
         int end = latent[0];
-        for (int p = 1; p < M; ++p) end = Add(comm_[0], Seconds(0), {end, latent[p]}, TaskKind::kComm, "join", k);
+        for (int p = 1; p < M; ++p) end = Add(comm_[0], Seconds(0), {end, latent[p]}, TaskKind::kComm, "join", -1);
         return end;
       }
     }
@@ -261,7 +264,7 @@ class GraphBuilder {
     }
     int end = prev;
     for (int i = 0; i < L; ++i) end = std::max(end, gathered[i]);
-    return Add(comm_[0], Seconds(0), {prev, end}, TaskKind::kComm, "join", steps - 1);
+    return Add(comm_[0], Seconds(0), {prev, end}, TaskKind::kComm, "join", -1);
   }
 
   const SimInput& in_;
@@ -277,9 +280,17 @@ class GraphBuilder {
   int dit_end_ = -1;
 };
 
+// Steps at the end of a run whose schedule may differ from the steady state (the pipeline
+// drains; nothing of a following step competes for the streams).
+constexpr int kTailSteps = 4;
+
 // What one simulated run measured, per stage.
 struct RunStats {
   Seconds total, text, dit, vae, warmup;
+  Seconds last_step;  // end of the last step's work minus end of the one before
+  // True when the tasks of a step before the tail start exactly one period after the
+  // corresponding tasks of the step before it: the schedule has reached its periodic state.
+  bool periodic = false;
   std::vector<Seconds> busy;  // per stage, whole generation
   std::vector<StepBreakdown> loop;  // per stage, the denoising loop
 };
@@ -300,6 +311,31 @@ RunStats Collect(const Engine& e, const GraphBuilder& g, int warmup_steps) {
     if (t.step >= 0 && t.step < warmup_steps) warm_end = std::max(warm_end, e.end(i));
   }
   r.warmup = warm_end > text_end ? warm_end - text_end : Seconds(0);
+  // Step ends: the latest end of any task of that step.
+  std::map<int, Seconds> step_end;
+  for (int i = 0; i < e.num_tasks(); ++i) {
+    const int k = e.task(i).step;
+    if (k >= 0) step_end[k] = std::max(step_end[k], e.end(i));
+  }
+  if (step_end.size() >= 2) {
+    auto last = std::prev(step_end.end());
+    r.last_step = last->second - std::prev(last)->second;
+    // The last few steps drain the pipeline and may differ; stationarity is judged on the
+    // pair of steps kTailSteps before the end.
+    const int b_step = last->first - kTailSteps;
+    std::vector<double> a, b;  // starts of those steps' tasks, in build order
+    for (int i = 0; i < e.num_tasks(); ++i) {
+      if (e.task(i).step == b_step - 1) a.push_back(e.start(i).value());
+      if (e.task(i).step == b_step) b.push_back(e.start(i).value());
+    }
+    r.periodic = b_step - 1 >= warmup_steps && !a.empty() && a.size() == b.size();
+    const double period = b.empty() || a.empty() ? 0 : b.front() - a.front();
+    for (size_t i = 0; r.periodic && i < a.size(); ++i) {
+      r.periodic = std::abs(b[i] - a[i] - period) <= 1e-9 * std::max(period, 1e-12);
+    }
+  } else if (!step_end.empty()) {
+    r.last_step = r.dit;
+  }
   for (int s = 0; s < N; ++s) {
     Seconds prev_end(-1);
     for (int i = 0; i < e.num_tasks(); ++i) {
@@ -366,34 +402,44 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, Engine* 
   RunStats full;
   Engine local;
   Engine* engine = engine_out != nullptr ? engine_out : &local;
-  const int a = warmup + 2;
-  if (!opt.extrapolate || steps <= a + 1) {
+  // Extrapolation: simulate k, k + 1 and k + 2 steps; once the last two increments agree
+  // the schedule has become periodic (every steady step has the same tasks and durations, so
+  // a periodic schedule stays periodic) and the remaining steps add one period each.
+  // Otherwise k doubles; at the full step count the run is simply complete.
+  bool done = false;
+  if (opt.extrapolate) {
+    for (int k = warmup + kTailSteps + 2; k + 2 < steps && !done; k = std::min(steps, 2 * k)) {
+      Engine e0, e1;
+      DITUNE_ASSIGN_OR_RETURN(RunStats r0, RunOnce(in, opt, layout, costs, k, &e0));
+      DITUNE_ASSIGN_OR_RETURN(RunStats r1, RunOnce(in, opt, layout, costs, k + 1, &e1));
+      DITUNE_ASSIGN_OR_RETURN(RunStats r2, RunOnce(in, opt, layout, costs, k + 2, engine));
+      const Seconds d1 = r1.dit - r0.dit;
+      const Seconds d2 = r2.dit - r1.dit;
+      if (std::abs(d1.value() - d2.value()) > 1e-9 * d2.value() || !r1.periodic || !r2.periodic) continue;
+      const double extra = steps - (k + 2);
+      full = r2;
+      full.dit = r2.dit + d2 * extra;
+      full.total = full.text + full.dit + r2.vae;
+      for (size_t s = 0; s < full.busy.size(); ++s) {
+        full.busy[s] = r2.busy[s] + (r2.busy[s] - r1.busy[s]) * extra;
+        full.loop[s].compute = r2.loop[s].compute - r1.loop[s].compute;
+        full.loop[s].exposed_comm = r2.loop[s].exposed_comm - r1.loop[s].exposed_comm;
+        full.loop[s].bubble = r2.loop[s].bubble - r1.loop[s].bubble;
+      }
+      res.step = d2;
+      res.simulated_steps = k + 2;
+      done = true;
+    }
+  }
+  if (!done) {
     DITUNE_ASSIGN_OR_RETURN(full, RunOnce(in, opt, layout, costs, steps, engine));
     res.simulated_steps = steps;
-    const int steady = std::max(1, steps - warmup);
-    res.step = (full.dit - full.warmup) / steady;
+    res.step = full.last_step;
     for (auto& b : full.loop) {
       b.compute = b.compute / steps;
       b.exposed_comm = b.exposed_comm / steps;
       b.bubble = b.bubble / steps;
     }
-  } else {
-    // Two runs, a and a + 1 steps: the difference is one steady step (the period).
-    Engine first;
-    DITUNE_ASSIGN_OR_RETURN(RunStats ra, RunOnce(in, opt, layout, costs, a, &first));
-    DITUNE_ASSIGN_OR_RETURN(RunStats rb, RunOnce(in, opt, layout, costs, a + 1, engine));
-    const double extra = steps - a;
-    full = ra;
-    full.dit = ra.dit + (rb.dit - ra.dit) * extra;
-    full.total = full.text + full.dit + ra.vae;
-    for (size_t s = 0; s < full.busy.size(); ++s) {
-      full.busy[s] = ra.busy[s] + (rb.busy[s] - ra.busy[s]) * extra;
-      full.loop[s].compute = rb.loop[s].compute - ra.loop[s].compute;
-      full.loop[s].exposed_comm = rb.loop[s].exposed_comm - ra.loop[s].exposed_comm;
-      full.loop[s].bubble = rb.loop[s].bubble - ra.loop[s].bubble;
-    }
-    res.step = rb.dit - ra.dit;
-    res.simulated_steps = a + 1;
   }
   res.total = full.total;
   res.text_encode = full.text;

@@ -1,0 +1,253 @@
+#include "simulator/simulate.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/rank_share.h"
+#include "simulator/stage_costs.h"
+
+namespace ditune {
+namespace {
+
+const Catalog& Cat() {
+  static const Catalog* c = new Catalog(*Catalog::Load(DITUNE_TEST_DATA_DIR));
+  return *c;
+}
+
+// Everything at 1 TFLOP/s (1 TB/s for elementwise), no latencies, no host cost: times are
+// sums a person can check.
+ComputeModel FlatCompute(const GpuSpec& gpu) {
+  ComputeModel m = ComputeModel::Defaults(gpu);
+  for (OpClass c : {OpClass::kGemm, OpClass::kAttention, OpClass::kLinearAttention, OpClass::kElementwise}) {
+    m.SetFit(c, PiecewiseLatencyModel({{1, 1e30, 0.0, 1e12}}));
+  }
+  m.set_launch_overhead(Seconds(0));
+  return m;
+}
+
+void FreeComm(CommModel* comm) {
+  for (Collective c : {Collective::kAllToAll, Collective::kAllGather, Collective::kAllReduce, Collective::kSendRecv}) {
+    for (LinkTier t : {LinkTier::kIntra, LinkTier::kCrossSocket, LinkTier::kInterNode}) {
+      comm->SetFit(c, t, PiecewiseLatencyModel({{1, 1e30, 0.0, 1e30}}));
+    }
+  }
+}
+
+struct Fixture {
+  Fixture(const char* model_id, const char* gpu, int gpus, const char* spec, int h, int w, int steps,
+          OutputType out = OutputType::kLatent, int frames = 1)
+      : cluster(*ResolveCluster({gpu, gpus}, Cat())),
+        compute(ComputeModel::Defaults(*cluster.gpu)),
+        comm(cluster) {
+    model = *Cat().Model(model_id);
+    workload = {model_id, h, w, frames, steps, 1, out};
+    config = *ParseParallelConfig(spec);
+  }
+  SimInput Input() { return {model, workload, &cluster, config, &compute, &comm}; }
+  const ModelSpec* model;
+  Workload workload;
+  Cluster cluster;
+  ParallelConfig config;
+  ComputeModel compute;
+  CommModel comm;
+};
+
+double SumSeconds(const ComputeModel& cm, const std::vector<OpCost>& ops) {
+  double s = 0;
+  for (const auto& op : ops) s += cm.DeviceTime(op).value();
+  return s;
+}
+
+TEST(SimulateTest, GoldenSingleDevice) {
+  Fixture f("pixart-alpha", "a100-sxm4-80gb", 1, "", 1024, 1024, 20);
+  f.compute = FlatCompute(*f.cluster.gpu);
+  auto r = Simulate(f.Input());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
+  const RankWork w = ComputeRankWork(*f.model, t, f.workload, f.config);
+  // One step: 28 identical blocks plus the embeddings, at 1e12 FLOP/s (bytes/s).
+  const double step = 28 * SumSeconds(f.compute, BlockOps(*f.model, BlockFamily::kCross, w)) +
+                      SumSeconds(f.compute, StepOverheadOps(*f.model, w));
+  EXPECT_NEAR(r->step.value(), step, 1e-12 * step);
+  EXPECT_NEAR(r->dit.value(), 20 * step, 1e-9 * step);
+  EXPECT_EQ(r->vae_decode.value(), 0.0);  // latent output
+  EXPECT_NEAR(r->total.value(), r->text_encode.value() + r->dit.value(), 1e-12);
+  EXPECT_EQ(r->steady.exposed_comm.value(), 0.0);
+  EXPECT_EQ(r->ranks.size(), 1u);
+}
+
+TEST(SimulateTest, GoldenUlysses) {
+  Fixture f("flux.1-dev", "h100-sxm5-80gb", 4, "ulysses=4", 1024, 1024, 28);
+  f.compute = FlatCompute(*f.cluster.gpu);
+  auto r = Simulate(f.Input());
+  ASSERT_TRUE(r.ok());
+  const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
+  auto layout = *RankLayout::Create(f.config, 8);
+  StageCosts costs(*f.model, t, f.workload, f.config, layout, f.compute, f.comm);
+  // Synchronous: each block's compute plus its four all-to-alls, in sequence.
+  double step = costs.Overhead(false).value();
+  for (int i = 0; i < f.model->num_blocks(); ++i) step += costs.Block(i, false).total().value();
+  EXPECT_NEAR(r->step.value(), step, 1e-9 * step);
+  // The all-to-all of Q (one of the three before attention) over 4 NVLink ranks, by hand:
+  // 3072 / 1 width x (1024 image + 128 text tokens) x 2 bytes, bus factor 3/4.
+  const LinkSpec& nv = **Cat().Link("nvlink4");
+  const double q = 2.0 * 3072 * (1024 + 128);
+  const double a2a = nv.latency.value() + q * 0.75 / nv.busbw.value();
+  EXPECT_NEAR(costs.Block(0, false).a2a_in.value(), 3 * a2a, 1e-15);
+  EXPECT_NEAR(costs.Block(0, false).a2a_out.value(), a2a, 1e-15);
+  EXPECT_NEAR(r->steady.exposed_comm.value(), 57 * 4 * a2a, 1e-9);
+}
+
+TEST(SimulateTest, GoldenPipeline) {
+  // PipeFusion without communication cost or warm-up: stage s takes c_s per patch; with
+  // M >= N patches the pipeline never starves, so S steps take S x M x c0 plus the other
+  // stages' one-patch drain (stage 0, with the embeddings, is the slowest).
+  Fixture f("pixart-alpha", "a100-sxm4-80gb", 4, "pipefusion=4,patches=4,warmup=0", 1024, 1024, 10);
+  f.compute = FlatCompute(*f.cluster.gpu);
+  FreeComm(&f.comm);
+  auto r = Simulate(f.Input());
+  ASSERT_TRUE(r.ok());
+  const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
+  auto layout = *RankLayout::Create(f.config, 8);
+  StageCosts costs(*f.model, t, f.workload, f.config, layout, f.compute, f.comm);
+  const double c = 7 * costs.Block(0, true).total().value();
+  const double c0 = c + costs.Overhead(true).value();
+  EXPECT_NEAR(r->dit.value(), 10 * 4 * c0 + 3 * c, 1e-9 * r->dit.value());
+  EXPECT_EQ(r->warmup.value(), 0.0);
+  EXPECT_GT(r->imbalance, 0.0);  // stage 0 carries the embeddings
+}
+
+TEST(SimulateTest, ExtrapolationIsExact) {
+  for (const char* config : {"ulysses=2,ring=2,cfg=2", "pipefusion=4,patches=8,warmup=2,cfg=2", "distrifusion=8",
+                             "tp=2,pipefusion=2,cfg=2", "ring=8"}) {
+    Fixture f("sd3-medium", "l40-48gb", 8, config, 1024, 1024, 28, OutputType::kDecoded);
+    SimOptions full;
+    full.extrapolate = false;
+    auto a = Simulate(f.Input());
+    auto b = Simulate(f.Input(), full);
+    ASSERT_TRUE(a.ok() && b.ok()) << config;
+    EXPECT_NEAR(a->total.value() / b->total.value(), 1.0, 1e-9) << config;
+    EXPECT_NEAR(a->step.value() / b->step.value(), 1.0, 1e-6) << config;
+  }
+}
+
+TEST(SimulateTest, EveryForwardScheduledOnce) {
+  Fixture f("flux.1-dev", "h100-sxm5-80gb", 8, "pipefusion=4,patches=8,ulysses=2", 1024, 1024, 6);
+  SimOptions opt;
+  opt.extrapolate = false;
+  Engine e;
+  auto r = Simulate(f.Input(), opt, &e);
+  ASSERT_TRUE(r.ok());
+  // Warm-up (1 step): one whole forward per stage; then 5 steps x 8 patches per stage.
+  // Stage forwards end in their last compute task before a send or latent return.
+  std::map<std::pair<int, int>, double> busy;  // (rank, step) -> compute seconds
+  int sends = 0, returns = 0;
+  for (int i = 0; i < e.num_tasks(); ++i) {
+    const TaskSpec& t = e.task(i);
+    EXPECT_GE(e.end(i).value(), e.start(i).value());
+    if (t.name == "send_patch") ++sends;
+    if (t.name == "return_latent") ++returns;
+    if (t.kind == TaskKind::kCompute && t.step >= 0) busy[{e.stream_rank(t.stream), t.step}] += t.duration.value();
+  }
+  EXPECT_EQ(sends, 3 * (1 + 5 * 8));
+  EXPECT_EQ(returns, 1 + 5 * 8);
+  // Every pipelined step carries the same compute on each stage's rank.
+  for (const auto& [key, seconds] : busy) {
+    const double first = busy[std::make_pair(key.first, 1)];
+    if (key.second >= 2) {
+      EXPECT_NEAR(seconds, first, 1e-9 * seconds);
+    }
+  }
+}
+
+TEST(SimulateTest, Monotone) {
+  for (const char* config : {"", "ulysses=8", "ring=8", "pipefusion=4,cfg=2", "ulysses=2,ring=2,cfg=2", "tp=8"}) {
+    const int gpus = std::string(config).empty() ? 1 : 8;
+    Fixture base("pixart-alpha", "l40-48gb", gpus, config, 2048, 2048, 20);
+    const double t0 = Simulate(base.Input())->total.value();
+    Fixture fast_link("pixart-alpha", "l40-48gb", gpus, config, 2048, 2048, 20);
+    fast_link.comm.ScaleBandwidth(4.0);
+    EXPECT_LE(Simulate(fast_link.Input())->total.value(), t0 * (1 + 1e-12)) << config;
+    Fixture fast_gpu("pixart-alpha", "l40-48gb", gpus, config, 2048, 2048, 20);
+    fast_gpu.compute.ScalePeak(2.0);
+    EXPECT_LE(Simulate(fast_gpu.Input())->total.value(), t0 * (1 + 1e-12)) << config;
+    double prev = 0;
+    for (int steps : {4, 8, 20, 50}) {
+      Fixture more("pixart-alpha", "l40-48gb", gpus, config, 2048, 2048, steps);
+      const double t = Simulate(more.Input())->total.value();
+      EXPECT_GT(t, prev) << config << " steps " << steps;
+      prev = t;
+    }
+  }
+}
+
+TEST(SimulateTest, Deterministic) {
+  Fixture f("hunyuandit-v1.2", "l40-48gb", 8, "pipefusion=4,patches=4,cfg=2", 2048, 2048, 30);
+  auto a = Simulate(f.Input());
+  auto b = Simulate(f.Input());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->total.value(), b->total.value());
+  EXPECT_EQ(a->steady.bubble.value(), b->steady.bubble.value());
+  EXPECT_EQ(a->imbalance, b->imbalance);
+}
+
+TEST(SimulateTest, BreakdownsAndMemory) {
+  Fixture pcie("cogvideox-5b", "l40-48gb", 8, "ring=8", 480, 720, 50, OutputType::kLatent, 49);
+  auto r = Simulate(pcie.Input());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->ranks.size(), 8u);
+  EXPECT_TRUE(r->fits);
+  EXPECT_GT(r->steady.compute.value(), 0);
+  Fixture pf("pixart-alpha", "a100-sxm4-80gb", 8, "pipefusion=8,patches=8", 1024, 1024, 4);
+  auto p = Simulate(pf.Input());
+  ASSERT_TRUE(p.ok());
+  EXPECT_GT(p->warmup.value(), 0);
+  EXPECT_GT(p->steady.bubble.value(), 0);  // 4 steps: the fill and drain show
+  Fixture big("wan2.1-14b", "rtx4090-24gb", 1, "", 720, 1280, 50, OutputType::kDecoded, 81);
+  auto oom = Simulate(big.Input());
+  ASSERT_TRUE(oom.ok());
+  EXPECT_FALSE(oom->fits);
+}
+
+TEST(SimulateTest, ChromeTraceHasATrackPerRankAndStream) {
+  Fixture f("sd3-medium", "h100-sxm5-80gb", 4, "pipefusion=2,ulysses=2", 1024, 1024, 4, OutputType::kDecoded);
+  SimOptions opt;
+  opt.extrapolate = false;
+  Engine e;
+  ASSERT_TRUE(Simulate(f.Input(), opt, &e).ok());
+  const std::string path = std::string(DITUNE_TEST_TMP_DIR) + "/trace.json";
+  std::filesystem::create_directories(DITUNE_TEST_TMP_DIR);
+  ASSERT_TRUE(WriteChromeTrace(e, f.Input(), path).ok());
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::set<int> pids;
+  std::set<std::pair<int, std::string>> threads;
+  std::set<std::string> names;
+  for (const auto& ev : j["traceEvents"]) {
+    if (ev["ph"] == "M" && ev["name"] == "thread_name") {
+      threads.insert({ev["pid"].get<int>(), ev["args"]["name"].get<std::string>()});
+    }
+    if (ev["ph"] == "X") {
+      pids.insert(ev["pid"].get<int>());
+      names.insert(ev["name"].get<std::string>());
+      EXPECT_GE(ev["dur"].get<double>(), 0);
+    }
+  }
+  EXPECT_EQ(pids, (std::set<int>{0, 1, 2, 3}));
+  for (int r = 0; r < 4; ++r) {
+    for (const char* s : {"host", "compute", "comm"}) EXPECT_TRUE(threads.count({r, s})) << r << s;
+  }
+  for (const char* n : {"text_encode", "fwd", "fwd_patch", "all_to_all_qkv", "send_patch", "vae_decode"}) {
+    EXPECT_TRUE(names.count(n)) << n;
+  }
+  EXPECT_FALSE(WriteChromeTrace(e, f.Input(), "/nonexistent-dir/trace.json").ok());
+}
+
+}  // namespace
+}  // namespace ditune
