@@ -89,54 +89,41 @@ class GraphBuilder {
     return e_.AddTask(std::move(t));
   }
 
-  // One forward of stage `s` (all its blocks), after `deps`. Synchronous communication of
-  // Ulysses and tensor parallelism goes on the comm stream with the compute waiting on it.
+  // One forward of stage `s` (all its blocks), after `deps`. Synchronous collectives
+  // (Ulysses' all-to-alls, tensor parallelism's all-reduces) sit between the kernels that
+  // wait for them, so they are part of the compute stream's task (its comm_part); nothing
+  // else overlaps them. Blocks are grouped into up to kChunks tasks per forward, each issued
+  // by a host task first: the host runs ahead of the device within the forward, and starts
+  // a forward once the previous forward's inputs have arrived (the received patch, the
+  // previous step), so it runs at most one forward ahead.
   int Forward(int s, bool patched, int step, std::vector<int> deps) {
+    constexpr int kChunks = 4;
     const std::string tag = patched ? "fwd_patch" : "fwd";
-    int last = -1;
-    Seconds pending_compute(0);
-    Seconds pending_comm(0);
-    Seconds pending_host(0);
-    // Compute that needs no communication is merged into one task until a collective. The
-    // host issues it first, on its own stream, running ahead of the device within the
-    // forward, and starts a forward once the previous forward's inputs have arrived (the
-    // received patch, the previous step): it runs at most one forward ahead of the device.
     std::vector<int> host_deps = prev_inputs_[s];
     prev_inputs_[s] = deps;
+    int last = -1;
+    Seconds compute(0), comm(0), host(0);
     auto flush = [&]() {
-      if (pending_compute.value() <= 0 && pending_comm.value() <= 0) return;
-      if (pending_host.value() > 0) {
-        deps.push_back(Add(host_[s], pending_host, host_deps, TaskKind::kHost, "issue", step));
+      if (compute.value() <= 0 && comm.value() <= 0 && host.value() <= 0) return;
+      if (host.value() > 0) {
+        deps.push_back(Add(host_[s], host, host_deps, TaskKind::kHost, "issue", step));
         host_deps.clear();
       }
-      last = Add(compute_[s], pending_compute + pending_comm, deps, TaskKind::kCompute, tag, step, pending_comm);
+      last = Add(compute_[s], compute + comm, deps, TaskKind::kCompute, tag, step, comm);
       deps = {last};
-      pending_compute = Seconds(0);
-      pending_comm = Seconds(0);
-      pending_host = Seconds(0);
-    };
-    auto comm = [&](Seconds t, const char* name) {
-      if (t.value() <= 0) return;
-      flush();
-      last = Add(comm_[s], t, deps, TaskKind::kComm, name, step);
-      deps = {last};
+      compute = comm = host = Seconds(0);
     };
     if (s == 0) {
-      pending_compute += costs_.Overhead(patched);  // embeddings
-      pending_host += costs_.OverheadHost(patched);
+      compute += costs_.Overhead(patched);  // embeddings
+      host += costs_.OverheadHost(patched);
     }
-    for (int i = first_block_[s]; i < first_block_[s] + block_count_[s]; ++i) {
-      const BlockCost& b = costs_.Block(i, patched);
-      pending_compute += b.pre;
-      pending_host += b.pre_host;
-      comm(b.a2a_in, "all_to_all_qkv");
-      pending_compute += b.attn;
-      pending_host += b.attn_host;
-      pending_comm += b.ring_exposed;  // Ring passes the attention could not hide
-      comm(b.a2a_out, "all_to_all_out");
-      pending_compute += b.post;
-      pending_host += b.post_host;
-      comm(b.tp, "all_reduce_tp");
+    const int per_chunk = std::max(1, (block_count_[s] + kChunks - 1) / kChunks);
+    for (int j = 0; j < block_count_[s]; ++j) {
+      const BlockCost& b = costs_.Block(first_block_[s] + j, patched);
+      compute += b.compute();
+      comm += b.comm();
+      host += b.pre_host + b.attn_host + b.post_host;
+      if ((j + 1) % per_chunk == 0) flush();
     }
     flush();
     if (last == -1) last = Add(compute_[s], Seconds(0), deps, TaskKind::kCompute, tag, step);
@@ -292,7 +279,11 @@ struct RunStats {
   // corresponding tasks of the step before it: the schedule has reached its periodic state.
   bool periodic = false;
   std::vector<Seconds> busy;  // per stage, whole generation
-  std::vector<StepBreakdown> loop;  // per stage, the denoising loop
+  // Per stage: the breakdown of every step, and of the whole loop.
+  std::vector<std::map<int, StepBreakdown>> by_step;
+  std::vector<StepBreakdown> loop;
+  int check_step = -1;  // the step whose periodicity was checked
+  Seconds period;       // its start minus the previous step's, when periodic
 };
 
 RunStats Collect(const Engine& e, const GraphBuilder& g, int warmup_steps) {
@@ -306,6 +297,7 @@ RunStats Collect(const Engine& e, const GraphBuilder& g, int warmup_steps) {
   r.vae = r.total - dit_end;
   r.busy.assign(N, Seconds(0));
   r.loop.assign(N, StepBreakdown{});
+  r.by_step.assign(N, {});
   for (int i = 0; i < e.num_tasks(); ++i) {
     const TaskSpec& t = e.task(i);
     if (t.step >= 0 && t.step < warmup_steps) warm_end = std::max(warm_end, e.end(i));
@@ -330,6 +322,8 @@ RunStats Collect(const Engine& e, const GraphBuilder& g, int warmup_steps) {
     }
     r.periodic = b_step - 1 >= warmup_steps && !a.empty() && a.size() == b.size();
     const double period = b.empty() || a.empty() ? 0 : b.front() - a.front();
+    r.check_step = b_step;
+    r.period = Seconds(period);
     for (size_t i = 0; r.periodic && i < a.size(); ++i) {
       r.periodic = std::abs(b[i] - a[i] - period) <= 1e-9 * std::max(period, 1e-12);
     }
@@ -346,22 +340,32 @@ RunStats Collect(const Engine& e, const GraphBuilder& g, int warmup_steps) {
         prev_end = e.end(i);
         continue;
       }
-      StepBreakdown& b = r.loop[s];
+      StepBreakdown& b = r.by_step[s][t.step];
       b.compute += t.duration - t.comm_part;
       b.exposed_comm += t.comm_part;
       const Seconds gap = prev_end.value() >= 0 ? e.start(i) - prev_end : Seconds(0);
       prev_end = e.end(i);
       if (gap.value() <= 0) continue;
       const int d = e.last_dep(i);
-      // Waiting on this rank's own communication is exposed communication; waiting on
-      // another stage (its compute, or the transfer it started late) is pipeline bubble.
-      if (d >= 0 && e.task(d).kind == TaskKind::kComm && e.stream_rank(e.task(d).stream) == e.stream_rank(t.stream)) {
+      // Waiting for the host to issue the work is framework overhead; waiting on this rank's
+      // own communication is exposed communication; waiting on another stage (its compute,
+      // or the transfer it started late) is pipeline bubble.
+      if (d >= 0 && e.task(d).kind == TaskKind::kHost) {
+        b.host_wait += gap;
+      } else if (d >= 0 && e.task(d).kind == TaskKind::kComm &&
+                 e.stream_rank(e.task(d).stream) == e.stream_rank(t.stream)) {
         const Seconds c = std::min(gap, e.task(d).duration);
         b.exposed_comm += c;
         b.bubble += gap - c;
       } else {
         b.bubble += gap;
       }
+    }
+    for (const auto& [k, b] : r.by_step[s]) {
+      r.loop[s].compute += b.compute;
+      r.loop[s].exposed_comm += b.exposed_comm;
+      r.loop[s].bubble += b.bubble;
+      r.loop[s].host_wait += b.host_wait;
     }
     // Waiting for the final gathers after the last forward counts as exposed communication.
   }
@@ -402,32 +406,28 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, Engine* 
   RunStats full;
   Engine local;
   Engine* engine = engine_out != nullptr ? engine_out : &local;
-  // Extrapolation: simulate k, k + 1 and k + 2 steps; once the last two increments agree
-  // the schedule has become periodic (every steady step has the same tasks and durations, so
-  // a periodic schedule stays periodic) and the remaining steps add one period each.
-  // Otherwise k doubles; at the full step count the run is simply complete.
+  // Extrapolation: simulate K steps and check, on a step before the last few (which drain
+  // the pipeline), that every task starts exactly one period after its counterpart in the
+  // step before. Every steady step has the same tasks and durations, so a schedule that
+  // has become periodic stays periodic: each further step adds one period, and the tail is
+  // the same shifted. If not yet periodic (the host's lead still drifting), K doubles; at
+  // the full step count the run is simply complete.
   bool done = false;
   if (opt.extrapolate) {
-    for (int k = warmup + kTailSteps + 2; k + 2 < steps && !done; k = std::min(steps, 2 * k)) {
-      Engine e0, e1;
-      DITUNE_ASSIGN_OR_RETURN(RunStats r0, RunOnce(in, opt, layout, costs, k, &e0));
-      DITUNE_ASSIGN_OR_RETURN(RunStats r1, RunOnce(in, opt, layout, costs, k + 1, &e1));
-      DITUNE_ASSIGN_OR_RETURN(RunStats r2, RunOnce(in, opt, layout, costs, k + 2, engine));
-      const Seconds d1 = r1.dit - r0.dit;
-      const Seconds d2 = r2.dit - r1.dit;
-      if (std::abs(d1.value() - d2.value()) > 1e-9 * d2.value() || !r1.periodic || !r2.periodic) continue;
-      const double extra = steps - (k + 2);
-      full = r2;
-      full.dit = r2.dit + d2 * extra;
-      full.total = full.text + full.dit + r2.vae;
+    for (int k = warmup + 2 * kTailSteps + 2; k < steps && !done; k = 2 * k) {
+      DITUNE_ASSIGN_OR_RETURN(RunStats r, RunOnce(in, opt, layout, costs, k, engine));
+      if (!r.periodic) continue;
+      const double extra = steps - k;
+      full = r;
+      full.dit = r.dit + r.period * extra;
+      full.total = full.text + full.dit + r.vae;
       for (size_t s = 0; s < full.busy.size(); ++s) {
-        full.busy[s] = r2.busy[s] + (r2.busy[s] - r1.busy[s]) * extra;
-        full.loop[s].compute = r2.loop[s].compute - r1.loop[s].compute;
-        full.loop[s].exposed_comm = r2.loop[s].exposed_comm - r1.loop[s].exposed_comm;
-        full.loop[s].bubble = r2.loop[s].bubble - r1.loop[s].bubble;
+        const StepBreakdown& b = r.by_step[s][r.check_step];
+        full.busy[s] = r.busy[s] + (b.compute + b.exposed_comm) * extra;
+        full.loop[s] = b;
       }
-      res.step = d2;
-      res.simulated_steps = k + 2;
+      res.step = r.period;
+      res.simulated_steps = k;
       done = true;
     }
   }
@@ -435,10 +435,18 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, Engine* 
     DITUNE_ASSIGN_OR_RETURN(full, RunOnce(in, opt, layout, costs, steps, engine));
     res.simulated_steps = steps;
     res.step = full.last_step;
-    for (auto& b : full.loop) {
-      b.compute = b.compute / steps;
-      b.exposed_comm = b.exposed_comm / steps;
-      b.bubble = b.bubble / steps;
+    for (size_t s = 0; s < full.loop.size(); ++s) {
+      // The steady step: the last one before the tail when there is one, else the average.
+      auto& b = full.loop[s];
+      if (full.check_step >= 0 && full.by_step[s].count(full.check_step)) {
+        b = full.by_step[s][full.check_step];
+        res.step = full.period.value() > 0 ? full.period : res.step;
+      } else {
+        b.compute = b.compute / steps;
+        b.exposed_comm = b.exposed_comm / steps;
+        b.bubble = b.bubble / steps;
+        b.host_wait = b.host_wait / steps;
+      }
     }
   }
   res.total = full.total;

@@ -50,6 +50,7 @@ struct StepBreakdown {
   Seconds compute;       // compute stream busy
   Seconds exposed_comm;  // compute waiting on this rank's communication
   Seconds bubble;        // compute waiting on another stage (pipeline fill, imbalance)
+  Seconds host_wait;     // compute waiting for the host to issue work (eager overhead)
 };
 
 struct RankResult {

@@ -243,7 +243,12 @@ TEST(SimulateTest, ChromeTraceHasATrackPerRankAndStream) {
   for (int r = 0; r < 4; ++r) {
     for (const char* s : {"host", "compute", "comm"}) EXPECT_TRUE(threads.count({r, s})) << r << s;
   }
-  for (const char* n : {"text_encode", "fwd", "fwd_patch", "all_to_all_qkv", "send_patch", "vae_decode"}) {
+  bool sync_comm = false;
+  for (const auto& ev : j["traceEvents"]) {
+    if (ev["ph"] == "X" && ev.contains("args") && ev["args"].contains("sync_comm_us")) sync_comm = true;
+  }
+  EXPECT_TRUE(sync_comm);  // Ulysses' all-to-alls inside the forwards
+  for (const char* n : {"text_encode", "fwd", "fwd_patch", "issue", "send_patch", "return_latent", "vae_decode"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
   EXPECT_FALSE(WriteChromeTrace(e, f.Input(), "/nonexistent-dir/trace.json").ok());
