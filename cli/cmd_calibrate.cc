@@ -25,6 +25,9 @@ StatusOr<std::unique_ptr<Store>> OpenStore(const cxxopts::ParseResult& args) {
 }
 
 std::string SegmentsText(const Fit& f) {
+  if (f.params.contains("compute_scale")) {
+    return fmt::format("compute scale {:.3f} (measured / modelled)", f.params["compute_scale"].get<double>());
+  }
   auto model = PiecewiseLatencyModel::FromJson(f.params);
   if (!model.ok()) return "?";
   const bool bytes = f.params.value("x", "") != "flops";

@@ -7,6 +7,7 @@ pass=0
 fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export DITUNE_DB=$tmp/default.db  # never the user's database
 
 # expect NAME STATUS PATTERN -- ARGS...: runs ditune ARGS, checks the exit status and that
 # stdout+stderr match the extended regex PATTERN.
@@ -96,6 +97,29 @@ printf 'this is not a database, just some text that is long enough to look like 
 expect damaged-db 2 "is damaged or not a ditune database" -- calibrate show --db "$tmp/bad.db"
 expect calibrate-usage 2 "usage: ditune calibrate" -- calibrate
 expect calibrate-unknown 2 "unknown subcommand 'fitt'" -- calibrate fitt
+
+# Simulation and validation.
+expect simulate 0 "latency [0-9.]+ s = text encoding .* DiT .* VAE decode" -- simulate --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 4 --config ulysses=4
+expect simulate-json 0 '"latency_s": [0-9.]+' -- simulate --model pixart-alpha --gpu l40-48gb --gpus 8 \
+  --config cfg=2,pipefusion=4 --json
+expect simulate-trace 0 "trace: $tmp/trace.json" -- simulate --model sd3-medium --steps 4 --gpu a100-sxm4-80gb \
+  --gpus 2 --config pipefusion=2 --trace "$tmp/trace.json"
+if python3 -c "import json,sys; t=json.load(open(sys.argv[1])); assert any(e.get('ph')=='X' for e in t['traceEvents'])" \
+  "$tmp/trace.json"; then pass=$((pass + 1)); else echo "FAIL trace-json"; fail=$((fail + 1)); fi
+expect simulate-oom 3 "DOES NOT FIT" -- simulate --model wan2.1-14b --gpu rtx4090-24gb --gpus 1 --config ""
+expect simulate-invalid 2 "\[heads-divisible-by-ulysses-x-tp\]" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb \
+  --gpus 5 --config ulysses=5
+suite=$(dirname "$0")/../../data/validation/xdit-published-dev.csv
+expect validate 0 "^summary: rows=65 median_ape=0\.[0-9]+ p90_ape=0\.[0-9]+ oom_agree=0/0$" -- validate --suite "$suite"
+expect validate-json 0 '"median_ape":' -- validate --suite "$suite" --json
+head -3 "$suite" >"$tmp/suite.csv"
+echo 'g,pixart-alpha,1024,1024,1,20,e2e,a100-sxm4-80gb,2,1,8,nvlink3,none,cfg=2,predict,fast,x' >>"$tmp/suite.csv"
+expect validate-bad-row 2 "suite.csv:4: latency_s 'fast'" -- validate --suite "$tmp/suite.csv"
+printf 'group,model\n' >"$tmp/header.csv"
+expect validate-bad-header 2 "header.csv:1: the header must be exactly" -- validate --suite "$tmp/header.csv"
+expect validate-recorded 0 "summary: rows=65" -- validate --suite "$suite" --db "$tmp/val.db"
+expect validate-fits-stored 0 "e2e +h100-sxm5-80gb/flux.1-dev" -- calibrate show --db "$tmp/val.db"
 
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
