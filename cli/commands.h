@@ -11,6 +11,7 @@ int RunCheck(int argc, char** argv);
 int RunCalibrate(int argc, char** argv);
 int RunSimulate(int argc, char** argv);
 int RunValidate(int argc, char** argv);
+int RunPlan(int argc, char** argv);
 
 }  // namespace ditune::cli
 

@@ -1,0 +1,130 @@
+// `ditune plan WORKLOAD CLUSTER [--objective ..] [--top K] [--explain] [--xdit-flags] [--json]`.
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "planner/auto_configure.h"
+
+namespace ditune::cli {
+
+void AddPlanOptions(cxxopts::Options& options) {
+  options.add_options("plan")
+      ("objective", "latency | throughput | gpu-seconds", cxxopts::value<std::string>()->default_value("latency"))
+      ("top", "how many configurations to show", cxxopts::value<int>()->default_value("5"))
+      ("warmup", "PipeFusion warm-up steps to consider, e.g. 0,1,2 (default 1, as xDiT)",
+       cxxopts::value<std::string>()->default_value("1"))
+      ("no-cache", "search again even if a plan for this calibration is cached")
+      ("db", "calibration database (default: $DITUNE_DB or ~/.local/share/ditune/ditune.db)",
+       cxxopts::value<std::string>());
+}
+
+StatusOr<AutoConfigureOptions> ReadPlanOptions(const cxxopts::ParseResult& args) {
+  AutoConfigureOptions o;
+  DITUNE_ASSIGN_OR_RETURN(o.plan.objective, ParseObjective(args["objective"].as<std::string>()));
+  o.plan.top_k = args["top"].as<int>();
+  if (o.plan.top_k < 1) return Status::InvalidArgument("--top must be >= 1");
+  o.plan.enumerate.warmups.clear();
+  std::string w = args["warmup"].as<std::string>();
+  size_t pos = 0;
+  while (pos <= w.size()) {
+    size_t comma = w.find(',', pos);
+    std::string item = w.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    int v = -1;
+    try {
+      size_t used = 0;
+      v = std::stoi(item, &used);
+      if (used != item.size()) v = -1;
+    } catch (const std::exception&) {
+      v = -1;
+    }
+    if (v < 0) return Status::InvalidArgument(fmt::format("--warmup '{}': expected integers >= 0 like 0,1,2", w));
+    o.plan.enumerate.warmups.push_back(v);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  o.use_cache = args.count("no-cache") == 0;
+  if (args.count("db")) o.db_path = args["db"].as<std::string>();
+  return o;
+}
+
+int RunPlan(int argc, char** argv) {
+  cxxopts::Options options("ditune plan", "Choose the best parallel configuration and explain it");
+  AddWorkloadOptions(options);
+  AddClusterOptions(options);
+  AddPlanOptions(options);
+  options.add_options()
+      ("explain", "why the winner wins and what holds the runner-ups back")
+      ("xdit-flags", "print only the winner's xDiT flags")
+      ("json", "one JSON document on stdout");
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("plan", args.status());
+  if (help) return 0;
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("plan", catalog.status());
+  auto workload = ReadWorkload(*args, **catalog);
+  if (!workload.ok()) return Fail("plan", workload.status());
+  auto spec = ReadClusterSpec(*args);
+  if (!spec.ok()) return Fail("plan", spec.status());
+  auto opt = ReadPlanOptions(*args);
+  if (!opt.ok()) return Fail("plan", opt.status());
+  bool cached = false;
+  opt->from_cache = &cached;
+  auto plan = AutoConfigure(*workload, *spec, *opt);
+  if (!plan.ok()) return Fail("plan", plan.status());
+  const Candidate& best = plan->ranked.front();
+
+  if (args->count("xdit-flags")) {
+    Status x = SupportedByXdit(best.config);
+    if (!x.ok()) return Fail("plan", x);
+    std::cout << ToXditFlags(best.config) << "\n";
+    return 0;
+  }
+  if (args->count("json")) {
+    nlohmann::json j = PlanToJson(*plan);
+    j["from_cache"] = cached;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  const Workload& w = plan->workload;
+  const Cluster& c = plan->cluster;
+  std::cout << fmt::format("{} {}x{}{}, {} steps, batch {} on {} x {} ({} node(s), {}{}): {} valid configurations, "
+                           "{} do not fit; objective {}{}\n",
+                           w.model_id, w.height, w.width, w.frames > 1 ? fmt::format("x{}", w.frames) : "", w.steps,
+                           w.batch, c.gpus(), c.spec.gpu_id, c.nodes(), c.spec.intra_id,
+                           c.nodes() > 1 ? ", " + c.spec.inter_id : "", plan->enumerated, plan->pruned_memory,
+                           ObjectiveName(plan->objective), cached ? " (cached ranking)" : "");
+  std::vector<std::vector<std::string>> rows;
+  int rank = 1;
+  for (const auto& cand : plan->ranked) {
+    const SimResult& r = cand.result;
+    const double step = r.step.value();
+    auto pct = [&](Seconds s) { return fmt::format("{:.0f}%", step > 0 ? 100 * s.value() / step : 0); };
+    std::string speedup = "-", eff = "-";
+    if (plan->single_gpu) {
+      const double s = plan->single_gpu->result.total.value() / r.total.value();
+      speedup = fmt::format("{:.2f}x", s);
+      eff = fmt::format("{:.0f}%", 100 * s / c.gpus());
+    }
+    rows.push_back({std::to_string(rank++), Label(cand.config), fmt::format("{:.3f}", r.total.value()), speedup, eff,
+                    fmt::format("{:.2f}", cand.images_per_s), fmt::format("{:.1f}", r.peak_memory.value() / 1e9),
+                    fmt::format("{:.1f}", 1e3 * step), pct(r.steady.compute), pct(r.steady.exposed_comm),
+                    pct(r.steady.bubble), pct(r.steady.host_wait),
+                    fmt::format("{:.2f}/{:.2f}", r.text_encode.value(), r.vae_decode.value())});
+  }
+  std::cout << FormatTable({"#", "config", "latency s", "speedup", "eff", "img/s", "GB/GPU", "step ms", "compute",
+                            "comm", "bubble", "host", "text/VAE s"},
+                           rows);
+  if (args->count("explain")) {
+    std::cout << "\n";
+    for (const auto& line : plan->explanation) std::cout << "- " << line << "\n";
+  }
+  Status x = SupportedByXdit(best.config);
+  std::cout << "\nlaunch with xDiT: " << (x.ok() ? ToXditFlags(best.config) : x.message()) << "\n";
+  return 0;
+}
+
+}  // namespace ditune::cli

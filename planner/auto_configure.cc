@@ -1,0 +1,53 @@
+#include "planner/auto_configure.h"
+
+#include <fmt/format.h>
+
+#include "costmodels/store.h"
+
+namespace ditune {
+
+StatusOr<Plan> AutoConfigure(const Workload& workload, const ClusterSpec& spec, const AutoConfigureOptions& opt) {
+  DITUNE_ASSIGN_OR_RETURN(const Catalog* catalog, Catalog::Default());
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog->Model(workload.model_id));
+  DITUNE_RETURN_IF_ERROR(ComputeTokenGeometry(*model, workload).status());
+  DITUNE_ASSIGN_OR_RETURN(Cluster cluster, ResolveCluster(spec, *catalog));
+  DITUNE_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
+                          Store::Open(opt.db_path.empty() ? Store::DefaultPath() : opt.db_path));
+  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> fits, store->ActiveFits());
+  DITUNE_ASSIGN_OR_RETURN(int64_t version, store->CalibrationVersion());
+  const std::string key = PlanCacheKey(workload, cluster, opt.plan);
+  if (opt.from_cache != nullptr) *opt.from_cache = false;
+  if (opt.use_cache) {
+    DITUNE_ASSIGN_OR_RETURN(std::optional<nlohmann::json> cached, store->GetCachedPlan(key, version));
+    if (cached && cached->contains("ranked") && (*cached)["ranked"].is_array()) {
+      std::vector<ParallelConfig> ranked;
+      bool usable = true;
+      for (const auto& c : (*cached)["ranked"]) {
+        auto pc = c.is_string() ? ParseParallelConfig(c.get<std::string>()) : StatusOr<ParallelConfig>(Status::Corruption("bad entry"));
+        if (!pc.ok()) {
+          usable = false;
+          break;
+        }
+        ranked.push_back(*pc);
+      }
+      if (usable && !ranked.empty()) {
+        auto plan = MakePlanFromConfigs(*catalog, workload, cluster, fits, opt.plan, ranked,
+                                        cached->value("enumerated", 0), cached->value("pruned_memory", 0));
+        if (plan.ok()) {
+          if (opt.from_cache != nullptr) *opt.from_cache = true;
+          return plan;
+        }
+      }
+    }
+  }
+  DITUNE_ASSIGN_OR_RETURN(Plan plan, MakePlan(*catalog, workload, cluster, fits, opt.plan));
+  if (opt.use_cache) {
+    nlohmann::json ranked = nlohmann::json::array();
+    for (const auto& c : plan.ranked) ranked.push_back(ToString(c.config));
+    DITUNE_RETURN_IF_ERROR(store->PutCachedPlan(
+        key, version, {{"ranked", ranked}, {"enumerated", plan.enumerated}, {"pruned_memory", plan.pruned_memory}}));
+  }
+  return plan;
+}
+
+}  // namespace ditune

@@ -1,0 +1,301 @@
+#include "planner/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "costmodels/memory_model.h"
+#include "planner/predict.h"
+
+namespace ditune {
+namespace {
+
+double Score(const Candidate& c, Objective o) {
+  switch (o) {
+    case Objective::kLatency: return c.result.total.value();
+    case Objective::kThroughput: return -c.images_per_s;
+    case Objective::kGpuSeconds: return c.gpu_s_per_image;
+  }
+  return c.result.total.value();
+}
+
+std::string Pct(double part, double whole) { return fmt::format("{:.0f}%", whole > 0 ? 100 * part / whole : 0); }
+
+// What holds a configuration back, in numbers: its largest loss over the whole generation
+// against pure compute.
+std::string Weakness(const Candidate& c, const Cluster& cluster, int steps) {
+  const SimResult& r = c.result;
+  const StepBreakdown& b = r.steady;
+  const double step = r.step.value();
+  const double n = std::max(0, steps - (r.warmup.value() > 0 ? 1 : 0));
+  const double total = r.total.value();
+  struct Loss {
+    double seconds;
+    std::string text;
+  };
+  const std::vector<Loss> losses = {
+      {n * b.exposed_comm.value(),
+       fmt::format("{} of its time is communication it cannot hide ({} of each step, over {}{})",
+                   Pct(n * b.exposed_comm.value(), total), Pct(b.exposed_comm.value(), step), cluster.intra->id,
+                   cluster.nodes() > 1 ? " and " + cluster.inter->id : "")},
+      {n * b.bubble.value(), fmt::format("{} of its time is pipeline bubble", Pct(n * b.bubble.value(), total))},
+      {n * b.host_wait.value(),
+       fmt::format("{} of its time waits for the host to issue kernels (too little work per GPU for eager "
+                   "execution)",
+                   Pct(n * b.host_wait.value(), total))},
+      {r.warmup.value(), fmt::format("{} of its time is synchronous warm-up ({:.2f} s)", Pct(r.warmup.value(), total),
+                                     r.warmup.value())},
+      {r.imbalance * r.dit.value(), fmt::format("its ranks are {:.0f}% imbalanced", 100 * r.imbalance)},
+  };
+  auto worst = std::max_element(losses.begin(), losses.end(),
+                                [](const Loss& x, const Loss& y) { return x.seconds < y.seconds; });
+  if (worst->seconds <= 0.02 * total) return "is compute-bound: it simply has more compute per GPU";
+  return worst->text;
+}
+
+}  // namespace
+
+std::string_view ObjectiveName(Objective o) {
+  switch (o) {
+    case Objective::kLatency: return "latency";
+    case Objective::kThroughput: return "throughput";
+    case Objective::kGpuSeconds: return "gpu-seconds";
+  }
+  return "?";
+}
+
+StatusOr<Objective> ParseObjective(std::string_view s) {
+  for (Objective o : {Objective::kLatency, Objective::kThroughput, Objective::kGpuSeconds}) {
+    if (ObjectiveName(o) == s) return o;
+  }
+  return Status::InvalidArgument(fmt::format("--objective '{}' is not one of: latency, throughput, gpu-seconds", s));
+}
+
+// Ranks the simulated candidates, adds the single-GPU reference and the explanation.
+StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, const TokenGeometry& tokens,
+                          const CostModels& models, std::vector<Candidate> all, const PlanOptions& opt, Plan plan) {
+  const ModelSpec* model = &model_spec;
+  const Workload& workload = plan.workload;
+  const Cluster& cluster = plan.cluster;
+  std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) {
+    return Score(a, opt.objective) < Score(b, opt.objective);
+  });
+  // A rank order that changes nothing is noise: keep a non-default order only where it is
+  // predicted better than xDiT's default order of the same degrees.
+  {
+    std::map<std::string, double> default_score;
+    for (const auto& c : all) {
+      if (c.config.order == kDefaultRankOrder) default_score[ToString(c.config)] = Score(c, opt.objective);
+    }
+    std::vector<Candidate> kept;
+    for (auto& c : all) {
+      if (c.config.order != kDefaultRankOrder) {
+        ParallelConfig d = c.config;
+        d.order = kDefaultRankOrder;
+        auto it = default_score.find(ToString(d));
+        if (it != default_score.end() && !(Score(c, opt.objective) < it->second - 1e-9 * std::abs(it->second))) {
+          continue;
+        }
+      }
+      kept.push_back(std::move(c));
+    }
+    all = std::move(kept);
+  }
+  // The single-GPU reference for speedup and efficiency.
+  if (cluster.gpus() > 1) {
+    ClusterSpec one = cluster.spec;
+    one.gpus = 1;
+    one.nodes = 1;
+    one.gpus_per_node = 1;
+    one.inter_id = "none";
+    Cluster single = cluster;
+    single.spec = one;
+    single.inter = *catalog.Link("none");
+    const MemoryBreakdown mem = RankMemory(*model, tokens, workload, ParallelConfig{}, *cluster.gpu, opt.sim.memory);
+    Workload w1 = workload;
+    ValidationContext ctx1{model, tokens, workload.steps, workload.batch, 1};
+    if (mem.fits() && IsValidConfig(ctx1, ParallelConfig{})) {
+      CommModel comm1(single);
+      SimInput in{model, w1, &single, ParallelConfig{}, &models.compute, &comm1};
+      auto r = Simulate(in, opt.sim);
+      if (r.ok()) {
+        Candidate c{ParallelConfig{}, std::move(*r)};
+        c.images_per_s = workload.batch / c.result.total.value();
+        c.gpu_s_per_image = c.result.total.value() / workload.batch;
+        plan.single_gpu = std::move(c);
+      }
+    }
+  }
+  // Explanation: the winner's numbers, then what holds each runner-up back.
+  const Candidate& best = all.front();
+  plan.explanation.push_back(fmt::format(
+      "{} wins on {}: {:.3f} s per generation ({:.2f} images/s, {:.1f} GPU-s per image); per step {:.1f} ms of "
+      "which compute {}, exposed communication {}, bubble {}, host wait {}",
+      Label(best.config), ObjectiveName(opt.objective), best.result.total.value(), best.images_per_s,
+      best.gpu_s_per_image, 1e3 * best.result.step.value(), Pct(best.result.steady.compute.value(), best.result.step.value()),
+      Pct(best.result.steady.exposed_comm.value(), best.result.step.value()),
+      Pct(best.result.steady.bubble.value(), best.result.step.value()),
+      Pct(best.result.steady.host_wait.value(), best.result.step.value())));
+  if (plan.single_gpu) {
+    const double speedup = plan.single_gpu->result.total.value() / best.result.total.value();
+    plan.explanation.push_back(fmt::format("{:.2f}x faster than one GPU ({:.3f} s), {:.0f}% parallel efficiency",
+                                           speedup, plan.single_gpu->result.total.value(),
+                                           100 * speedup / cluster.gpus()));
+  }
+  const double fixed = best.result.text_encode.value() + best.result.vae_decode.value();
+  if (fixed > 0.1 * best.result.total.value()) {
+    plan.explanation.push_back(fmt::format(
+        "text encoding and VAE decode take {:.0f}% of the winner's time and do not shrink with more GPUs",
+        100 * fixed / best.result.total.value()));
+  }
+  for (size_t i = 1; i < all.size() && i < static_cast<size_t>(std::max(2, opt.top_k)); ++i) {
+    const Candidate& c = all[i];
+    plan.explanation.push_back(fmt::format("{} ({:+.1f}%): {}", Label(c.config),
+                                           100 * (Score(c, opt.objective) / Score(best, opt.objective) - 1),
+                                           Weakness(c, cluster, workload.steps)));
+  }
+  if (plan.pruned_memory > 0) {
+    plan.explanation.push_back(fmt::format("{} of {} valid configurations do not fit in {:.0f} GB per GPU",
+                                           plan.pruned_memory, plan.enumerated, cluster.gpu->memory.value() / 1e9));
+  }
+  if (best.config.order != kDefaultRankOrder) {
+    plan.explanation.push_back(fmt::format(
+        "the winner uses rank order {} instead of xDiT's tp-sp-pp-cfg-dp, to keep its chatty groups inside a "
+        "node or socket",
+        RankOrderToString(best.config.order)));
+  }
+  all.resize(std::min<size_t>(all.size(), static_cast<size_t>(std::max(1, opt.top_k))));
+  plan.ranked = std::move(all);
+  return plan;
+}
+
+
+StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
+                        const std::vector<Fit>& fits, const PlanOptions& opt) {
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(workload.model_id));
+  DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*model, workload));
+  DITUNE_ASSIGN_OR_RETURN(CostModels models, ModelsFor(cluster, model->id, fits));
+  Plan plan;
+  plan.workload = workload;
+  plan.cluster = cluster;
+  plan.objective = opt.objective;
+  ValidationContext ctx{model, tokens, workload.steps, workload.batch, cluster.gpus()};
+  std::vector<ParallelConfig> configs = EnumerateConfigs(ctx, cluster, opt.enumerate);
+  plan.enumerated = static_cast<int>(configs.size());
+  if (configs.empty()) {
+    return Status::Infeasible(fmt::format("no valid configuration of {} for {} GPUs (see `ditune check`)",
+                                          model->id, cluster.gpus()));
+  }
+  std::vector<Candidate> all;
+  Bytes smallest(std::numeric_limits<double>::infinity());
+  for (const auto& c : configs) {
+    // Memory first: it is cheap and rules out configurations without simulating them.
+    const MemoryBreakdown mem = RankMemory(*model, tokens, workload, c, *cluster.gpu, opt.sim.memory);
+    smallest = std::min(smallest, mem.peak());
+    if (!mem.fits()) {
+      ++plan.pruned_memory;
+      continue;
+    }
+    SimInput in{model, workload, &cluster, c, &models.compute, models.comm.get()};
+    DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, opt.sim));
+    Candidate cand{c, std::move(r)};
+    cand.images_per_s = workload.batch / cand.result.total.value();
+    cand.gpu_s_per_image = cand.result.total.value() * cluster.gpus() / workload.batch;
+    all.push_back(std::move(cand));
+  }
+  if (all.empty()) {
+    return Status::Infeasible(fmt::format(
+        "none of the {} valid configurations of {} fits in {:.0f} GB per {}; the smallest needs {:.1f} GB per "
+        "GPU — add GPUs, or use a larger GPU",
+        plan.enumerated, model->id, cluster.gpu->memory.value() / 1e9, cluster.gpu->id, smallest.value() / 1e9));
+  }
+  return FinishPlan(catalog, *model, tokens, models, std::move(all), opt, std::move(plan));
+}
+
+StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
+                                   const std::vector<Fit>& fits, const PlanOptions& opt,
+                                   const std::vector<ParallelConfig>& ranked, int enumerated, int pruned_memory) {
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(workload.model_id));
+  DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*model, workload));
+  DITUNE_ASSIGN_OR_RETURN(CostModels models, ModelsFor(cluster, model->id, fits));
+  Plan plan;
+  plan.workload = workload;
+  plan.cluster = cluster;
+  plan.objective = opt.objective;
+  plan.enumerated = enumerated;
+  plan.pruned_memory = pruned_memory;
+  std::vector<Candidate> all;
+  for (const auto& c : ranked) {
+    DITUNE_RETURN_IF_ERROR(ValidateConfig({model, tokens, workload.steps, workload.batch, cluster.gpus()}, c));
+    SimInput in{model, workload, &cluster, c, &models.compute, models.comm.get()};
+    DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, opt.sim));
+    Candidate cand{c, std::move(r)};
+    cand.images_per_s = workload.batch / cand.result.total.value();
+    cand.gpu_s_per_image = cand.result.total.value() * cluster.gpus() / workload.batch;
+    all.push_back(std::move(cand));
+  }
+  if (all.empty()) return Status::InvalidArgument("no configurations to plan with");
+  return FinishPlan(catalog, *model, tokens, models, std::move(all), opt, std::move(plan));
+}
+
+nlohmann::json PlanToJson(const Plan& plan) {
+  auto cand = [&](const Candidate& c) {
+    nlohmann::json j = {
+        {"config", ToString(c.config)},
+        {"label", Label(c.config)},
+        {"latency_s", c.result.total.value()},
+        {"text_encode_s", c.result.text_encode.value()},
+        {"dit_s", c.result.dit.value()},
+        {"vae_decode_s", c.result.vae_decode.value()},
+        {"warmup_s", c.result.warmup.value()},
+        {"step_s", c.result.step.value()},
+        {"per_step", {{"compute_s", c.result.steady.compute.value()},
+                      {"exposed_comm_s", c.result.steady.exposed_comm.value()},
+                      {"bubble_s", c.result.steady.bubble.value()},
+                      {"host_wait_s", c.result.steady.host_wait.value()}}},
+        {"images_per_s", c.images_per_s},
+        {"gpu_s_per_image", c.gpu_s_per_image},
+        {"memory_gb", c.result.peak_memory.value() / 1e9},
+        {"imbalance", c.result.imbalance},
+    };
+    Status x = SupportedByXdit(c.config);
+    j["xdit_flags"] = x.ok() ? nlohmann::json(ToXditFlags(c.config)) : nlohmann::json(nullptr);
+    if (plan.single_gpu) {
+      const double speedup = plan.single_gpu->result.total.value() / c.result.total.value();
+      j["speedup"] = speedup;
+      j["efficiency"] = speedup / plan.cluster.gpus();
+    }
+    return j;
+  };
+  nlohmann::json ranked = nlohmann::json::array();
+  for (const auto& c : plan.ranked) ranked.push_back(cand(c));
+  const Workload& w = plan.workload;
+  nlohmann::json out = {
+      {"workload", {{"model", w.model_id}, {"height", w.height}, {"width", w.width}, {"frames", w.frames},
+                    {"steps", w.steps}, {"batch", w.batch}, {"output_type", OutputTypeName(w.output)}}},
+      {"cluster", {{"gpu", plan.cluster.spec.gpu_id}, {"gpus", plan.cluster.gpus()}, {"nodes", plan.cluster.nodes()},
+                   {"gpus_per_node", plan.cluster.gpus_per_node()}, {"intra", plan.cluster.spec.intra_id},
+                   {"inter", plan.cluster.spec.inter_id}}},
+      {"objective", ObjectiveName(plan.objective)},
+      {"enumerated", plan.enumerated},
+      {"pruned_memory", plan.pruned_memory},
+      {"ranked", ranked},
+      {"explanation", plan.explanation},
+  };
+  out["single_gpu_s"] = plan.single_gpu ? nlohmann::json(plan.single_gpu->result.total.value()) : nlohmann::json(nullptr);
+  return out;
+}
+
+std::string PlanCacheKey(const Workload& w, const Cluster& c, const PlanOptions& o) {
+  std::string warmups;
+  for (int x : o.enumerate.warmups) warmups += fmt::format("{},", x);
+  return fmt::format("v1|{}|{}x{}x{}|s{}|b{}|{}|{}x{}|{}n|{}|{}|{}|k{}|p{}w{}d{}o{}", w.model_id, w.height, w.width,
+                     w.frames, w.steps, w.batch, OutputTypeName(w.output), c.spec.gpu_id, c.gpus(), c.nodes(),
+                     c.spec.intra_id, c.spec.inter_id, ObjectiveName(o.objective), o.top_k,
+                     o.enumerate.vary_patches, warmups, o.enumerate.distrifusion, o.enumerate.vary_order);
+}
+
+}  // namespace ditune

@@ -1,0 +1,73 @@
+// The planner: enumerate every valid configuration, drop what does not fit, simulate the
+// rest, rank by an objective, and explain the winner.
+#ifndef DITUNE_PLANNER_PLAN_H_
+#define DITUNE_PLANNER_PLAN_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/catalog.h"
+#include "core/cluster.h"
+#include "core/status.h"
+#include "core/workload.h"
+#include "costmodels/store.h"
+#include "planner/enumerate.h"
+#include "simulator/simulate.h"
+
+namespace ditune {
+
+// latency: seconds of one generation. throughput: images per second of a stream of
+// generations of `batch` prompts (data parallelism serves several at once). gpu-seconds:
+// GPU time per image.
+enum class Objective { kLatency, kThroughput, kGpuSeconds };
+std::string_view ObjectiveName(Objective o);
+StatusOr<Objective> ParseObjective(std::string_view s);
+
+struct PlanOptions {
+  Objective objective = Objective::kLatency;
+  int top_k = 5;
+  EnumerateOptions enumerate;
+  SimOptions sim;
+};
+
+struct Candidate {
+  ParallelConfig config;
+  SimResult result;
+  double images_per_s = 0;
+  double gpu_s_per_image = 0;
+};
+
+struct Plan {
+  Workload workload;
+  Cluster cluster;
+  Objective objective = Objective::kLatency;
+  std::vector<Candidate> ranked;        // best first, at most top_k
+  std::optional<Candidate> single_gpu;  // the same workload on one GPU, when it fits
+  int enumerated = 0;                   // valid configurations
+  int pruned_memory = 0;                // of those, predicted not to fit
+  std::vector<std::string> explanation;  // why the winner wins, in numbers
+};
+
+// Plans `workload` on `cluster` with the calibrated `fits`. Infeasible when no valid
+// configuration fits in memory (the message says what the smallest needs).
+StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
+                        const std::vector<Fit>& fits, const PlanOptions& options = {});
+
+// A plan over given configurations (already ranked by a search, e.g. from the plan cache):
+// each is simulated again with the current models and the plan is finished as MakePlan does.
+StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
+                                   const std::vector<Fit>& fits, const PlanOptions& options,
+                                   const std::vector<ParallelConfig>& ranked, int enumerated, int pruned_memory);
+
+// The plan as one JSON document (what `ditune plan --json` prints and the cache keeps).
+nlohmann::json PlanToJson(const Plan& plan);
+
+// The key a plan is cached under: the workload, the cluster and the options.
+std::string PlanCacheKey(const Workload& workload, const Cluster& cluster, const PlanOptions& options);
+
+}  // namespace ditune
+
+#endif  // DITUNE_PLANNER_PLAN_H_
