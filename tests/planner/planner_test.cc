@@ -1,0 +1,199 @@
+#include <filesystem>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "costmodels/memory_model.h"
+#include "planner/auto_configure.h"
+#include "planner/enumerate.h"
+#include "planner/plan.h"
+
+namespace ditune {
+namespace {
+
+const Catalog& Cat() {
+  static const Catalog* c = new Catalog(*Catalog::Load(DITUNE_TEST_DATA_DIR));
+  return *c;
+}
+
+ValidationContext Ctx(const char* model, int h, int w, int gpus, int batch = 1) {
+  const ModelSpec* m = *Cat().Model(model);
+  Workload wl{model, h, w, 1, 20, batch, OutputType::kDecoded};
+  return {m, *ComputeTokenGeometry(*m, wl), 20, batch, gpus};
+}
+
+TEST(EnumerateTest, FactorisationCountMatchesBruteForce) {
+  for (int n : {1, 2, 3, 4, 6, 8, 12}) {
+    long brute = 0;
+    for (int a = 1; a <= n; ++a)
+      for (int b = 1; b <= n; ++b)
+        for (int c = 1; c <= n; ++c)
+          for (int d = 1; d <= n; ++d)
+            for (int e = 1; e <= n; ++e)
+              for (int f = 1; f <= n; ++f) brute += a * b * c * d * e * f == n;
+    EXPECT_EQ(CountFactorisations(n), brute) << n;
+  }
+}
+
+TEST(EnumerateTest, EveryValidConfigAndNothingElse) {
+  const Cluster cluster = *ResolveCluster({"h100-sxm5-80gb", 8}, Cat());
+  for (int n : {1, 2, 3, 4, 6, 8}) {
+    auto ctx = Ctx("pixart-alpha", 1536, 1536, n, 2);  // 96 patch rows: divisible by 1, 2, 3, 4, 6, 8
+    EnumerateOptions opt;
+    opt.vary_patches = false;
+    opt.vary_order = false;
+    opt.distrifusion = false;
+    auto configs = EnumerateConfigs(ctx, cluster, opt);
+    // Brute force over every tuple of degrees with product n.
+    std::set<std::string> expected;
+    for (int dp = 1; dp <= n; ++dp)
+      for (int cfg = 1; cfg <= n; ++cfg)
+        for (int pp = 1; pp <= n; ++pp)
+          for (int u = 1; u <= n; ++u)
+            for (int r = 1; r <= n; ++r)
+              for (int tp = 1; tp <= n; ++tp) {
+                if (dp * cfg * pp * u * r * tp != n) continue;
+                ParallelConfig c;
+                c.dp = dp, c.cfg = cfg, c.pipefusion = pp, c.patches = pp, c.ulysses = u, c.ring = r, c.tp = tp;
+                if (IsValidConfig(ctx, c)) expected.insert(ToString(c));
+              }
+    std::set<std::string> got;
+    for (const auto& c : configs) {
+      EXPECT_TRUE(IsValidConfig(ctx, c)) << ToString(c);
+      EXPECT_TRUE(got.insert(ToString(c)).second) << "duplicate " << ToString(c);
+    }
+    EXPECT_EQ(got, expected) << n;
+    EXPECT_FALSE(expected.empty());
+  }
+}
+
+TEST(EnumerateTest, NonPowersOfTwoAndVariants) {
+  const Cluster l40 = *ResolveCluster({"l40-48gb", 6}, Cat());
+  const ModelSpec* m = *Cat().Model("cogvideox-5b");
+  Workload wl{"cogvideox-5b", 480, 720, 49, 50, 1, OutputType::kLatent};
+  ValidationContext ctx{m, *ComputeTokenGeometry(*m, wl), 50, 1, 6};
+  std::set<std::string> got;
+  for (const auto& c : EnumerateConfigs(ctx, l40)) {
+    EXPECT_TRUE(IsValidConfig(ctx, c));
+    got.insert(ToString(c));
+  }
+  for (const char* c : {"ulysses=3,ring=2", "ulysses=2,ring=3", "ulysses=3,cfg=2", "ring=3,cfg=2", "ulysses=6"}) {
+    EXPECT_TRUE(got.count(c)) << c;
+  }
+  // A PCIe box: rank orders that keep the all-to-alls inside a socket are tried too.
+  bool reordered = false;
+  for (const auto& s : got) reordered |= s.find("order=") != std::string::npos;
+  EXPECT_TRUE(reordered);
+  // PipeFusion patch counts beyond the stage count, and DistriFusion.
+  auto px = Ctx("pixart-alpha", 1024, 1024, 4);
+  const Cluster h100 = *ResolveCluster({"h100-sxm5-80gb", 4}, Cat());
+  std::set<std::string> p;
+  for (const auto& c : EnumerateConfigs(px, h100)) p.insert(ToString(c));
+  EXPECT_TRUE(p.count("pipefusion=4"));
+  EXPECT_TRUE(p.count("pipefusion=4,patches=8"));
+  EXPECT_TRUE(p.count("pipefusion=2,patches=1,cfg=2"));
+  EXPECT_TRUE(p.count("distrifusion=4"));
+}
+
+TEST(PlanTest, MemoryPruningRemovesExactlyWhatDoesNotFit) {
+  // Wan 14B at 720p on 24 GB cards: only splits of the weights (tp, PipeFusion) can fit.
+  const Cluster cluster = *ResolveCluster({"rtx4090-24gb", 8}, Cat());
+  Workload w{"wan2.1-14b", 720, 1280, 81, 50, 1, OutputType::kDecoded};
+  PlanOptions opt;
+  opt.top_k = 1000;
+  auto plan = MakePlan(Cat(), w, cluster, {}, opt);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const ModelSpec* m = *Cat().Model("wan2.1-14b");
+  const TokenGeometry t = *ComputeTokenGeometry(*m, w);
+  ValidationContext ctx{m, t, 50, 1, 8};
+  int rejected = 0;
+  std::set<std::string> kept;
+  for (const auto& c : plan->ranked) kept.insert(ToString(c.config));
+  for (const auto& c : EnumerateConfigs(ctx, cluster, opt.enumerate)) {
+    const bool fits = RankMemory(*m, t, w, c, *cluster.gpu, opt.sim.memory).fits();
+    rejected += !fits;
+    if (!fits) {
+      EXPECT_FALSE(kept.count(ToString(c))) << ToString(c);
+    }
+  }
+  EXPECT_EQ(plan->pruned_memory, rejected);
+  EXPECT_GT(rejected, 0);
+  for (const auto& c : plan->ranked) EXPECT_TRUE(c.result.fits);
+}
+
+TEST(PlanTest, InfeasibleSaysWhatTheSmallestNeeds) {
+  const Cluster cluster = *ResolveCluster({"a10-24gb", 1}, Cat());
+  Workload w{"stepvideo-t2v", 544, 992, 201, 50, 1, OutputType::kDecoded};
+  auto plan = MakePlan(Cat(), w, cluster, {});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().ExitCode(), 3);
+  EXPECT_NE(plan.status().message().find("the smallest needs"), std::string::npos);
+}
+
+TEST(PlanTest, ObjectivesRankDifferently) {
+  const Cluster cluster = *ResolveCluster({"l40-48gb", 8}, Cat());
+  Workload w{"sd3-medium", 1024, 1024, 1, 28, 8, OutputType::kDecoded};
+  PlanOptions lat, thr;
+  thr.objective = Objective::kThroughput;
+  auto a = MakePlan(Cat(), w, cluster, {}, lat);
+  auto b = MakePlan(Cat(), w, cluster, {}, thr);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_LE(a->ranked[0].result.total.value(), b->ranked[0].result.total.value());
+  EXPECT_GE(b->ranked[0].images_per_s, a->ranked[0].images_per_s);
+  EXPECT_GT(b->ranked[0].config.dp, 1);  // a batch of 8 prompts: serve them side by side
+  for (size_t i = 1; i < a->ranked.size(); ++i) {
+    EXPECT_LE(a->ranked[i - 1].result.total.value(), a->ranked[i].result.total.value());
+  }
+  EXPECT_TRUE(a->single_gpu.has_value());
+  EXPECT_FALSE(a->explanation.empty());
+  auto j = PlanToJson(*a);
+  EXPECT_EQ(j["ranked"].size(), a->ranked.size());
+  EXPECT_TRUE(j["ranked"][0].contains("speedup"));
+}
+
+TEST(PlanTest, XditFlagsOfTheWinnerParseBack) {
+  const Cluster cluster = *ResolveCluster({"a100-sxm4-80gb", 8}, Cat());
+  Workload w{"pixart-alpha", 2048, 2048, 1, 20, 1, OutputType::kDecoded};
+  auto plan = MakePlan(Cat(), w, cluster, {});
+  ASSERT_TRUE(plan.ok());
+  for (const auto& c : plan->ranked) {
+    if (!SupportedByXdit(c.config).ok()) continue;
+    EXPECT_EQ(*ParseParallelConfig(ToXditFlags(c.config)), c.config) << ToXditFlags(c.config);
+  }
+}
+
+TEST(AutoConfigureTest, CachesPerCalibrationVersion) {
+  const std::string db = std::string(DITUNE_TEST_TMP_DIR) + "/auto.db";
+  std::filesystem::remove(db);
+  AutoConfigureOptions opt;
+  opt.db_path = db;
+  bool cached = true;
+  opt.from_cache = &cached;
+  Workload w{"flux.1-dev", 1024, 1024, 1, 28, 1, OutputType::kDecoded};
+  auto first = AutoConfigure(w, {"h100-sxm5-80gb", 4}, opt);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(cached);
+  auto second = AutoConfigure(w, {"h100-sxm5-80gb", 4}, opt);
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(cached);
+  EXPECT_EQ(ToString(second->ranked[0].config), ToString(first->ranked[0].config));
+  EXPECT_EQ(second->enumerated, first->enumerated);
+  // A new calibration invalidates the cached ranking.
+  {
+    auto store = std::move(Store::Open(db)).value();
+    Fit f;
+    f.kind = "comm";
+    f.key = "all_to_all/nvlink4";
+    f.params = PiecewiseLatencyModel({{1, 1e12, 5e-5, 1e10}}).ToJson();
+    ASSERT_TRUE(store->ReplaceFit(f).ok());
+  }
+  auto third = AutoConfigure(w, {"h100-sxm5-80gb", 4}, opt);
+  ASSERT_TRUE(third.ok());
+  EXPECT_FALSE(cached);
+  // Bad input is a clear error.
+  auto bad = AutoConfigure({"flux.1-dev", 1000, 1024, 1, 28, 1, OutputType::kDecoded}, {"h100-sxm5-80gb", 4}, opt);
+  EXPECT_EQ(bad.status().ExitCode(), 2);
+}
+
+}  // namespace
+}  // namespace ditune
