@@ -12,6 +12,7 @@ int RunCalibrate(int argc, char** argv);
 int RunSimulate(int argc, char** argv);
 int RunValidate(int argc, char** argv);
 int RunPlan(int argc, char** argv);
+int RunWhatIf(int argc, char** argv);
 
 }  // namespace ditune::cli
 
