@@ -57,7 +57,7 @@ int RunPlan(int argc, char** argv) {
   AddPlanOptions(options);
   options.add_options()
       ("explain", "why the winner wins and what holds the runner-ups back")
-      ("xdit-flags", "print only the winner's xDiT flags")
+      ("xdit-flags", "print only the xDiT flags of the best configuration xDiT can run")
       ("json", "one JSON document on stdout");
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
@@ -71,6 +71,7 @@ int RunPlan(int argc, char** argv) {
   if (!spec.ok()) return Fail("plan", spec.status());
   auto opt = ReadPlanOptions(*args);
   if (!opt.ok()) return Fail("plan", opt.status());
+  if (args->count("xdit-flags")) opt->plan.enumerate = XditOnly(opt->plan.enumerate);
   bool cached = false;
   opt->from_cache = &cached;
   auto plan = AutoConfigure(*workload, *spec, *opt);

@@ -13,6 +13,7 @@ int RunSimulate(int argc, char** argv);
 int RunValidate(int argc, char** argv);
 int RunPlan(int argc, char** argv);
 int RunWhatIf(int argc, char** argv);
+int RunLaunch(int argc, char** argv);
 
 }  // namespace ditune::cli
 

@@ -22,6 +22,13 @@ struct EnumerateOptions {
   bool vary_order = true;
 };
 
+// Only what xDiT's flags can express: no DistriFusion, xDiT's rank order.
+inline EnumerateOptions XditOnly(EnumerateOptions o) {
+  o.distrifusion = false;
+  o.vary_order = false;
+  return o;
+}
+
 // All factorisations of ctx.gpus into dp x cfg x pipefusion x ulysses x ring x tp (any
 // factors, not only powers of two), with the patch counts, warm-ups and rank orders of
 // `options`, that pass IsValidConfig. Deterministic order.

@@ -121,5 +121,38 @@ expect validate-bad-header 2 "header.csv:1: the header must be exactly" -- valid
 expect validate-recorded 0 "summary: rows=65" -- validate --suite "$suite" --db "$tmp/val.db"
 expect validate-fits-stored 0 "e2e +h100-sxm5-80gb/flux.1-dev" -- calibrate show --db "$tmp/val.db"
 
+# Planning, what-if and launch.
+expect plan 0 "launch with xDiT: --ulysses_degree" -- plan --model pixart-alpha --gpu l40-48gb --gpus 8 --explain
+expect plan-explain 0 "wins on latency: .* s per generation" -- plan --model sd3-medium --gpu a100-sxm4-80gb --gpus 4 \
+  --explain
+expect plan-json 0 '"ranked": \[' -- plan --model flux.1-dev --gpu h100-sxm5-80gb --gpus 4 --json
+expect plan-cached 0 "cached ranking" -- plan --model pixart-alpha --gpu l40-48gb --gpus 8
+flags=$("$bin" plan --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --xdit-flags)
+expect plan-flags-parse 0 "config: .* — valid" -- check --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --config "$flags"
+expect plan-bad-objective 2 "--objective 'fastest' is not one of" -- plan --model flux.1-dev --gpu h100-sxm5-80gb \
+  --gpus 8 --objective fastest
+expect plan-infeasible 3 "the smallest needs" -- plan --model stepvideo-t2v --gpu a10-24gb --gpus 1
+expect whatif 0 "h100-sxm5-80gb .* 8 " -- whatif --model pixart-alpha --gpu l40-48gb,h100-sxm5-80gb --gpus 1,2,4,8 \
+  --plot "$tmp/w.svg" --csv "$tmp/w.csv"
+if grep -q "<svg" "$tmp/w.svg" && [[ $(wc -l <"$tmp/w.csv") -eq 9 ]]; then pass=$((pass + 1)); else
+  echo "FAIL whatif-files"; fail=$((fail + 1)); fi
+expect whatif-slo 0 "fewest GPU-seconds" -- whatif --model pixart-alpha --height 2048 --width 2048 --gpu l40-48gb \
+  --gpus 1,2,4,8 --slo 10
+expect whatif-slo-unmet 3 "no swept cluster meets 0.001 s" -- whatif --model pixart-alpha --gpu l40-48gb --gpus 1,2 \
+  --slo 0.001
+expect whatif-bad-list 2 "--gpus '1,two': 'two' is not an integer" -- whatif --model pixart-alpha --gpu l40-48gb \
+  --gpus 1,two
+expect launch-dry-run 0 "^torchrun --nproc_per_node 8 'my script.py' --ulysses_degree" -- launch --auto \
+  --model pixart-alpha --gpu h100-sxm5-80gb --gpus 8 --dry-run -- torchrun --nproc_per_node 8 "my script.py"
+expect launch-ditune 0 "^mpirun -np 2 ditune run --config " -- launch --auto --model tiny-pixart --gpu cpu --gpus 2 \
+  --executor ditune --dry-run
+expect launch-runs 0 "^launched --ulysses_degree" -- launch --auto --model pixart-alpha --gpu h100-sxm5-80gb \
+  --gpus 2 -- echo launched
+if ! command -v nvidia-smi >/dev/null; then
+  expect launch-no-gpus 2 "no NVIDIA GPU detected" -- launch --auto --model flux.1-dev -- echo x
+fi
+expect launch-no-command 2 "give the command to launch after '--'" -- launch --auto --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 8
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -197,3 +197,66 @@ TEST(AutoConfigureTest, CachesPerCalibrationVersion) {
 
 }  // namespace
 }  // namespace ditune
+
+#include "planner/launch.h"
+
+namespace ditune {
+namespace {
+
+TEST(LaunchTest, MapsDriverNamesToTheCatalog) {
+  EXPECT_EQ(*MapGpuName("NVIDIA H100 80GB HBM3", Cat()), "h100-sxm5-80gb");
+  EXPECT_EQ(*MapGpuName("NVIDIA H20", Cat()), "h20-96gb");
+  EXPECT_EQ(*MapGpuName("NVIDIA H200", Cat()), "h200-sxm-141gb");
+  EXPECT_EQ(*MapGpuName("NVIDIA L40S", Cat()), "l40s-48gb");
+  EXPECT_EQ(*MapGpuName("NVIDIA L40", Cat()), "l40-48gb");
+  EXPECT_EQ(*MapGpuName("NVIDIA A100-SXM4-80GB", Cat()), "a100-sxm4-80gb");
+  auto unknown = MapGpuName("NVIDIA B200", Cat());
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("pass --gpu"), std::string::npos);
+}
+
+TEST(LaunchTest, DetectsFromNvidiaSmi) {
+  const CommandRunner fake = [](const std::string& cmd) -> StatusOr<std::string> {
+    if (cmd.find("--query-gpu") != std::string::npos) {
+      return std::string("NVIDIA L40, 46068\nNVIDIA L40, 46068\nNVIDIA L40, 46068\nNVIDIA L40, 46068\n");
+    }
+    return std::string(
+        "\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\n"
+        "GPU0\t X \tPIX\tSYS\tSYS\t0-31\n"
+        "GPU1\tPIX\t X \tSYS\tSYS\t0-31\n"
+        "GPU2\tSYS\tSYS\t X \tPIX\t32-63\n"
+        "GPU3\tSYS\tSYS\tPIX\t X \t32-63\n");
+  };
+  auto d = DetectGpus(Cat(), fake);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->count, 4);
+  EXPECT_EQ(d->gpu_id, "l40-48gb");
+  EXPECT_FALSE(d->nvlink);
+  EXPECT_TRUE(d->two_sockets);
+  EXPECT_EQ(d->intra_id, "pcie4");
+  const CommandRunner none = [](const std::string&) -> StatusOr<std::string> {
+    return Status::NotFound("nvidia-smi not installed");
+  };
+  auto missing = DetectGpus(Cat(), none);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().ExitCode(), 2);
+  EXPECT_NE(missing.status().message().find("--gpu ID --gpus N"), std::string::npos);
+}
+
+TEST(LaunchTest, Commands) {
+  auto cmd = XditCommand({"torchrun", "--nproc_per_node", "4", "flux.py"}, *ParseParallelConfig("ulysses=2,cfg=2"));
+  ASSERT_TRUE(cmd.ok());
+  EXPECT_EQ(ShellJoin(*cmd), "torchrun --nproc_per_node 4 flux.py --ulysses_degree 2 --ring_degree 1 "
+                             "--pipefusion_parallel_degree 1 --use_cfg_parallel");
+  EXPECT_FALSE(XditCommand({"x"}, *ParseParallelConfig("distrifusion=2")).ok());
+  EXPECT_FALSE(XditCommand({}, ParallelConfig{}).ok());
+  EXPECT_EQ(ShellJoin({"a b", "it's", "plain"}), "'a b' 'it'\\''s' plain");
+  const Cluster cluster = *ResolveCluster({"cpu", 2}, Cat());
+  auto run = DituneRunCommand("ditune", {"tiny-pixart", 64, 64, 1, 4, 1, OutputType::kLatent},
+                              *ParseParallelConfig("cfg=2"), cluster);
+  EXPECT_EQ(ShellJoin(run), "mpirun -np 2 ditune run --config cfg=2 --model tiny-pixart --height 64 --width 64 "
+                            "--steps 4 --batch 1 --output-type latent");
+}
+
+}  // namespace
+}  // namespace ditune

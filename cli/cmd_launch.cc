@@ -1,0 +1,111 @@
+// `ditune launch --auto WORKLOAD [CLUSTER] [--dry-run] [--executor xdit|ditune] -- COMMAND [ARGS...]`:
+// detect the GPUs, plan, and run COMMAND with the chosen xDiT flags appended.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "planner/auto_configure.h"
+#include "planner/launch.h"
+
+namespace ditune::cli {
+
+void AddPlanOptions(cxxopts::Options& options);
+StatusOr<AutoConfigureOptions> ReadPlanOptions(const cxxopts::ParseResult& args);
+
+int RunLaunch(int argc, char** argv) {
+  // Everything after "--" is the command to launch.
+  int split = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) {
+      split = i;
+      break;
+    }
+  }
+  std::vector<std::string> command(argv + std::min(argc, split + 1), argv + argc);
+  cxxopts::Options options("ditune launch", "Detect the GPUs, choose the configuration, start the job with it");
+  AddWorkloadOptions(options);
+  AddClusterOptions(options);
+  AddPlanOptions(options);
+  options.add_options()
+      ("auto", "choose the configuration automatically (required)")
+      ("executor", "xdit: append xDiT's flags to COMMAND; ditune: run ditune's executor under mpirun",
+       cxxopts::value<std::string>()->default_value("xdit"))
+      ("dry-run", "print the command instead of running it");
+  bool help = false;
+  auto args = Parse(options, split, argv, &help);
+  if (!args.ok()) return Fail("launch", args.status());
+  if (help) {
+    std::cout << "usage: ditune launch --auto WORKLOAD [--gpu ID --gpus N ...] [--dry-run] -- COMMAND [ARGS...]\n";
+    return 0;
+  }
+  if (!args->count("auto")) return Fail("launch", Status::InvalidArgument("--auto is required (the only mode so far)"));
+  const std::string executor = (*args)["executor"].as<std::string>();
+  if (executor != "xdit" && executor != "ditune") {
+    return Fail("launch", Status::InvalidArgument(fmt::format("--executor '{}' is not one of: xdit, ditune", executor)));
+  }
+  if (executor == "xdit" && command.empty()) {
+    return Fail("launch", Status::InvalidArgument("give the command to launch after '--', e.g. -- torchrun "
+                                                  "--nproc_per_node 8 examples/flux_example.py"));
+  }
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("launch", catalog.status());
+  auto workload = ReadWorkload(*args, **catalog);
+  if (!workload.ok()) return Fail("launch", workload.status());
+
+  // The cluster: what the flags say, else what the machine has.
+  ClusterSpec spec;
+  if (args->count("gpu")) spec.gpu_id = (*args)["gpu"].as<std::string>();
+  if (args->count("gpus")) spec.gpus = (*args)["gpus"].as<int>();
+  if (args->count("gpus-per-node")) spec.gpus_per_node = (*args)["gpus-per-node"].as<int>();
+  if (args->count("nodes")) spec.nodes = (*args)["nodes"].as<int>();
+  if (args->count("intra")) spec.intra_id = (*args)["intra"].as<std::string>();
+  if (args->count("inter")) spec.inter_id = (*args)["inter"].as<std::string>();
+  if (spec.gpu_id.empty() || spec.gpus == 0) {
+    auto detected = DetectGpus(**catalog, SystemCommandRunner());
+    if (!detected.ok()) return Fail("launch", detected.status());
+    if (detected->gpu_id.empty() && spec.gpu_id.empty()) {
+      return Fail("launch", MapGpuName(detected->name, **catalog).status());
+    }
+    std::cerr << fmt::format("detected {} x {} ({:.0f} GB, {})\n", detected->count, detected->name,
+                             detected->memory_gb, detected->nvlink ? "NVLink" : "PCIe");
+    if (spec.gpu_id.empty()) spec.gpu_id = detected->gpu_id;
+    if (spec.gpus == 0) spec.gpus = detected->count;
+    if (spec.intra_id.empty()) spec.intra_id = detected->intra_id;
+  }
+  auto opt = ReadPlanOptions(*args);
+  if (!opt.ok()) return Fail("launch", opt.status());
+  opt->plan.top_k = 1;
+  if (executor == "xdit") opt->plan.enumerate = XditOnly(opt->plan.enumerate);
+  auto plan = AutoConfigure(*workload, spec, *opt);
+  if (!plan.ok()) return Fail("launch", plan.status());
+  const Candidate& best = plan->ranked.front();
+  std::cerr << fmt::format("ditune: {} on {} x {}: {} (predicted {:.3f} s)\n", workload->model_id,
+                           plan->cluster.gpus(), plan->cluster.spec.gpu_id, Label(best.config),
+                           best.result.total.value());
+  std::vector<std::string> words;
+  if (executor == "ditune") {
+    words = DituneRunCommand("ditune", *workload, best.config, plan->cluster);
+  } else {
+    auto x = XditCommand(command, best.config);
+    if (!x.ok()) return Fail("launch", x.status());
+    words = *x;
+  }
+  if (args->count("dry-run")) {
+    std::cout << ShellJoin(words) << "\n";
+    return 0;
+  }
+  std::vector<char*> exec_args;
+  for (auto& w : words) exec_args.push_back(w.data());
+  exec_args.push_back(nullptr);
+  std::cout.flush();
+  execvp(exec_args[0], exec_args.data());
+  return Fail("launch", Status::NotFound(fmt::format("cannot run '{}': {}", words[0], std::strerror(errno))));
+}
+
+}  // namespace ditune::cli

@@ -1,0 +1,54 @@
+// Automatic configuration at launch: detect the GPUs, map them to the catalog, and build
+// the command line that runs the chosen configuration.
+#ifndef DITUNE_PLANNER_LAUNCH_H_
+#define DITUNE_PLANNER_LAUNCH_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/catalog.h"
+#include "core/cluster.h"
+#include "core/parallel_config.h"
+#include "core/status.h"
+#include "core/workload.h"
+
+namespace ditune {
+
+// Runs a shell command and returns its standard output; NotFound when the program is not
+// there. Injected so that detection can be tested without GPUs.
+using CommandRunner = std::function<StatusOr<std::string>(const std::string& command)>;
+CommandRunner SystemCommandRunner();
+
+struct DetectedGpus {
+  int count = 0;
+  std::string name;       // as the driver reports it
+  double memory_gb = 0;
+  bool nvlink = false;    // every pair joined by NVLink (nvidia-smi topo -m)
+  bool two_sockets = false;  // some pairs only through the CPU interconnect (SYS)
+  std::string gpu_id;     // catalog id, empty when unknown
+  std::string intra_id;   // catalog link id
+};
+
+// Asks nvidia-smi for the GPUs and their topology. InvalidArgument, saying so plainly and
+// how to go on (--gpu ID --gpus N), when there are none or nvidia-smi is missing. An unknown model
+// leaves gpu_id empty: the caller asks for --gpu.
+StatusOr<DetectedGpus> DetectGpus(const Catalog& catalog, const CommandRunner& run);
+
+// The catalog id for a driver-reported name: an exact device name first, else the longest
+// device name contained in it ("NVIDIA H200" is not taken for an "NVIDIA H20").
+StatusOr<std::string> MapGpuName(const std::string& name, const Catalog& catalog);
+
+// COMMAND ARGS... with the configuration's xDiT flags appended.
+StatusOr<std::vector<std::string>> XditCommand(const std::vector<std::string>& command, const ParallelConfig& config);
+
+// `mpirun -np N ditune run --config SPEC WORKLOAD` for ditune's own executor.
+std::vector<std::string> DituneRunCommand(const std::string& ditune_binary, const Workload& workload,
+                                          const ParallelConfig& config, const Cluster& cluster);
+
+// A command line a shell reads back as the same words.
+std::string ShellJoin(const std::vector<std::string>& words);
+
+}  // namespace ditune
+
+#endif  // DITUNE_PLANNER_LAUNCH_H_
