@@ -70,7 +70,8 @@ int RunValidate(int argc, char** argv) {
     std::cout << nlohmann::json{{"rows", out},
                                 {"summary", {{"rows", s.rows}, {"median_ape", s.median_ape}, {"p90_ape", s.p90_ape},
                                              {"oom_agree", s.oom_agree}, {"oom_rows", s.oom_rows},
-                                             {"false_oom", s.false_oom}}}}
+                                             {"false_oom", s.false_oom}, {"choice_sets", s.choice_sets},
+                                             {"choice_pass", s.choice_pass}}}}
                      .dump(2)
               << "\n";
     return 0;
@@ -84,6 +85,10 @@ int RunValidate(int argc, char** argv) {
                      r.ape ? fmt::format("{:.1f}%", 100 * *r.ape) : "-"});
   }
   std::cout << FormatTable({"group", "gpus", "config", "role", "published_s", "predicted_s", "APE"}, table);
+  std::cout << fmt::format(
+      "choice: {} of {} sets of published configurations (one group, one GPU count) have ditune's fastest within 10% "
+      "of the published fastest\n",
+      s.choice_pass, s.choice_sets);
   std::cout << fmt::format("summary: rows={} median_ape={:.3f} p90_ape={:.3f} oom_agree={}/{}\n", s.rows,
                            s.median_ape, s.p90_ape, s.oom_agree, s.oom_rows);
   return 0;

@@ -149,6 +149,24 @@ StatusOr<SuiteReport> ValidateSuite(const std::vector<SuiteRow>& rows, const Cat
     }
     report.rows.push_back(std::move(res));
   }
+  // Choice quality: per (group, GPU count) with two or more published latencies.
+  std::map<std::pair<std::string, int>, std::vector<const SuiteRowResult*>> sets;
+  for (const auto& r : report.rows) {
+    if (r.row->role == SuiteRole::kPredict && r.row->latency_s && r.predicted_s && !r.row->best()) {
+      sets[{r.row->group, r.row->cluster.gpus}].push_back(&r);
+    }
+  }
+  for (const auto& [key, set] : sets) {
+    if (set.size() < 2) continue;
+    ++report.summary.choice_sets;
+    const SuiteRowResult* chosen = set.front();
+    double fastest = *set.front()->row->latency_s;
+    for (const auto* r : set) {
+      if (*r->predicted_s < *chosen->predicted_s) chosen = r;
+      fastest = std::min(fastest, *r->row->latency_s);
+    }
+    report.summary.choice_pass += *chosen->row->latency_s <= 1.10 * fastest;
+  }
   report.summary.median_ape = Quantile(apes, 0.5);
   report.summary.p90_ape = Quantile(apes, 0.9);
   return report;

@@ -28,6 +28,11 @@ struct SuiteSummary {
   int oom_agree = 0;       // published OOM rows predicted not to fit
   int oom_rows = 0;        // published OOM rows
   int false_oom = 0;       // rows that ran but are predicted not to fit
+  // Sets of predict rows of one group and GPU count with several published configurations:
+  // how many where the configuration ditune predicts fastest is the published fastest or
+  // within 10% of it.
+  int choice_sets = 0;
+  int choice_pass = 0;
 };
 
 struct SuiteReport {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -20,6 +21,7 @@ class GraphBuilder {
                Engine* e)
       : in_(in), opt_(opt), layout_(layout), costs_(costs), e_(*e), c_(in.config) {
     stages_ = std::max(1, c_.pipefusion);
+    if (stages_ > 1) pp_groups_ = layout.Groups(Axis::kPipeFusion);
     for (int s = 0; s < stages_; ++s) {
       RankCoords rc;
       rc.index[static_cast<int>(Axis::kPipeFusion)] = s;
@@ -117,7 +119,10 @@ class GraphBuilder {
       compute += costs_.Overhead(patched);  // embeddings
       host += costs_.OverheadHost(patched);
     }
-    const int per_chunk = std::max(1, (block_count_[s] + kChunks - 1) / kChunks);
+    // A patch's forward is short and a step holds many: one chunk each keeps the task count
+    // down while the host still overlaps with the previous patch's forward.
+    const int chunks = patched ? 1 : kChunks;
+    const int per_chunk = std::max(1, (block_count_[s] + chunks - 1) / chunks);
     for (int j = 0; j < block_count_[s]; ++j) {
       const BlockCost& b = costs_.Block(first_block_[s] + j, patched);
       compute += b.compute();
@@ -133,17 +138,27 @@ class GraphBuilder {
   // CFG parallel: the last stage all-gathers the noise prediction of the two branches.
   int CfgGather(int after, bool patched, int step) {
     if (c_.cfg < 2) return after;
-    const auto group = layout_.GroupOf(rep_.back(), Axis::kCfg);
-    const double share = in_.comm->Sharing(group, layout_.Groups(Axis::kCfg));
-    const Seconds t = in_.comm->Time(Collective::kAllGather, costs_.Latent(patched) * c_.cfg, group, share);
+    Seconds& t = cfg_gather_[patched ? 1 : 0];
+    if (t.value() < 0) {
+      const auto group = layout_.GroupOf(rep_.back(), Axis::kCfg);
+      const double share = in_.comm->Sharing(group, layout_.Groups(Axis::kCfg));
+      t = in_.comm->Time(Collective::kAllGather, costs_.Latent(patched) * c_.cfg, group, share);
+    }
     return Add(comm_.back(), t, {after}, TaskKind::kComm, "cfg_all_gather", step);
   }
 
-  Seconds P2p(int from, int to, Bytes bytes) const {
+  // Point-to-point time between two stages' representatives, with every PipeFusion
+  // group's same pair transferring at once. Memoised: the groups are the same every call.
+  Seconds P2p(int from, int to, Bytes bytes) {
+    auto key = std::make_tuple(from, to, bytes.value());
+    auto it = p2p_cache_.find(key);
+    if (it != p2p_cache_.end()) return it->second;
     std::vector<std::vector<int>> concurrent;
-    for (const auto& g : layout_.Groups(Axis::kPipeFusion)) concurrent.push_back({g[from], g[to]});
+    for (const auto& g : pp_groups_) concurrent.push_back({g[from], g[to]});
     const std::vector<int> pair = {rep_[from], rep_[to]};
-    return in_.comm->Time(Collective::kSendRecv, bytes, pair, in_.comm->Sharing(pair, concurrent));
+    const Seconds t = in_.comm->Time(Collective::kSendRecv, bytes, pair, in_.comm->Sharing(pair, concurrent));
+    p2p_cache_.emplace(key, t);
+    return t;
   }
 
   int BuildSync(int steps) {
@@ -263,13 +278,16 @@ class GraphBuilder {
   int stages_ = 1;
   std::vector<int> rep_, host_, compute_, comm_, first_block_, block_count_;
   std::vector<std::vector<int>> prev_inputs_;  // per stage: the last forward's input tasks
+  std::vector<std::vector<int>> pp_groups_;
+  std::map<std::tuple<int, int, double>, Seconds> p2p_cache_;
+  Seconds cfg_gather_[2] = {Seconds(-1), Seconds(-1)};
   std::vector<int> text_task_, vae_task_;
   int dit_end_ = -1;
 };
 
 // Steps at the end of a run whose schedule may differ from the steady state (the pipeline
 // drains; nothing of a following step competes for the streams).
-constexpr int kTailSteps = 4;
+constexpr int kTailSteps = 2;
 
 // What one simulated run measured, per stage.
 struct RunStats {
@@ -464,12 +482,14 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, Engine* 
 
   // Every rank: its stage's representative's numbers; memory per rank.
   Seconds max_busy(0), sum_busy(0);
+  // Every rank holds an equal share of everything the memory model counts.
+  const MemoryBreakdown memory = RankMemory(*in.model, tokens, in.workload, in.config, *in.cluster->gpu, opt.memory);
   for (int r = 0; r < layout.world_size(); ++r) {
     RankResult rr;
     rr.rank = r;
     rr.stage = layout.CoordsOf(r)[Axis::kPipeFusion];
     rr.busy = full.busy[rr.stage];
-    rr.memory = RankMemory(*in.model, tokens, in.workload, in.config, *in.cluster->gpu, opt.memory);
+    rr.memory = memory;
     max_busy = std::max(max_busy, rr.busy);
     sum_busy += rr.busy;
     res.peak_memory = std::max(res.peak_memory, rr.memory.peak());
