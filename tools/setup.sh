@@ -37,8 +37,6 @@ cmake --build "$build" -j "$(nproc)"
 
 if ((run_example)); then
   echo
-  echo "== ditune: example run on the embedded defaults =="
-  bin="$build/cli/ditune"
-  "$bin" check --model pixart-alpha --height 2048 --width 2048 --gpu a100-sxm4-80gb --gpus 8 \
-    --config "cfg=2,pipefusion=4"
+  echo "== ditune plan: Flux.1-dev 1024x1024, 28 steps, on 8 H100s (the embedded catalogs) =="
+  "$build/cli/ditune" plan --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --explain
 fi
