@@ -368,7 +368,13 @@ RunStats Collect(const Engine& e, const GraphBuilder& g, int warmup_steps) {
       // Waiting for the host to issue the work is framework overhead; waiting on this rank's
       // own communication is exposed communication; waiting on another stage (its compute,
       // or the transfer it started late) is pipeline bubble.
-      if (d >= 0 && e.task(d).kind == TaskKind::kHost) {
+      // A host task that itself waited for data (the previous stage's patch) only passes on
+      // a pipeline wait.
+      const bool host_waited_for_data =
+          d >= 0 && e.task(d).kind == TaskKind::kHost && e.last_dep(d) >= 0 &&
+          e.task(e.last_dep(d)).stream != e.task(d).stream && e.start(d) == e.end(e.last_dep(d)) &&
+          e.stream_rank(e.task(e.last_dep(d)).stream) != e.stream_rank(t.stream);
+      if (d >= 0 && e.task(d).kind == TaskKind::kHost && !host_waited_for_data) {
         b.host_wait += gap;
       } else if (d >= 0 && e.task(d).kind == TaskKind::kComm &&
                  e.stream_rank(e.task(d).stream) == e.stream_rank(t.stream)) {
