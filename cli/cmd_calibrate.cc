@@ -12,6 +12,7 @@
 #include "costmodels/calibration.h"
 #include "costmodels/ingest.h"
 #include "costmodels/store.h"
+#include "planner/predict.h"
 
 namespace ditune::cli {
 namespace {
@@ -27,6 +28,9 @@ StatusOr<std::unique_ptr<Store>> OpenStore(const cxxopts::ParseResult& args) {
 std::string SegmentsText(const Fit& f) {
   if (f.params.contains("compute_scale")) {
     return fmt::format("compute scale {:.3f} (measured / modelled)", f.params["compute_scale"].get<double>());
+  }
+  if (f.params.contains("scale")) {
+    return fmt::format("scale {:.3f} (measured / modelled)", f.params["scale"].get<double>());
   }
   auto model = PiecewiseLatencyModel::FromJson(f.params);
   if (!model.ok()) return "?";
@@ -126,7 +130,7 @@ int Ingest(int argc, char** argv) {
   std::cout << fmt::format("ingested {} measurements from {} into {}\n", ids->size(), file, (*store)->path());
   if (args->count("fit")) {
     std::vector<std::string> skipped;
-    auto fits = Recalibrate(store->get(), &skipped);
+    auto fits = RecalibrateAll(store->get(), **catalog, &skipped);
     if (!fits.ok()) return Fail("calibrate ingest", fits.status());
     PrintFits(*fits);
     for (const auto& s : skipped) std::cerr << "not fitted: " << s << "\n";
@@ -144,8 +148,10 @@ int FitCmd(int argc, char** argv) {
   if (help) return 0;
   auto store = OpenStore(*args);
   if (!store.ok()) return Fail("calibrate fit", store.status());
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("calibrate fit", catalog.status());
   std::vector<std::string> skipped;
-  auto fits = Recalibrate(store->get(), &skipped);
+  auto fits = RecalibrateAll(store->get(), **catalog, &skipped);
   if (!fits.ok()) return Fail("calibrate fit", fits.status());
   if (fits->empty()) {
     return Fail("calibrate fit", Status::InvalidArgument(fmt::format(

@@ -9,6 +9,7 @@
 #include "core/validate.h"
 #include "costmodels/calibration.h"
 #include "costmodels/store.h"
+#include "planner/predict.h"
 #include "simulator/simulate.h"
 
 namespace ditune::cli {
@@ -55,11 +56,12 @@ int RunSimulate(int argc, char** argv) {
   if (!store.ok()) return Fail("simulate", store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return Fail("simulate", fits.status());
-  auto models = MakeCostModels(*cluster, *fits);
+  auto models = ModelsFor(*cluster, model.id, *fits);
   if (!models.ok()) return Fail("simulate", models.status());
 
   SimInput in{&model, *workload, &*cluster, *config, &models->compute, models->comm.get()};
   SimOptions opt;
+  opt.terms = models->terms;
   const bool trace = args->count("trace") > 0;
   opt.extrapolate = !trace;  // a trace shows every step
   Engine engine;

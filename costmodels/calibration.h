@@ -17,6 +17,7 @@
 #include "costmodels/comm_model.h"
 #include "costmodels/compute_model.h"
 #include "costmodels/measurement.h"
+#include "costmodels/pipeline_terms.h"
 #include "costmodels/store.h"
 
 namespace ditune {
@@ -43,6 +44,7 @@ Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const 
 struct CostModels {
   ComputeModel compute;
   std::unique_ptr<CommModel> comm;
+  PipelineTermScales terms;  // text encoding and VAE decode, fitted per (GPU, model)
 };
 StatusOr<CostModels> MakeCostModels(const Cluster& cluster, const std::vector<Fit>& fits,
                                     const std::string& backend = "cuda");

@@ -120,7 +120,9 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
     if (mem.fits() && IsValidConfig(ctx1, ParallelConfig{})) {
       CommModel comm1(single);
       SimInput in{model, w1, &single, ParallelConfig{}, &models.compute, &comm1};
-      auto r = Simulate(in, opt.sim);
+      SimOptions sim = opt.sim;
+      sim.terms = models.terms;
+      auto r = Simulate(in, sim);
       if (r.ok()) {
         Candidate c{ParallelConfig{}, std::move(*r)};
         c.images_per_s = workload.batch / c.result.total.value();
@@ -200,7 +202,9 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
       continue;
     }
     SimInput in{model, workload, &cluster, c, &models.compute, models.comm.get()};
-    DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, opt.sim));
+    SimOptions sim = opt.sim;
+    sim.terms = models.terms;
+    DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, sim));
     Candidate cand{c, std::move(r)};
     cand.images_per_s = workload.batch / cand.result.total.value();
     cand.gpu_s_per_image = cand.result.total.value() * cluster.gpus() / workload.batch;
@@ -231,7 +235,9 @@ StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workl
   for (const auto& c : ranked) {
     DITUNE_RETURN_IF_ERROR(ValidateConfig({model, tokens, workload.steps, workload.batch, cluster.gpus()}, c));
     SimInput in{model, workload, &cluster, c, &models.compute, models.comm.get()};
-    DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, opt.sim));
+    SimOptions sim = opt.sim;
+    sim.terms = models.terms;
+    DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, sim));
     Candidate cand{c, std::move(r)};
     cand.images_per_s = workload.batch / cand.result.total.value();
     cand.gpu_s_per_image = cand.result.total.value() * cluster.gpus() / workload.batch;

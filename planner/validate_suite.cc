@@ -46,7 +46,9 @@ StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, con
   std::optional<Prediction> best;
   for (const auto& c : candidates) {
     SimInput in{model, row.workload, &cluster, c, &models.compute, models.comm.get()};
-    DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in));
+    SimOptions sim;
+    sim.terms = models.terms;
+    DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, sim));
     const bool better = !best || (r.fits && !best->result.fits) ||
                         (r.fits == best->result.fits && Metric(r, row.scope) < Metric(best->result, row.scope));
     if (better) best = Prediction{c, std::move(r)};
