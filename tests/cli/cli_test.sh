@@ -97,7 +97,7 @@ printf 'this is not a database, just some text that is long enough to look like 
 expect damaged-db 2 "is damaged or not a ditune database" -- calibrate show --db "$tmp/bad.db"
 expect ingest-terms 0 "e2e +h100-sxm5-80gb/flux.1-dev/vae_decode +2 " -- calibrate ingest "$data/pipeline_terms.csv" \
   --db "$db" --fit
-expect terms-applied 0 "VAE decode 1[89][0-9]\.[0-9] ms" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb --gpus 1 \
+expect terms-applied 0 "text encoding 45.0 ms .* VAE decode 1[0-9][0-9]\.[0-9] ms" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb --gpus 1 \
   --config "" --db "$db"
 expect calibrate-usage 2 "usage: ditune calibrate" -- calibrate
 expect calibrate-unknown 2 "unknown subcommand 'fitt'" -- calibrate fitt
