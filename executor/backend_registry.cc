@@ -1,0 +1,45 @@
+// The only file that names the concrete backends.
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "executor/comm.h"
+#include "executor/local_comm.h"
+#ifdef DITUNE_HAVE_MPI
+#include "executor/mpi_comm.h"
+#endif
+
+namespace ditune::exec {
+
+std::vector<std::string> CommBackends() {
+  std::vector<std::string> b = {"local"};
+#ifdef DITUNE_HAVE_MPI
+  b.push_back("mpi");
+#endif
+  return b;
+}
+
+std::string DefaultCommBackend() {
+#ifdef DITUNE_HAVE_MPI
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+      std::getenv("PMIX_RANK") != nullptr) {
+    return "mpi";
+  }
+#endif
+  return "local";
+}
+
+StatusOr<std::unique_ptr<Comm>> CreateComm(std::string_view backend, int* argc, char*** argv) {
+  if (backend == "local") return NewLocalComm();
+#ifdef DITUNE_HAVE_MPI
+  if (backend == "mpi") return NewMpiWorld(argc, argv);
+#else
+  (void)argc;
+  (void)argv;
+#endif
+  return Status::InvalidArgument(
+      fmt::format("communication backend '{}' is not built; built: {}", backend, fmt::join(CommBackends(), ", ")));
+}
+
+}  // namespace ditune::exec

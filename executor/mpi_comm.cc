@@ -1,0 +1,119 @@
+#include "executor/mpi_comm.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace ditune::exec {
+namespace {
+
+// The one place MPI error codes become a Status.
+Status MpiStatus(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return Status::Ok();
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  return Status::Unavailable(fmt::format("MPI {} failed: {}", what, std::string(text, len)));
+}
+
+class MpiRequest : public Request {
+ public:
+  explicit MpiRequest(MPI_Request r) : request_(r) {}
+  ~MpiRequest() override {
+    if (request_ != MPI_REQUEST_NULL) MPI_Request_free(&request_);
+  }
+  Status Wait() override { return MpiStatus(MPI_Wait(&request_, MPI_STATUS_IGNORE), "wait"); }
+
+ private:
+  MPI_Request request_;
+};
+
+class MpiComm : public Comm {
+ public:
+  MpiComm(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiComm() override {
+    if (owned_) MPI_Comm_free(&comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string_view backend() const override { return "mpi"; }
+
+  Status AllToAll(const float* send, float* recv, size_t count) override {
+    return MpiStatus(MPI_Alltoall(send, static_cast<int>(count), MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT, comm_),
+                     "all-to-all");
+  }
+  Status AllGather(const float* send, float* recv, size_t count) override {
+    return MpiStatus(
+        MPI_Allgather(send, static_cast<int>(count), MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT, comm_),
+        "all-gather");
+  }
+  Status AllReduceSum(float* data, size_t count) override {
+    return MpiStatus(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_),
+                     "all-reduce");
+  }
+  StatusOr<std::unique_ptr<Request>> Isend(const float* data, size_t count, int peer, int tag) override {
+    MPI_Request r;
+    DITUNE_RETURN_IF_ERROR(
+        MpiStatus(MPI_Isend(data, static_cast<int>(count), MPI_FLOAT, peer, tag, comm_, &r), "send"));
+    return std::unique_ptr<Request>(new MpiRequest(r));
+  }
+  StatusOr<std::unique_ptr<Request>> Irecv(float* data, size_t count, int peer, int tag) override {
+    MPI_Request r;
+    DITUNE_RETURN_IF_ERROR(
+        MpiStatus(MPI_Irecv(data, static_cast<int>(count), MPI_FLOAT, peer, tag, comm_, &r), "receive"));
+    return std::unique_ptr<Request>(new MpiRequest(r));
+  }
+  Status Barrier() override { return MpiStatus(MPI_Barrier(comm_), "barrier"); }
+  StatusOr<std::unique_ptr<Comm>> Split(const std::vector<int>& ranks) override {
+    int pos = -1;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (ranks[i] == rank_) pos = static_cast<int>(i);
+    }
+    if (pos < 0) return Status::Internal(fmt::format("rank {} is not in its own split group", rank_));
+    int color = ranks.front();
+    for (int r : ranks) color = std::min(color, r);
+    MPI_Comm sub;
+    DITUNE_RETURN_IF_ERROR(MpiStatus(MPI_Comm_split(comm_, color, pos, &sub), "split"));
+    MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+    return std::unique_ptr<Comm>(new MpiComm(sub, true));
+  }
+  double Now() const override { return MPI_Wtime(); }
+  [[noreturn]] void Abort(const std::string& why) override {
+    std::fprintf(stderr, "ditune rank %d: %s\n", rank_, why.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::exit(1);
+  }
+
+ private:
+  MPI_Comm comm_;
+  bool owned_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Comm>> NewMpiWorld(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    DITUNE_RETURN_IF_ERROR(MpiStatus(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "init"));
+    std::atexit([] {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Finalize();
+    });
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  return std::unique_ptr<Comm>(new MpiComm(MPI_COMM_WORLD, false));
+}
+
+}  // namespace ditune::exec

@@ -1,0 +1,375 @@
+#include "executor/parallel.h"
+
+#include <fmt/format.h>
+
+#include "core/rank_share.h"
+
+namespace ditune::exec {
+namespace {
+
+constexpr float kGuidance = 4.0f;
+constexpr int kTagRing = 11, kTagActivation = 21, kTagLatent = 22, kTagResult = 23;
+
+// Rows [start, start + n) of m.
+Mat RowBlock(const Mat& m, int64_t start, int64_t n) { return m.middleRows(start, n); }
+
+}  // namespace
+
+Status ExecutorSupports(const ModelSpec& model, const ParallelConfig& c) {
+  if (c.distrifusion > 1) return Status::NotSupported("DistriFusion is not implemented in the CPU executor yet");
+  if (c.pipefusion > 1 || c.patches > 1) {
+    if (c.sp() > 1 || c.tp > 1) {
+      return Status::NotSupported(
+          "the CPU executor runs PipeFusion with CFG and data parallelism, not with sequence or tensor parallelism "
+          "inside the stages");
+    }
+    if (model.num_blocks(BlockFamily::kCross) != model.num_blocks()) {
+      return Status::NotSupported(fmt::format(
+          "the CPU executor runs PipeFusion for cross-attention models (PixArt family); {} has joint or single blocks",
+          model.id));
+    }
+  }
+  return Status::Ok();
+}
+
+struct ParallelRunner::Impl {
+  const ModelSpec* model = nullptr;
+  Workload workload;
+  TokenGeometry tokens;
+  ParallelConfig config;
+  Comm* world = nullptr;
+  uint64_t seed = 0;
+  RankLayout layout;
+  RankCoords coords;
+  std::unique_ptr<Comm> ulysses, ring, tp, cfg, dp, sp, pp;
+  std::unique_ptr<DitModel> dit;
+  int stage = 0, stages = 1;
+  OpTimers timers;
+  int ring_tag = 0;
+
+  int64_t n() const { return tokens.image_tokens(); }
+  int sp_degree() const { return config.sp(); }
+  int sp_index() const { return coords[Axis::kSp]; }
+  int64_t n_local() const { return n() / sp_degree(); }
+  bool cfg_branches_here(int branch) const { return config.cfg == 1 || coords[Axis::kCfg] == branch; }
+
+  // Sequence-parallel attention over this rank's rows (text rows first, on every rank).
+  StatusOr<Mat> SpAttention(const Mat& q, const Mat& k, const Mat& v, int64_t T) {
+    const int u = config.ulysses, r = config.ring;
+    const int hl = dit->heads_local();
+    const int d = model->head_dim;
+    if (u == 1 && r == 1) return Attention(q, k, v, hl, d);
+    const int hu = hl / u;
+    const int64_t width = static_cast<int64_t>(hu) * d;
+    const int64_t nl = q.rows() - T;
+    const int g = coords[Axis::kUlysses];
+    // Ulysses: trade sequence sharding for head sharding of the image rows.
+    auto scatter_heads = [&](const Mat& m) -> StatusOr<Mat> {
+      if (u == 1) return Mat(m.bottomRows(nl));
+      std::vector<float> send(static_cast<size_t>(nl * width * u)), recv(send.size());
+      for (int j = 0; j < u; ++j) {
+        Eigen::Map<Mat>(send.data() + j * nl * width, nl, width) = m.bottomRows(nl).middleCols(j * width, width);
+      }
+      const double t0 = world->Now();
+      DITUNE_RETURN_IF_ERROR(ulysses->AllToAll(send.data(), recv.data(), static_cast<size_t>(nl * width)));
+      timers.comm += world->Now() - t0;
+      return Mat(Eigen::Map<Mat>(recv.data(), u * nl, width));
+    };
+    DITUNE_ASSIGN_OR_RETURN(Mat qi, scatter_heads(q));
+    DITUNE_ASSIGN_OR_RETURN(Mat ki, scatter_heads(k));
+    DITUNE_ASSIGN_OR_RETURN(Mat vi, scatter_heads(v));
+    Mat Q(T + qi.rows(), width);
+    Q << q.topRows(T).middleCols(g * width, width), qi;
+    OnlineSoftmax state(Q.rows(), hu, d);
+    if (T > 0) state.Add(Q, k.topRows(T).middleCols(g * width, width), v.topRows(T).middleCols(g * width, width));
+    // Ring: pass the image K/V around, overlapping each transfer with the attention over the
+    // block already here.
+    const int64_t rows = ki.rows();
+    std::vector<float> cur(static_cast<size_t>(2 * rows * width)), nxt(cur.size());
+    Eigen::Map<Mat>(cur.data(), rows, width) = ki;
+    Eigen::Map<Mat>(cur.data() + rows * width, rows, width) = vi;
+    const int me = coords[Axis::kRing];
+    const int next = (me + 1) % r, prev = (me + r - 1) % r;
+    for (int s = 0; s < r; ++s) {
+      std::unique_ptr<Request> rq, sq;
+      if (s + 1 < r) {
+        const int tag = kTagRing + 2 * (ring_tag++ % 1000);
+        DITUNE_ASSIGN_OR_RETURN(rq, ring->Irecv(nxt.data(), nxt.size(), prev, tag));
+        DITUNE_ASSIGN_OR_RETURN(sq, ring->Isend(cur.data(), cur.size(), next, tag));
+      }
+      state.Add(Q, Eigen::Map<Mat>(cur.data(), rows, width), Eigen::Map<Mat>(cur.data() + rows * width, rows, width));
+      if (s + 1 < r) {
+        const double t0 = world->Now();
+        DITUNE_RETURN_IF_ERROR(rq->Wait());
+        DITUNE_RETURN_IF_ERROR(sq->Wait());
+        timers.comm += world->Now() - t0;
+        std::swap(cur, nxt);
+      }
+    }
+    const Mat O = state.Finish();
+    Mat out(q.rows(), static_cast<int64_t>(hl) * d);
+    // Back: image rows to their owners, with this rank's head group.
+    if (u == 1) {
+      out.bottomRows(nl) = O.bottomRows(nl);
+      out.topRows(T) = O.topRows(T);
+      return out;
+    }
+    std::vector<float> send(static_cast<size_t>(u * nl * width)), recv(send.size());
+    Eigen::Map<Mat>(send.data(), u * nl, width) = O.bottomRows(u * nl);
+    double t0 = world->Now();
+    DITUNE_RETURN_IF_ERROR(ulysses->AllToAll(send.data(), recv.data(), static_cast<size_t>(nl * width)));
+    for (int j = 0; j < u; ++j) {
+      out.bottomRows(nl).middleCols(j * width, width) = Eigen::Map<Mat>(recv.data() + j * nl * width, nl, width);
+    }
+    if (T > 0) {
+      // Text rows: every rank computed its head group; gather the others.
+      std::vector<float> mine(static_cast<size_t>(T * width)), all(static_cast<size_t>(u * T * width));
+      Eigen::Map<Mat>(mine.data(), T, width) = O.topRows(T);
+      DITUNE_RETURN_IF_ERROR(ulysses->AllGather(mine.data(), all.data(), mine.size()));
+      for (int j = 0; j < u; ++j) out.topRows(T).middleCols(j * width, width) = Eigen::Map<Mat>(all.data() + j * T * width, T, width);
+    }
+    timers.comm += world->Now() - t0;
+    return out;
+  }
+
+  ParallelHooks Hooks() {
+    ParallelHooks h;
+    if (config.sp() > 1) {
+      h.attention = [this](const Mat& q, const Mat& k, const Mat& v, int64_t T) { return SpAttention(q, k, v, T); };
+    }
+    if (config.tp > 1) {
+      h.tp_reduce = [this](Mat* m) { return tp->AllReduceSum(m->data(), static_cast<size_t>(m->size())); };
+    }
+    return h;
+  }
+
+  // The model's prediction for this rank's latent rows.
+  StatusOr<Mat> Predict(const Mat& latent_rows, const Vec& c, Mat ctx) {
+    Mat x = dit->Embed(latent_rows, &timers);
+    const ParallelHooks hooks = Hooks();
+    for (int b = 0; b < dit->num_blocks(); ++b) DITUNE_RETURN_IF_ERROR(dit->Block(b, c, &x, &ctx, hooks, &timers));
+    return dit->Final(x, c, &timers);
+  }
+
+  // v = v_u + g (v_c - v_u), with the branches here or across the CFG group.
+  StatusOr<Mat> Guide(const std::vector<Mat>& mine) {
+    if (!model->uses_cfg) return mine[0];
+    if (config.cfg == 1) return Mat(mine[1] + kGuidance * (mine[0] - mine[1]));
+    std::vector<float> all(static_cast<size_t>(2 * mine[0].size()));
+    const double t0 = world->Now();
+    DITUNE_RETURN_IF_ERROR(cfg->AllGather(mine[0].data(), all.data(), static_cast<size_t>(mine[0].size())));
+    timers.comm += world->Now() - t0;
+    Eigen::Map<Mat> vc(all.data(), mine[0].rows(), mine[0].cols());
+    Eigen::Map<Mat> vu(all.data() + mine[0].size(), mine[0].rows(), mine[0].cols());
+    return Mat(vu + kGuidance * (vc - vu));
+  }
+
+  std::vector<int> Branches() const {
+    if (!model->uses_cfg) return {0};
+    if (config.cfg == 2) return {coords[Axis::kCfg]};
+    return {0, 1};
+  }
+
+  StatusOr<Mat> GenerateSync(int prompt, std::vector<double>* step_seconds) {
+    const int64_t nl = n_local();
+    const Mat full = RandomMat(n(), dit->latent_width(), 1.0f, seed, 1000 + static_cast<uint64_t>(prompt));
+    Mat x = RowBlock(full, sp_index() * nl, nl);
+    const std::vector<int> branches = Branches();
+    std::vector<Mat> ctx;
+    for (int b : branches) ctx.push_back(dit->ProjectText(PromptEmbedding(*model, seed, prompt, b == 1), &timers));
+    const int S = workload.steps;
+    for (int k = 0; k < S; ++k) {
+      const double t0 = world->Now();
+      const float sigma = 1.0f - static_cast<float>(k) / S, next = 1.0f - static_cast<float>(k + 1) / S;
+      const Vec c = dit->Conditioning(sigma * 1000.0f, &timers);
+      std::vector<Mat> v;
+      for (size_t i = 0; i < branches.size(); ++i) {
+        DITUNE_ASSIGN_OR_RETURN(Mat p, Predict(x, c, ctx[i]));
+        v.push_back(std::move(p));
+      }
+      DITUNE_ASSIGN_OR_RETURN(Mat g, Guide(v));
+      x += (next - sigma) * g;
+      step_seconds->push_back(world->Now() - t0);
+    }
+    if (sp_degree() == 1) return x;
+    std::vector<float> all(static_cast<size_t>(n() * x.cols()));
+    DITUNE_RETURN_IF_ERROR(sp->AllGather(x.data(), all.data(), static_cast<size_t>(x.size())));
+    return Mat(Eigen::Map<Mat>(all.data(), n(), x.cols()));
+  }
+
+  // PipeFusion: this stage's blocks over patches, attention reading a one-step-stale K/V
+  // buffer of the whole sequence (fresh for the patches already done this step).
+  StatusOr<Mat> GeneratePipe(int prompt, std::vector<double>* step_seconds) {
+    const int64_t N = n(), H = model->hidden;
+    const int M = config.patches;
+    const int64_t pr = N / M;
+    const int S = workload.steps;
+    const int w = std::min(config.warmup, S);
+    const bool first = stage == 0, last = stage == stages - 1;
+    const int prev_stage = stage - 1, next_stage = stage + 1;
+    // Ranks of the neighbouring stages in the PipeFusion group are their stage indices.
+    Mat latent = RandomMat(N, dit->latent_width(), 1.0f, seed, 1000 + static_cast<uint64_t>(prompt));
+    const std::vector<int> branches = Branches();
+    std::vector<Mat> ctx;
+    for (int b : branches) ctx.push_back(dit->ProjectText(PromptEmbedding(*model, seed, prompt, b == 1), &timers));
+    // K/V buffers per branch and block: N x H.
+    std::vector<std::vector<std::pair<Mat, Mat>>> kv(branches.size());
+    for (auto& per_branch : kv) per_branch.assign(dit->num_blocks(), {Mat::Zero(N, H), Mat::Zero(N, H)});
+    std::vector<std::unique_ptr<Request>> pending;
+    std::vector<std::vector<float>> send_buffers;
+    auto send = [&](const Mat& m, int to, int tag) -> Status {
+      send_buffers.emplace_back(m.data(), m.data() + m.size());
+      DITUNE_ASSIGN_OR_RETURN(auto r, pp->Isend(send_buffers.back().data(), send_buffers.back().size(), to, tag));
+      pending.push_back(std::move(r));
+      return Status::Ok();
+    };
+    auto recv = [&](int64_t rows, int64_t cols, int from, int tag) -> StatusOr<Mat> {
+      Mat m(rows, cols);
+      const double t0 = world->Now();
+      DITUNE_ASSIGN_OR_RETURN(auto r, pp->Irecv(m.data(), static_cast<size_t>(m.size()), from, tag));
+      DITUNE_RETURN_IF_ERROR(r->Wait());
+      timers.comm += world->Now() - t0;
+      return m;
+    };
+    // One forward of this stage's blocks over rows [row0, row0 + rows) for branch bi.
+    auto forward = [&](size_t bi, int64_t row0, int64_t rows, const Vec& c, Mat h) -> StatusOr<Mat> {
+      DitModel::KvFn kv_fn = [&](int block, const Mat& k, const Mat& v, Mat* k_all, Mat* v_all) {
+        auto& buf = kv[bi][block - dit->first_block()];
+        buf.first.middleRows(row0, rows) = k;
+        buf.second.middleRows(row0, rows) = v;
+        *k_all = buf.first;
+        *v_all = buf.second;
+      };
+      for (int b = 0; b < dit->num_blocks(); ++b) DITUNE_RETURN_IF_ERROR(dit->BlockWithKv(b, c, &h, ctx[bi], kv_fn, &timers));
+      return h;
+    };
+    for (int k = 0; k < S; ++k) {
+      const double t0 = world->Now();
+      const float sigma = 1.0f - static_cast<float>(k) / S, next = 1.0f - static_cast<float>(k + 1) / S;
+      const Vec c = dit->Conditioning(sigma * 1000.0f, &timers);
+      const bool warm = k < w;
+      const int patches = warm ? 1 : M;
+      const int64_t rows = warm ? N : pr;
+      for (int p = 0; p < patches; ++p) {
+        const int64_t row0 = p * rows;
+        if (first && stages > 1 && k > 0) {
+          // The latest latent rows from the last stage (whole latent after a warm-up step).
+          const bool prev_warm = k - 1 < w;
+          if (prev_warm && p == 0) {
+            DITUNE_ASSIGN_OR_RETURN(latent, recv(N, latent.cols(), stages - 1, kTagLatent));
+          } else if (!prev_warm) {
+            DITUNE_ASSIGN_OR_RETURN(Mat part, recv(rows, latent.cols(), stages - 1, kTagLatent));
+            latent.middleRows(row0, rows) = part;
+          }
+        }
+        std::vector<Mat> v;
+        for (size_t bi = 0; bi < branches.size(); ++bi) {
+          Mat h;
+          if (first) {
+            h = dit->Embed(RowBlock(latent, row0, rows), &timers);
+          } else {
+            DITUNE_ASSIGN_OR_RETURN(h, recv(rows, H, prev_stage, kTagActivation));
+          }
+          DITUNE_ASSIGN_OR_RETURN(h, forward(bi, row0, rows, c, std::move(h)));
+          if (!last) {
+            DITUNE_RETURN_IF_ERROR(send(h, next_stage, kTagActivation));
+          } else {
+            v.push_back(dit->Final(h, c, &timers));
+          }
+        }
+        if (last) {
+          DITUNE_ASSIGN_OR_RETURN(Mat g, Guide(v));
+          latent.middleRows(row0, rows) += (next - sigma) * g;
+          if (stages > 1 && k + 1 < S) {
+            // Warm-up steps hand the whole latent back once it is complete.
+            if (!warm || p == patches - 1) {
+              DITUNE_RETURN_IF_ERROR(send(warm ? latent : Mat(RowBlock(latent, row0, rows)), 0, kTagLatent));
+            }
+          }
+        }
+      }
+      step_seconds->push_back(world->Now() - t0);
+    }
+    for (auto& r : pending) DITUNE_RETURN_IF_ERROR(r->Wait());
+    pending.clear();
+    // Every stage gets the result.
+    if (stages > 1) {
+      if (last) {
+        for (int s = 0; s + 1 < stages; ++s) DITUNE_RETURN_IF_ERROR(send(latent, s, kTagResult));
+        for (auto& r : pending) DITUNE_RETURN_IF_ERROR(r->Wait());
+      } else {
+        DITUNE_ASSIGN_OR_RETURN(latent, recv(N, latent.cols(), stages - 1, kTagResult));
+      }
+    }
+    return latent;
+  }
+};
+
+StatusOr<std::unique_ptr<ParallelRunner>> ParallelRunner::Create(const ModelSpec& model, const Workload& workload,
+                                                                 const ParallelConfig& config, Comm* world,
+                                                                 uint64_t seed) {
+  DITUNE_RETURN_IF_ERROR(ExecutorSupports(model, config));
+  if (config.world_size() != world->size()) {
+    return Status::InvalidArgument(fmt::format("config '{}' needs {} ranks; {} were launched", Label(config),
+                                               config.world_size(), world->size()));
+  }
+  std::unique_ptr<ParallelRunner> r(new ParallelRunner());
+  auto impl = std::make_unique<Impl>();
+  impl->model = &model;
+  impl->workload = workload;
+  DITUNE_ASSIGN_OR_RETURN(impl->tokens, ComputeTokenGeometry(model, workload));
+  impl->config = config;
+  impl->world = world;
+  impl->seed = seed;
+  DITUNE_ASSIGN_OR_RETURN(impl->layout, RankLayout::Create(config, world->size()));
+  impl->coords = impl->layout.CoordsOf(world->rank());
+  auto split = [&](Axis a) { return world->Split(impl->layout.GroupOf(world->rank(), a)); };
+  DITUNE_ASSIGN_OR_RETURN(impl->ulysses, split(Axis::kUlysses));
+  DITUNE_ASSIGN_OR_RETURN(impl->ring, split(Axis::kRing));
+  DITUNE_ASSIGN_OR_RETURN(impl->sp, split(Axis::kSp));
+  DITUNE_ASSIGN_OR_RETURN(impl->tp, split(Axis::kTp));
+  DITUNE_ASSIGN_OR_RETURN(impl->cfg, split(Axis::kCfg));
+  DITUNE_ASSIGN_OR_RETURN(impl->dp, split(Axis::kDp));
+  DITUNE_ASSIGN_OR_RETURN(impl->pp, split(Axis::kPipeFusion));
+  impl->stages = config.pipefusion;
+  impl->stage = impl->coords[Axis::kPipeFusion];
+  int first = 0, count = 0;
+  StageBlocks(model.num_blocks(), config.pipefusion, impl->stage, &first, &count);
+  impl->dit = std::make_unique<DitModel>(model, seed, first, count, config.tp, impl->coords[Axis::kTp]);
+  r->impl_ = std::move(impl);
+  return r;
+}
+
+ParallelRunner::~ParallelRunner() = default;
+
+int64_t ParallelRunner::WeightBytes() const { return impl_->dit->WeightBytes(); }
+
+StatusOr<GenerationResult> ParallelRunner::Generate() {
+  Impl& m = *impl_;
+  GenerationResult out;
+  m.timers = OpTimers{};
+  const int B = m.workload.batch;
+  const int per = B / m.config.dp;
+  const int first = m.coords[Axis::kDp] * per;
+  const bool pipe = m.config.pipefusion > 1 || m.config.patches > 1;
+  DITUNE_RETURN_IF_ERROR(m.world->Barrier());
+  const double t0 = m.world->Now();
+  std::vector<Mat> mine;
+  for (int p = first; p < first + per; ++p) {
+    DITUNE_ASSIGN_OR_RETURN(Mat x, pipe ? m.GeneratePipe(p, &out.step_seconds) : m.GenerateSync(p, &out.step_seconds));
+    mine.push_back(std::move(x));
+  }
+  out.dit_seconds = m.world->Now() - t0;
+  // Data parallel: every rank gets every prompt's latent.
+  const int64_t size = mine.front().size();
+  std::vector<float> send(static_cast<size_t>(per * size)), all(static_cast<size_t>(B * size));
+  for (int i = 0; i < per; ++i) std::copy(mine[i].data(), mine[i].data() + size, send.begin() + i * size);
+  DITUNE_RETURN_IF_ERROR(m.dp->AllGather(send.data(), all.data(), send.size()));
+  for (int p = 0; p < B; ++p) {
+    out.latents.push_back(Eigen::Map<Mat>(all.data() + p * size, mine.front().rows(), mine.front().cols()));
+  }
+  out.timers = m.timers;
+  return out;
+}
+
+}  // namespace ditune::exec

@@ -1,0 +1,53 @@
+// The CPU executor's tensors and kernels: fp32, row-major (tokens x features), Eigen.
+#ifndef DITUNE_EXECUTOR_TENSOR_H_
+#define DITUNE_EXECUTOR_TENSOR_H_
+
+#include <cstdint>
+
+#include <Eigen/Dense>
+
+namespace ditune::exec {
+
+using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Vec = Eigen::Matrix<float, 1, Eigen::Dynamic>;
+
+// LayerNorm over features (no affine), then x * (1 + scale) + shift (adaLN modulation).
+Mat NormModulate(const Mat& x, const Vec& shift, const Vec& scale);
+// tanh-approximated GELU, elementwise.
+Mat Gelu(const Mat& x);
+// SiLU, elementwise.
+Vec Silu(const Vec& x);
+
+// Running state of blockwise attention with an online softmax: for each query row and
+// head, the maximum logit, the sum of exponentials and the unnormalised output. Keys and
+// values arrive in blocks (a Ring pass, a stale buffer); the S x S matrix never exists.
+struct OnlineSoftmax {
+  int heads = 0;
+  int head_dim = 0;
+  Mat m;    // queries x heads: running max
+  Mat l;    // queries x heads: running sum of exp
+  Mat acc;  // queries x (heads * head_dim): running weighted sum of values
+
+  OnlineSoftmax(int64_t queries, int h, int d);
+  // Folds one block of keys/values (kv x heads*head_dim) into the state for queries `q`.
+  // `block_rows` bounds the working set: keys are consumed in chunks of that many rows.
+  void Add(const Mat& q, const Mat& k, const Mat& v, int64_t block_rows = 256);
+  // The attention output (queries x heads*head_dim).
+  Mat Finish() const;
+};
+
+// Softmax attention of q over (k, v) for `heads` heads of width head_dim, blockwise.
+Mat Attention(const Mat& q, const Mat& k, const Mat& v, int heads, int head_dim);
+
+// Deterministic pseudo-random matrix, N(0, stddev^2), from (seed, stream): the same on every
+// rank and every run.
+Mat RandomMat(int64_t rows, int64_t cols, float stddev, uint64_t seed, uint64_t stream);
+
+// Max-norm relative error max_i |a_i - b_i| / max_i |b_i|: for checking a parallel result
+// against the serial one (elementwise ratios would divide rounding noise by values that
+// happen to be near zero).
+double MaxRelativeError(const Mat& a, const Mat& b);
+
+}  // namespace ditune::exec
+
+#endif  // DITUNE_EXECUTOR_TENSOR_H_
