@@ -14,6 +14,7 @@ int RunValidate(int argc, char** argv);
 int RunPlan(int argc, char** argv);
 int RunWhatIf(int argc, char** argv);
 int RunLaunch(int argc, char** argv);
+int RunRun(int argc, char** argv);
 
 }  // namespace ditune::cli
 

@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"plan", ditune::cli::RunPlan, "choose the best parallel configuration and explain it"},
     {"whatif", ditune::cli::RunWhatIf, "sweep GPU types, counts, links and sizes; meet a latency objective"},
     {"launch", ditune::cli::RunLaunch, "detect the GPUs, choose the configuration, start the job with it"},
+    {"run", ditune::cli::RunRun, "run a plan on the CPU executor (or under mpirun), measure and record it"},
     {"simulate", ditune::cli::RunSimulate, "predict one generation's latency, breakdown and memory"},
     {"validate", ditune::cli::RunValidate, "predict a suite of published runs and report the error"},
     {"calibrate", ditune::cli::RunCalibrate, "ingest measurements, fit the cost models, show the fits"},

@@ -1,0 +1,189 @@
+// `ditune run [--plan FILE | --config SPEC | --auto] WORKLOAD [--iters N] [--warmup N]`:
+// runs the plan on the CPU executor (one process, or every rank of `mpirun -np N`), measures
+// it, compares it with the prediction and records both in the store.
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "costmodels/store.h"
+#include "executor/run.h"
+#include "planner/plan.h"
+#include "planner/predict.h"
+
+namespace ditune::cli {
+
+// The cluster the CPU executor runs on: `ranks` CPU ranks over shared memory.
+StatusOr<Cluster> CpuCluster(const Catalog& catalog, int ranks) {
+  ClusterSpec spec{"cpu", ranks};
+  spec.intra_id = "shm";
+  return ResolveCluster(spec, catalog);
+}
+
+// The simulator's prediction of `config` on the CPU cluster, DiT only.
+StatusOr<double> PredictOnCpu(const Catalog& catalog, const Workload& w, const ParallelConfig& c, int ranks,
+                              const std::vector<Fit>& fits) {
+  DITUNE_ASSIGN_OR_RETURN(Cluster cluster, CpuCluster(catalog, ranks));
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(w.model_id));
+  DITUNE_ASSIGN_OR_RETURN(CostModels models, ModelsFor(cluster, model->id, fits));
+  Workload latent = w;
+  latent.output = OutputType::kLatent;
+  SimInput in{model, latent, &cluster, c, &models.compute, models.comm.get()};
+  SimOptions opt;
+  opt.terms = models.terms;
+  DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, opt));
+  return r.dit.value();
+}
+
+int RunRun(int argc, char** argv) {
+  auto world = exec::CreateComm(exec::DefaultCommBackend(), &argc, &argv);
+  if (!world.ok()) return Fail("run", world.status());
+  exec::Comm& comm = **world;
+  const bool root = comm.rank() == 0;
+  auto fail = [&](const Status& st) {
+    if (root) return Fail("run", st);
+    return st.ExitCode();
+  };
+  cxxopts::Options options("ditune run", "Run a plan on the CPU executor and measure it");
+  AddWorkloadOptions(options);
+  options.add_options()
+      ("config", "configuration to run", cxxopts::value<std::string>())
+      ("plan", "a plan from `ditune plan --json`: run its best configuration", cxxopts::value<std::string>())
+      ("auto", "plan for the launched ranks and run the best configuration the executor implements")
+      ("iters", "timed iterations", cxxopts::value<int>()->default_value("3"))
+      ("warmup", "untimed iterations first", cxxopts::value<int>()->default_value("1"))
+      ("seed", "weights and inputs seed", cxxopts::value<uint64_t>()->default_value("42"))
+      ("db", "calibration database", cxxopts::value<std::string>())
+      ("json", "one JSON document on stdout");
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return fail(args.status());
+  if (help) return 0;
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return fail(catalog.status());
+  auto workload = ReadWorkload(*args, **catalog);
+  if (!workload.ok()) return fail(workload.status());
+  const ModelSpec& model = **(*catalog)->Model(workload->model_id);
+  const int given = static_cast<int>(args->count("config") + args->count("plan") + args->count("auto"));
+  if (given != 1) return fail(Status::InvalidArgument("give exactly one of --config SPEC, --plan FILE, --auto"));
+  // Every rank reads the store; only rank 0 writes it.
+  auto store = Store::Open(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
+  if (!store.ok()) return fail(store.status());
+  auto fits = (*store)->ActiveFits();
+  if (!fits.ok()) return fail(fits.status());
+
+  ParallelConfig config;
+  if (args->count("config")) {
+    auto c = ParseParallelConfig((*args)["config"].as<std::string>());
+    if (!c.ok()) return fail(c.status());
+    config = *c;
+  } else if (args->count("plan")) {
+    std::ifstream in((*args)["plan"].as<std::string>());
+    if (!in) return fail(Status::NotFound(fmt::format("cannot open plan '{}'", (*args)["plan"].as<std::string>())));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+    if (j.is_discarded() || !j.contains("ranked") || !j["ranked"].is_array() || j["ranked"].empty() ||
+        !j["ranked"][0].contains("config") || !j["ranked"][0]["config"].is_string()) {
+      return fail(Status::InvalidArgument("the plan file is not the JSON of `ditune plan --json` (ranked[0].config)"));
+    }
+    auto c = ParseParallelConfig(j["ranked"][0]["config"].get<std::string>());
+    if (!c.ok()) return fail(c.status());
+    config = *c;
+  } else {
+    auto cluster = CpuCluster(**catalog, comm.size());
+    if (!cluster.ok()) return fail(cluster.status());
+    PlanOptions po;
+    po.top_k = 1000;
+    po.enumerate.distrifusion = false;
+    auto plan = MakePlan(**catalog, *workload, *cluster, *fits, po);
+    if (!plan.ok()) return fail(plan.status());
+    bool found = false;
+    for (const auto& c : plan->ranked) {
+      if (exec::ExecutorSupports(model, c.config).ok()) {
+        config = c.config;
+        found = true;
+        break;
+      }
+    }
+    if (!found) return fail(Status::Infeasible("no planned configuration is implemented by the CPU executor"));
+  }
+  auto tokens = ComputeTokenGeometry(model, *workload);
+  Status valid = ValidateConfig({&model, *tokens, workload->steps, workload->batch, comm.size()}, config);
+  if (!valid.ok()) return fail(valid);
+  auto predicted = PredictOnCpu(**catalog, *workload, config, comm.size(), *fits);
+  if (!predicted.ok()) return fail(predicted.status());
+
+  exec::RunOptions ro;
+  ro.iters = (*args)["iters"].as<int>();
+  ro.warmup = (*args)["warmup"].as<int>();
+  ro.seed = (*args)["seed"].as<uint64_t>();
+  if (ro.iters < 1 || ro.warmup < 0) return fail(Status::InvalidArgument("--iters must be >= 1 and --warmup >= 0"));
+  auto m = exec::MeasureRun(model, *workload, config, &comm, ro);
+  if (!m.ok()) return fail(m.status());
+  if (!root) return 0;
+
+  const std::string run_id = fmt::format("run-{}-{}", static_cast<long long>(std::time(nullptr)), std::to_string(comm.size()));
+  RunRecord rec;
+  rec.run_id = run_id;
+  rec.plan = {{"model", model.id}, {"height", workload->height}, {"width", workload->width},
+              {"frames", workload->frames}, {"steps", workload->steps}, {"batch", workload->batch},
+              {"config", ToString(config)}, {"ranks", comm.size()}, {"backend", "cpu"}, {"comm", comm.backend()}};
+  rec.predicted_s = *predicted;
+  rec.measured_s = m->latency_median_s;
+  for (const auto& r : m->ranks) rec.per_rank_s.push_back(r.dit_median_s);
+  Measurement meas;
+  meas.source = MeasurementSource::kExecutor;
+  meas.kind = MeasurementKind::kE2e;
+  meas.op = "dit";
+  meas.backend = "cpu";
+  meas.device = "cpu";
+  meas.ranks = comm.size();
+  meas.link = comm.size() > 1 ? "shm" : "";
+  meas.params = rec.plan;
+  meas.median = Seconds(m->latency_median_s);
+  meas.p10 = Seconds(std::min(m->latency_p10_s, m->latency_median_s));
+  meas.p90 = Seconds(std::max(m->latency_p90_s, m->latency_median_s));
+  meas.samples = m->iters;
+  meas.run_id = run_id;
+  Status st = (*store)->AddRun(rec);
+  if (st.ok()) st = (*store)->AddMeasurements({meas}).status();
+  if (!st.ok()) return fail(st);
+
+  if (args->count("json")) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& r : m->ranks) {
+      ranks.push_back({{"rank", r.rank}, {"dit_s", r.dit_median_s}, {"step_s", r.step_median_s}, {"gemm_s", r.gemm_s},
+                       {"attention_s", r.attention_s}, {"comm_s", r.comm_s}});
+    }
+    std::cout << nlohmann::json{{"run_id", run_id}, {"config", ToString(config)}, {"ranks", comm.size()},
+                                {"measured_s", m->latency_median_s}, {"p10_s", m->latency_p10_s},
+                                {"p90_s", m->latency_p90_s}, {"predicted_s", *predicted}, {"imbalance", m->imbalance},
+                                {"per_rank", ranks}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{} {}x{}, {} steps, batch {} on {} CPU rank(s) ({}): {}\n", model.id, workload->height,
+                           workload->width, workload->steps, workload->batch, comm.size(), comm.backend(), Label(config));
+  std::cout << fmt::format("DiT (slowest rank, median of {}): {:.4f} s  [p10 {:.4f}, p90 {:.4f}]; predicted {:.4f} s "
+                           "({:+.1f}%); imbalance {:.1f}%\n",
+                           m->iters, m->latency_median_s, m->latency_p10_s, m->latency_p90_s, *predicted,
+                           100 * (*predicted / m->latency_median_s - 1), 100 * m->imbalance);
+  std::cout << "text encoding and VAE decode: not run by the CPU executor (latent output)\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : m->ranks) {
+    rows.push_back({std::to_string(r.rank), fmt::format("{:.4f}", r.dit_median_s), fmt::format("{:.2f}", 1e3 * r.step_median_s),
+                    fmt::format("{:.4f}", r.gemm_s), fmt::format("{:.4f}", r.attention_s), fmt::format("{:.4f}", r.comm_s)});
+  }
+  std::cout << FormatTable({"rank", "DiT s", "step ms", "gemm s", "attention s", "comm s"}, rows);
+  std::cout << "recorded as " << run_id << " in " << (*store)->path() << "\n";
+  return 0;
+}
+
+}  // namespace ditune::cli
