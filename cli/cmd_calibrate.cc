@@ -13,12 +13,16 @@
 #include "costmodels/ingest.h"
 #include "costmodels/store.h"
 #include "planner/predict.h"
+#include "executor/comm.h"
+#include "executor/microbench.h"
+
+#include <unistd.h>
 
 namespace ditune::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: ditune calibrate ingest FILE [options] | fit | show   (ditune calibrate SUB --help)";
+    "usage: ditune calibrate ingest FILE [options] | fit | show | compute | comm   (ditune calibrate SUB --help)";
 
 StatusOr<std::unique_ptr<Store>> OpenStore(const cxxopts::ParseResult& args) {
   const std::string path = args.count("db") ? args["db"].as<std::string>() : Store::DefaultPath();
@@ -206,6 +210,88 @@ int Show(int argc, char** argv) {
 
 }  // namespace
 
+// Progress on a terminal only.
+exec::Progress TerminalProgress(const char* what) {
+  if (!isatty(2)) return {};
+  return [what](int done, int total) {
+    std::cerr << fmt::format("\r{} {}/{}", what, done, total) << (done == total ? "\n" : "") << std::flush;
+  };
+}
+
+int ComputeCmd(int argc, char** argv) {
+  cxxopts::Options options("ditune calibrate compute",
+                           "Time this backend's GEMM, attention and elementwise kernels and fit the compute model");
+  options.add_options()("reps", "timed repetitions per size", cxxopts::value<int>()->default_value("5"))
+      ("db", "calibration database", cxxopts::value<std::string>());
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("calibrate compute", args.status());
+  if (help) return 0;
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("calibrate compute", catalog.status());
+  auto store = OpenStore(*args);
+  if (!store.ok()) return Fail("calibrate compute", store.status());
+  auto ms = exec::ComputeSweep((*args)["reps"].as<int>(), TerminalProgress("compute sweep"));
+  if (!ms.ok()) return Fail("calibrate compute", ms.status());
+  auto ids = (*store)->AddMeasurements(*ms);
+  if (!ids.ok()) return Fail("calibrate compute", ids.status());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& m : *ms) {
+    const bool ew = m.op == "elementwise";
+    const double rate = ew ? m.bytes.value() / m.median.value() / 1e9 : m.flops.value() / m.median.value() / 1e9;
+    rows.push_back({m.op, m.params.dump(), fmt::format("{:.1f}", m.median.value() * 1e6),
+                    fmt::format("{:.2f} {}", rate, ew ? "GB/s" : "GFLOP/s")});
+  }
+  std::cout << FormatTable({"op", "shape", "time us", "rate"}, rows);
+  std::vector<std::string> skipped;
+  auto fits = RecalibrateAll(store->get(), **catalog, &skipped);
+  if (!fits.ok()) return Fail("calibrate compute", fits.status());
+  std::cout << "\n";
+  PrintFits(*fits);
+  return 0;
+}
+
+int CommCmd(int argc, char** argv) {
+  auto world = exec::CreateComm(exec::DefaultCommBackend(), &argc, &argv);
+  if (!world.ok()) return Fail("calibrate comm", world.status());
+  const bool root = (*world)->rank() == 0;
+  cxxopts::Options options("ditune calibrate comm",
+                           "Time all-to-all, send/recv, all-gather and all-reduce over the launched ranks");
+  options.add_options()("iters", "timed iterations per size", cxxopts::value<int>()->default_value("10"))
+      ("link", "link id the ranks talk over", cxxopts::value<std::string>()->default_value("shm"))
+      ("db", "calibration database", cxxopts::value<std::string>());
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return root ? Fail("calibrate comm", args.status()) : 2;
+  if (help) return 0;
+  std::vector<Measurement> ms;
+  auto rows = exec::CommSweep(world->get(), (*args)["link"].as<std::string>(), (*args)["iters"].as<int>(), &ms,
+                              root ? TerminalProgress("comm sweep") : exec::Progress{});
+  if (!rows.ok()) return root ? Fail("calibrate comm", rows.status()) : rows.status().ExitCode();
+  if (!root) return 0;
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("calibrate comm", catalog.status());
+  auto store = OpenStore(*args);
+  if (!store.ok()) return Fail("calibrate comm", store.status());
+  auto ids = (*store)->AddMeasurements(ms);
+  if (!ids.ok()) return Fail("calibrate comm", ids.status());
+  std::cout << fmt::format("# {} ranks over {} ({}), slowest rank, median of {} iterations\n", (*world)->size(),
+                           (*args)["link"].as<std::string>(), (*world)->backend(), (*args)["iters"].as<int>());
+  std::vector<std::vector<std::string>> table;
+  for (const auto& r : *rows) {
+    table.push_back({r.op, fmt::format("{:.0f}", r.bytes), fmt::format("{:.0f}", r.bytes / 4), "float",
+                     fmt::format("{:.2f}", r.seconds * 1e6), fmt::format("{:.3f}", r.algbw_gbps),
+                     fmt::format("{:.3f}", r.busbw_gbps)});
+  }
+  std::cout << FormatTable({"collective", "size (B)", "count", "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)"}, table);
+  std::vector<std::string> skipped;
+  auto fits = RecalibrateAll(store->get(), **catalog, &skipped);
+  if (!fits.ok()) return Fail("calibrate comm", fits.status());
+  std::cout << "\n";
+  PrintFits(*fits);
+  return 0;
+}
+
 int RunCalibrate(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << kUsage << "\n";
@@ -215,6 +301,8 @@ int RunCalibrate(int argc, char** argv) {
   if (sub == "ingest") return Ingest(argc - 1, argv + 1);
   if (sub == "fit") return FitCmd(argc - 1, argv + 1);
   if (sub == "show") return Show(argc - 1, argv + 1);
+  if (sub == "compute") return ComputeCmd(argc - 1, argv + 1);
+  if (sub == "comm") return CommCmd(argc - 1, argv + 1);
   if (sub == "-h" || sub == "--help") {
     std::cout << kUsage << "\n";
     return 0;

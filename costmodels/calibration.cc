@@ -1,5 +1,6 @@
 #include "costmodels/calibration.h"
 
+#include <cstdlib>
 #include <map>
 
 #include <fmt/format.h>
@@ -35,6 +36,11 @@ std::string CommFitKey(const Measurement& m) {
 
 std::string ComputeFitKey(const Measurement& m) {
   std::string op = m.op == "norm" ? "elementwise" : m.op;
+  // Attention kernels are fitted per head dimension when the measurement says it.
+  if (op == "attention" && m.params.is_object() && m.params.contains("head_dim") &&
+      m.params["head_dim"].is_number_integer()) {
+    op += fmt::format("@{}", m.params["head_dim"].get<int>());
+  }
   return fmt::format("{}/{}/{}", m.device, m.backend, op);
 }
 
@@ -105,6 +111,12 @@ Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const 
     const std::vector<std::string> key = SplitKey(f.key);
     if (f.kind == kFitKindCompute && compute != nullptr) {
       if (key.size() != 3 || key[0] != device || key[1] != backend) continue;
+      if (key[2].rfind("attention@", 0) == 0) {
+        auto model = PiecewiseLatencyModel::FromJson(f.params);
+        if (!model.ok()) return model.status().WithContext(fmt::format("fit {} '{}'", f.id, f.key));
+        compute->SetAttentionFit(std::atoi(key[2].c_str() + 10), *model);
+        continue;
+      }
       auto cls = ParseOpClass(key[2]);
       if (!cls.ok()) return Status::Corruption(fmt::format("fit {} '{}': {}", f.id, f.key, cls.status().message()));
       auto model = PiecewiseLatencyModel::FromJson(f.params);
@@ -128,7 +140,9 @@ Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const 
 StatusOr<CostModels> MakeCostModels(const Cluster& cluster, const std::vector<Fit>& fits,
                                     const std::string& backend) {
   CostModels m{ComputeModel::Defaults(*cluster.gpu), std::make_unique<CommModel>(cluster)};
-  DITUNE_RETURN_IF_ERROR(ApplyFits(fits, cluster.gpu->id, backend, &m.compute, m.comm.get()));
+  // The CPU "GPU" is measured by the cpu backend whatever the caller's default.
+  const std::string b = cluster.gpu->is_cpu ? "cpu" : backend;
+  DITUNE_RETURN_IF_ERROR(ApplyFits(fits, cluster.gpu->id, b, &m.compute, m.comm.get()));
   return m;
 }
 

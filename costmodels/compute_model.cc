@@ -26,6 +26,10 @@ Seconds ComputeModel::DeviceTime(const OpCost& op) const {
 
 Seconds ComputeModel::CurveTime(const OpCost& op) const {
   const int c = static_cast<int>(op.cls);
+  if (op.cls == OpClass::kAttention && op.head_dim > 0) {
+    auto it = attention_by_head_dim_.find(op.head_dim);
+    if (it != attention_by_head_dim_.end()) return Seconds(it->second.Seconds(FitSize(op)));
+  }
   if (fits_[c]) return Seconds(fits_[c]->Seconds(FitSize(op)));
   const DefaultEfficiency& d = defaults_[c];
   // Memory roofline for every class at the elementwise efficiency.
@@ -45,6 +49,10 @@ Seconds ComputeModel::OpsTime(const std::vector<OpCost>& ops) const {
     host += HostTime(op);
   }
   return std::max(device, host);
+}
+
+void ComputeModel::SetAttentionFit(int head_dim, PiecewiseLatencyModel model) {
+  attention_by_head_dim_[head_dim] = std::move(model);
 }
 
 void ComputeModel::SetFit(OpClass cls, PiecewiseLatencyModel model) {

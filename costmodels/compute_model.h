@@ -5,6 +5,7 @@
 #define DITUNE_COSTMODELS_COMPUTE_MODEL_H_
 
 #include <array>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -43,6 +44,9 @@ class ComputeModel {
   // A fitted curve for one class replaces its default: x is FLOPs for compute classes,
   // bytes for elementwise.
   void SetFit(OpClass cls, PiecewiseLatencyModel model);
+  // A fitted curve for attention kernels of one head dimension; it takes precedence over
+  // the class's curve for ops with that head_dim.
+  void SetAttentionFit(int head_dim, PiecewiseLatencyModel model);
   bool has_fit(OpClass cls) const { return fits_[static_cast<int>(cls)].has_value(); }
   void set_launch_overhead(Seconds s) { launch_overhead_ = s; }
   Seconds launch_overhead() const { return launch_overhead_; }
@@ -65,6 +69,7 @@ class ComputeModel {
   BytesPerSecond memory_bandwidth_;
   std::array<DefaultEfficiency, kNumOpClasses> defaults_{};
   std::array<std::optional<PiecewiseLatencyModel>, kNumOpClasses> fits_{};
+  std::map<int, PiecewiseLatencyModel> attention_by_head_dim_;
   Seconds launch_overhead_;
   double scale_ = 1.0;
 };

@@ -23,10 +23,10 @@ OpCost Attention(std::string name, const ModelSpec& m, double q, double kv, doub
   if (m.attention == AttentionKind::kLinear) {
     // phi(K)^T V (d x d per head) and phi(Q) (K^T V): linear in tokens.
     return {std::move(name), OpClass::kLinearAttention, Flops(4.0 * batch * (q + kv) * heads * d * d),
-            Bytes(kB * batch * heads * d * (2 * q + 2 * kv)), 3};
+            Bytes(kB * batch * heads * d * (2 * q + 2 * kv)), 3, false, m.head_dim};
   }
   return {std::move(name), OpClass::kAttention, Flops(4.0 * batch * q * kv * heads * d),
-          Bytes(kB * batch * heads * d * (2 * q + 2 * kv)), 1};
+          Bytes(kB * batch * heads * d * (2 * q + 2 * kv)), 1, false, m.head_dim};
 }
 
 double MlpParams(const ModelSpec& m, double width, double inner) {

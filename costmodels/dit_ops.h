@@ -28,6 +28,7 @@ struct OpCost {
   Bytes bytes;  // bytes read and written, bf16 activations and weights
   int kernels = 1;  // framework ops the host issues (kernels, and views/reshapes that launch none)
   bool host_only = false;  // no device work: views, reshapes, chunking, Python glue
+  int head_dim = 0;        // attention: kernels' efficiency depends on it
 };
 
 // Framework ops of one block that launch no kernel of their own (views, transposes,

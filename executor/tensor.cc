@@ -1,5 +1,7 @@
 #include "executor/tensor.h"
 
+#include <malloc.h>
+
 #include <cmath>
 #include <limits>
 #include <random>
@@ -19,8 +21,11 @@ Mat NormModulate(const Mat& x, const Vec& shift, const Vec& scale) {
 }
 
 Mat Gelu(const Mat& x) {
+  // Eigen's packet tanh: a scalar std::tanh per element would make the activation, not the
+  // GEMMs, the cost of the MLP.
   const float c = std::sqrt(2.0f / static_cast<float>(M_PI));
-  return x.unaryExpr([c](float v) { return 0.5f * v * (1.0f + std::tanh(c * (v + 0.044715f * v * v * v))); });
+  const auto a = x.array();
+  return (0.5f * a * (1.0f + (c * (a + 0.044715f * a.cube())).tanh())).matrix();
 }
 
 Vec Silu(const Vec& x) {
@@ -33,13 +38,16 @@ OnlineSoftmax::OnlineSoftmax(int64_t queries, int h, int d)
 
 void OnlineSoftmax::Add(const Mat& q, const Mat& k, const Mat& v, int64_t block_rows) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  Mat work(q.rows(), std::min(block_rows, k.rows()));  // one workspace for every block
   for (int64_t start = 0; start < k.rows(); start += block_rows) {
     const int64_t n = std::min(block_rows, k.rows() - start);
     for (int h = 0; h < heads; ++h) {
       const auto qh = q.middleCols(static_cast<int64_t>(h) * head_dim, head_dim);
       const auto kh = k.block(start, static_cast<int64_t>(h) * head_dim, n, head_dim);
       const auto vh = v.block(start, static_cast<int64_t>(h) * head_dim, n, head_dim);
-      Mat s = (qh * kh.transpose()) * scale;  // queries x n
+      auto s = work.leftCols(n);  // queries x n
+      s.noalias() = qh * kh.transpose();
+      s *= scale;
       for (int64_t i = 0; i < s.rows(); ++i) {
         const float block_max = s.row(i).maxCoeff();
         const float new_max = std::max(m(i, h), block_max);
@@ -68,6 +76,15 @@ Mat Attention(const Mat& q, const Mat& k, const Mat& v, int heads, int head_dim)
   OnlineSoftmax s(q.rows(), heads, head_dim);
   s.Add(q, k, v);
   return s.Finish();
+}
+
+void TuneAllocator() {
+  static const bool done = [] {
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    return true;
+  }();
+  (void)done;
 }
 
 Mat RandomMat(int64_t rows, int64_t cols, float stddev, uint64_t seed, uint64_t stream) {

@@ -39,6 +39,12 @@ struct OnlineSoftmax {
 // Softmax attention of q over (k, v) for `heads` heads of width head_dim, blockwise.
 Mat Attention(const Mat& q, const Mat& k, const Mat& v, int heads, int head_dim);
 
+// Keeps freed blocks in the process heap instead of returning each large temporary to the
+// kernel (glibc's default maps and unmaps every block over 128 KB, so every attention block
+// would page-fault afresh). Called by the runner and the microbenchmarks alike, so that
+// calibration sees the allocator the runs see. Idempotent.
+void TuneAllocator();
+
 // Deterministic pseudo-random matrix, N(0, stddev^2), from (seed, stream): the same on every
 // rank and every run.
 Mat RandomMat(int64_t rows, int64_t cols, float stddev, uint64_t seed, uint64_t stream);

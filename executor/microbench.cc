@@ -1,0 +1,177 @@
+#include "executor/microbench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "costmodels/comm_model.h"
+#include "costmodels/dit_ops.h"
+#include "executor/tensor.h"
+
+namespace ditune::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <typename F>
+double MedianSeconds(int reps, F&& f) {
+  f();  // warm-up: caches, allocations
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto start = Clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+Measurement Op(const std::string& op, double flops, double bytes, double seconds, int reps, nlohmann::json params) {
+  Measurement m;
+  m.source = MeasurementSource::kMicrobench;
+  m.kind = MeasurementKind::kOp;
+  m.op = op;
+  m.backend = "cpu";
+  m.device = "cpu";
+  m.flops = Flops(flops);
+  m.bytes = Bytes(bytes);
+  m.median = m.p10 = m.p90 = Seconds(seconds);
+  m.samples = reps;
+  m.params = std::move(params);
+  return m;
+}
+
+}  // namespace
+
+StatusOr<std::vector<Measurement>> ComputeSweep(int reps, const Progress& progress) {
+  TuneAllocator();
+  std::vector<Measurement> out;
+  struct G {
+    int m, k, n;
+  };
+  std::vector<G> gemms;
+  for (int m : {16, 64, 256, 1024, 4096}) {
+    for (int k : {64, 256}) gemms.push_back({m, k, 4 * k});
+  }
+  struct A {
+    int q, kv, heads, d;
+  };
+  std::vector<A> attns;
+  for (int d : {16, 32, 64}) {
+    for (auto [q, kv] : std::vector<std::pair<int, int>>{{64, 64}, {256, 256}, {512, 1024}, {1024, 1024}, {2048, 2048}, {256, 4096}}) {
+      attns.push_back({q, kv, 64 / d, d});
+    }
+  }
+  const std::vector<std::pair<int, int>> norms = {{64, 64}, {1024, 64}, {4096, 64}, {4096, 256}, {16384, 256}};
+  const int total = static_cast<int>(gemms.size() + attns.size() + norms.size());
+  int done = 0;
+  for (const auto& g : gemms) {
+    const Mat a = RandomMat(g.m, g.k, 1.0f, 3, 1), b = RandomMat(g.k, g.n, 1.0f, 3, 2);
+    Mat c(g.m, g.n);
+    const double t = MedianSeconds(reps, [&] { c.noalias() = a * b; });
+    out.push_back(Op("gemm", 2.0 * g.m * g.k * g.n, 4.0 * (g.m * g.k + g.k * g.n + g.m * g.n), t, reps,
+                     {{"m", g.m}, {"k", g.k}, {"n", g.n}}));
+    if (progress) progress(++done, total);
+  }
+  for (const auto& a : attns) {
+    const Mat q = RandomMat(a.q, a.heads * a.d, 1.0f, 4, 1), k = RandomMat(a.kv, a.heads * a.d, 1.0f, 4, 2),
+              v = RandomMat(a.kv, a.heads * a.d, 1.0f, 4, 3);
+    const double t = MedianSeconds(reps, [&] { Mat o = Attention(q, k, v, a.heads, a.d); });
+    out.push_back(Op("attention", 4.0 * a.q * a.kv * a.heads * a.d, 4.0 * a.heads * a.d * (2.0 * a.q + 2.0 * a.kv), t,
+                     reps, {{"q", a.q}, {"kv", a.kv}, {"heads", a.heads}, {"head_dim", a.d}}));
+    if (progress) progress(++done, total);
+  }
+  for (auto [rows, cols] : norms) {
+    const Mat x = RandomMat(rows, cols, 1.0f, 5, 1);
+    const Vec shift = Vec::Zero(cols), scale = Vec::Zero(cols);
+    const double t = MedianSeconds(reps, [&] { Mat y = NormModulate(x, shift, scale); });
+    // Bytes in the cost model's convention (its element size), so the fitted curve applies to
+    // the model's elementwise ops as counted.
+    out.push_back(Op("elementwise", 8.0 * rows * cols, 2.0 * kElementBytes * rows * cols, t, reps,
+                     {{"kernel", "norm_modulate"}, {"rows", rows}, {"cols", cols}, {"fp32_bytes", 8.0 * rows * cols}}));
+    // The MLP's activation, over a 4x wider tensor.
+    const Mat wide = RandomMat(rows, 4 * cols, 1.0f, 5, 2);
+    const double tg = MedianSeconds(reps, [&] { Mat y = Gelu(wide); });
+    out.push_back(Op("elementwise", 8.0 * rows * 4 * cols, 2.0 * kElementBytes * rows * 4 * cols, tg, reps,
+                     {{"kernel", "gelu"}, {"rows", rows}, {"cols", 4 * cols}}));
+    if (progress) progress(++done, total);
+  }
+  return out;
+}
+
+StatusOr<std::vector<CollectiveRow>> CommSweep(Comm* comm, const std::string& link, int iters,
+                                               std::vector<Measurement>* measurements, const Progress& progress) {
+  const int n = comm->size();
+  if (n < 2) return Status::InvalidArgument("a communication sweep needs at least 2 ranks (mpirun -np 2 ...)");
+  std::vector<CollectiveRow> rows;
+  const std::vector<Collective> ops = {Collective::kAllToAll, Collective::kSendRecv, Collective::kAllGather,
+                                       Collective::kAllReduce};
+  std::vector<double> sizes;
+  for (double b = 1024; b <= 64.0 * 1024 * 1024; b *= 4) sizes.push_back(b);
+  const int total = static_cast<int>(ops.size() * sizes.size());
+  int done = 0;
+  for (Collective c : ops) {
+    for (double size : sizes) {
+      // nccl-tests sizes: all-to-all and all-gather move `size` bytes per rank in total.
+      const size_t count = static_cast<size_t>(size / sizeof(float));
+      const size_t chunk = std::max<size_t>(1, count / n);
+      std::vector<float> send(std::max(count, chunk * n), 1.0f), recv(std::max(count, chunk * n) * (c == Collective::kAllGather ? 1 : 1));
+      auto once = [&]() -> Status {
+        switch (c) {
+          case Collective::kAllToAll: return comm->AllToAll(send.data(), recv.data(), chunk);
+          case Collective::kAllGather: return comm->AllGather(send.data(), recv.data(), chunk);
+          case Collective::kAllReduce: return comm->AllReduceSum(send.data(), count);
+          case Collective::kSendRecv: {
+            // Pairs (0,1), (2,3), ...: each sends `size` bytes to its partner.
+            const int me = comm->rank(), peer = me ^ 1;
+            if (peer >= n) return Status::Ok();
+            DITUNE_ASSIGN_OR_RETURN(auto r, comm->Irecv(recv.data(), count, peer, 7));
+            DITUNE_ASSIGN_OR_RETURN(auto s, comm->Isend(send.data(), count, peer, 7));
+            DITUNE_RETURN_IF_ERROR(r->Wait());
+            return s->Wait();
+          }
+        }
+        return Status::Ok();
+      };
+      DITUNE_RETURN_IF_ERROR(once());  // warm-up
+      std::vector<double> slowest;
+      for (int i = 0; i < iters; ++i) {
+        DITUNE_RETURN_IF_ERROR(comm->Barrier());
+        const double t0 = comm->Now();
+        DITUNE_RETURN_IF_ERROR(once());
+        float t = static_cast<float>(comm->Now() - t0);
+        std::vector<float> all(static_cast<size_t>(n));
+        DITUNE_RETURN_IF_ERROR(comm->AllGather(&t, all.data(), 1));
+        slowest.push_back(*std::max_element(all.begin(), all.end()));
+      }
+      std::sort(slowest.begin(), slowest.end());
+      CollectiveRow row;
+      row.op = std::string(CollectiveName(c));
+      row.bytes = size;
+      row.seconds = std::max(1e-9, slowest[slowest.size() / 2]);
+      row.algbw_gbps = size / row.seconds / 1e9;
+      row.busbw_gbps = row.algbw_gbps * BusFactor(c, c == Collective::kSendRecv ? 2 : n);
+      rows.push_back(row);
+      if (measurements != nullptr) {
+        Measurement m;
+        m.source = MeasurementSource::kMicrobench;
+        m.kind = MeasurementKind::kCollective;
+        m.op = row.op;
+        m.backend = std::string(comm->backend());
+        m.device = "cpu";
+        m.ranks = c == Collective::kSendRecv ? 2 : n;
+        m.link = link;
+        m.bytes = Bytes(size);
+        m.median = Seconds(row.seconds);
+        m.p10 = Seconds(slowest.front());
+        m.p90 = Seconds(slowest.back());
+        m.samples = iters;
+        m.params = {{"algbw_gbps", row.algbw_gbps}, {"busbw_gbps", row.busbw_gbps}};
+        measurements->push_back(std::move(m));
+      }
+      if (progress) progress(++done, total);
+    }
+  }
+  return rows;
+}
+
+}  // namespace ditune::exec

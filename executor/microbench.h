@@ -1,0 +1,38 @@
+// Microbenchmarks that calibrate the cost models on this backend: GEMM, attention and
+// elementwise sweeps (compute), and all-to-all, send/recv, all-gather and all-reduce from
+// 1 KB to 64 MB over the launched ranks (communication), timed like nccl-tests.
+#ifndef DITUNE_EXECUTOR_MICROBENCH_H_
+#define DITUNE_EXECUTOR_MICROBENCH_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "costmodels/measurement.h"
+#include "executor/comm.h"
+
+namespace ditune::exec {
+
+// Called with (done, total) as the sweep goes.
+using Progress = std::function<void(int, int)>;
+
+// Times this backend's GEMM, blockwise attention and norm-modulate kernels over sizes
+// spanning small to DiT-like, median of `reps` after a warm-up each. Device "cpu".
+StatusOr<std::vector<Measurement>> ComputeSweep(int reps, const Progress& progress = {});
+
+struct CollectiveRow {
+  std::string op;
+  double bytes = 0;     // nccl-tests' size
+  double seconds = 0;   // the slowest rank, median over iterations
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+};
+
+// Collective over `comm` (every rank calls it). Returns the table (on every rank) and the
+// measurements for the store. `link` names the link the ranks talk over.
+StatusOr<std::vector<CollectiveRow>> CommSweep(Comm* comm, const std::string& link, int iters,
+                                               std::vector<Measurement>* measurements, const Progress& progress = {});
+
+}  // namespace ditune::exec
+
+#endif  // DITUNE_EXECUTOR_MICROBENCH_H_
