@@ -15,6 +15,7 @@ int RunPlan(int argc, char** argv);
 int RunWhatIf(int argc, char** argv);
 int RunLaunch(int argc, char** argv);
 int RunRun(int argc, char** argv);
+int RunAutotune(int argc, char** argv);
 
 }  // namespace ditune::cli
 

@@ -21,6 +21,7 @@ constexpr Command kCommands[] = {
     {"whatif", ditune::cli::RunWhatIf, "sweep GPU types, counts, links and sizes; meet a latency objective"},
     {"launch", ditune::cli::RunLaunch, "detect the GPUs, choose the configuration, start the job with it"},
     {"run", ditune::cli::RunRun, "run a plan on the CPU executor (or under mpirun), measure and record it"},
+    {"autotune", ditune::cli::RunAutotune, "predict, run the best candidates for real, refit, predict again"},
     {"simulate", ditune::cli::RunSimulate, "predict one generation's latency, breakdown and memory"},
     {"validate", ditune::cli::RunValidate, "predict a suite of published runs and report the error"},
     {"calibrate", ditune::cli::RunCalibrate, "ingest measurements, fit the cost models, show the fits"},

@@ -1,0 +1,158 @@
+// `mpirun -np N ditune autotune WORKLOAD [--candidates K]`: predict every configuration for
+// the launched CPU ranks, run the best K for real, record them, refit, predict again, and
+// show the error before and after.
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "costmodels/store.h"
+#include "executor/run.h"
+#include "planner/plan.h"
+#include "planner/predict.h"
+
+namespace ditune::cli {
+
+StatusOr<Cluster> CpuCluster(const Catalog& catalog, int ranks);
+StatusOr<double> PredictOnCpu(const Catalog& catalog, const Workload& w, const ParallelConfig& c, int ranks,
+                              const std::vector<Fit>& fits);
+
+int RunAutotune(int argc, char** argv) {
+  auto world = exec::CreateComm(exec::DefaultCommBackend(), &argc, &argv);
+  if (!world.ok()) return Fail("autotune", world.status());
+  exec::Comm& comm = **world;
+  const bool root = comm.rank() == 0;
+  auto fail = [&](const Status& st) { return root ? Fail("autotune", st) : st.ExitCode(); };
+  cxxopts::Options options("ditune autotune", "Predict, run the best candidates for real, refit, predict again");
+  AddWorkloadOptions(options);
+  options.add_options()
+      ("candidates", "how many of the best-predicted configurations to run", cxxopts::value<int>()->default_value("3"))
+      ("iters", "timed iterations per run", cxxopts::value<int>()->default_value("3"))
+      ("db", "calibration database", cxxopts::value<std::string>());
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return fail(args.status());
+  if (help) return 0;
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return fail(catalog.status());
+  auto workload = ReadWorkload(*args, **catalog);
+  if (!workload.ok()) return fail(workload.status());
+  workload->output = OutputType::kLatent;
+  const ModelSpec& model = **(*catalog)->Model(workload->model_id);
+  auto store = Store::Open(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
+  if (!store.ok()) return fail(store.status());
+  auto fits = (*store)->ActiveFits();
+  if (!fits.ok()) return fail(fits.status());
+  auto cluster = CpuCluster(**catalog, comm.size());
+  if (!cluster.ok()) return fail(cluster.status());
+
+  // 1. Predict every valid configuration the executor implements.
+  PlanOptions po;
+  po.top_k = 100000;
+  po.enumerate.distrifusion = false;
+  auto plan = MakePlan(**catalog, *workload, *cluster, *fits, po);
+  if (!plan.ok()) return fail(plan.status());
+  std::vector<ParallelConfig> configs;
+  for (const auto& c : plan->ranked) {
+    if (exec::ExecutorSupports(model, c.config).ok()) configs.push_back(c.config);
+  }
+  const int k = std::min<int>((*args)["candidates"].as<int>(), static_cast<int>(configs.size()));
+  if (k < 1) return fail(Status::Infeasible("no configuration of this workload runs on the CPU executor"));
+  configs.resize(k);
+
+  // 2. Run them for real.
+  struct Row {
+    ParallelConfig config;
+    double before = 0, measured = 0, after = 0;
+  };
+  std::vector<Row> rows;
+  std::vector<Measurement> records;
+  for (int i = 0; i < k; ++i) {
+    if (root && isatty(2)) std::cerr << fmt::format("\rrunning {}/{}: {}   ", i + 1, k, Label(configs[i])) << std::flush;
+    auto before = PredictOnCpu(**catalog, *workload, configs[i], comm.size(), *fits);
+    if (!before.ok()) return fail(before.status());
+    exec::RunOptions ro;
+    ro.iters = (*args)["iters"].as<int>();
+    auto m = exec::MeasureRun(model, *workload, configs[i], &comm, ro);
+    if (!m.ok()) return fail(m.status());
+    rows.push_back({configs[i], *before, m->latency_median_s, 0});
+    Measurement meas;
+    meas.source = MeasurementSource::kExecutor;
+    meas.kind = MeasurementKind::kE2e;
+    meas.op = "dit";
+    meas.backend = "cpu";
+    meas.device = "cpu";
+    meas.ranks = comm.size();
+    meas.params = {{"model", model.id}, {"height", workload->height}, {"width", workload->width},
+                   {"steps", workload->steps}, {"batch", workload->batch}, {"config", ToString(configs[i])},
+                   {"predicted_s", *before}};
+    meas.median = Seconds(m->latency_median_s);
+    meas.p10 = Seconds(std::min(m->latency_p10_s, m->latency_median_s));
+    meas.p90 = Seconds(std::max(m->latency_p90_s, m->latency_median_s));
+    meas.samples = m->iters;
+    records.push_back(meas);
+  }
+  if (root && isatty(2)) std::cerr << "\n";
+  // 3. Refit: the framework's compute scale for (cpu, model) from these runs.
+  std::vector<double> predicted, measured;
+  for (const auto& r : rows) {
+    predicted.push_back(r.before);
+    measured.push_back(r.measured);
+  }
+  auto scale = FitScale(predicted, measured);
+  if (!scale.ok()) return fail(scale.status());
+  double previous = 1.0;
+  for (const auto& f : *fits) {
+    if (f.kind == kFitKindE2e && f.key == E2eFitKey("cpu", model.id) && f.params.contains("compute_scale")) {
+      previous = f.params["compute_scale"].get<double>();
+    }
+  }
+  Fit fit;
+  fit.kind = kFitKindE2e;
+  fit.key = E2eFitKey("cpu", model.id);
+  fit.params = {{"compute_scale", previous * *scale}};
+  fit.points = k;
+  std::vector<Fit> new_fits = *fits;
+  new_fits.erase(std::remove_if(new_fits.begin(), new_fits.end(),
+                                [&](const Fit& f) { return f.kind == fit.kind && f.key == fit.key; }),
+                 new_fits.end());
+  new_fits.push_back(fit);
+  // 4. Predict again.
+  std::vector<double> after;
+  for (auto& r : rows) {
+    auto p = PredictOnCpu(**catalog, *workload, r.config, comm.size(), new_fits);
+    if (!p.ok()) return fail(p.status());
+    r.after = *p;
+    after.push_back(*p);
+  }
+  if (!root) return 0;
+  auto ids = (*store)->AddMeasurements(records);
+  if (!ids.ok()) return fail(ids.status());
+  fit.measurement_ids = *ids;
+  fit.mape = MeanAbsolutePercentageError(after, measured);
+  Status st = (*store)->ReplaceFits({fit});
+  if (!st.ok()) return fail(st);
+
+  std::cout << fmt::format("{} {}x{}, {} steps on {} CPU ranks: {} configurations predicted, best {} run\n", model.id,
+                           workload->height, workload->width, workload->steps, comm.size(), plan->ranked.size(), k);
+  std::vector<std::vector<std::string>> table;
+  for (const auto& r : rows) {
+    table.push_back({Label(r.config), fmt::format("{:.4f}", r.measured), fmt::format("{:.4f}", r.before),
+                     fmt::format("{:.1f}%", 100 * std::abs(r.before - r.measured) / r.measured),
+                     fmt::format("{:.4f}", r.after), fmt::format("{:.1f}%", 100 * std::abs(r.after - r.measured) / r.measured)});
+  }
+  std::cout << FormatTable({"config", "measured s", "predicted before", "APE before", "predicted after", "APE after"},
+                           table);
+  std::cout << fmt::format("refit: compute scale {:.3f} for (cpu, {}); mean APE {:.1f}% -> {:.1f}%\n",
+                           previous * *scale, model.id, 100 * MeanAbsolutePercentageError(predicted, measured),
+                           100 * fit.mape);
+  const auto fastest = std::min_element(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.measured < b.measured; });
+  std::cout << "fastest measured: " << Label(fastest->config) << "\n";
+  return 0;
+}
+
+}  // namespace ditune::cli
