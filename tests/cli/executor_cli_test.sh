@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The executor's commands under mpirun: run, calibrate compute and comm, autotune.
+set -u
+bin=${DITUNE_BIN:?}
+mpi=${MPIEXEC:-mpirun}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export DITUNE_DB=$tmp/exec.db
+pass=0
+fail=0
+expect() {
+  local name=$1 want=$2 pattern=$3
+  shift 4
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [[ $rc -ne $want ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: exit $rc (wanted $want), pattern /$pattern/"; echo "$out" | tail -15; fail=$((fail + 1)); return
+  fi
+  pass=$((pass + 1))
+}
+mpirun2=("$mpi" -np 2 --oversubscribe --allow-run-as-root)
+expect run-serial 0 "DiT \(slowest rank, median of 2\)" -- "$bin" run --model tiny-pixart --steps 2 --iters 2 --config ""
+expect run-ulysses 0 "^1 +[0-9.]+" -- "${mpirun2[@]}" "$bin" run --model tiny-pixart --steps 2 --iters 2 --config ulysses=2
+expect run-auto 0 "on 2 CPU rank\(s\) \(mpi\)" -- "${mpirun2[@]}" "$bin" run --model tiny-sd3 --steps 2 --iters 1 --auto
+expect run-wrong-size 2 "needs 4 ranks; 2 were launched|product-equals-gpus" -- "${mpirun2[@]}" "$bin" run \
+  --model tiny-pixart --steps 2 --config ulysses=4
+expect run-unsupported 1 "PipeFusion for cross-attention models" -- "${mpirun2[@]}" "$bin" run --model tiny-sd3 \
+  --steps 2 --config pipefusion=2
+expect run-too-big 2 "refused before allocating" -- "$bin" run --model stepvideo-t2v --steps 1 --config ""
+expect calibrate-compute 0 "cpu/cpu/gemm" -- "$bin" calibrate compute --reps 2
+expect calibrate-comm 0 "all_to_all +1024 " -- "${mpirun2[@]}" "$bin" calibrate comm --iters 3
+expect calibrate-comm-one-rank 2 "needs at least 2 ranks" -- "$bin" calibrate comm
+expect autotune 0 "mean APE [0-9.]+% -> [0-9.]+%" -- "${mpirun2[@]}" "$bin" autotune --model tiny-pixart --steps 2 \
+  --candidates 2 --iters 1
+expect runs-recorded 0 "measurements, .* active fits" -- "$bin" calibrate show
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]
