@@ -221,7 +221,7 @@ exec::Progress TerminalProgress(const char* what) {
 int ComputeCmd(int argc, char** argv) {
   cxxopts::Options options("ditune calibrate compute",
                            "Time this backend's GEMM, attention and elementwise kernels and fit the compute model");
-  options.add_options()("reps", "timed repetitions per size", cxxopts::value<int>()->default_value("5"))
+  options.add_options()("reps", "timed repetitions per size", cxxopts::value<int>()->default_value("9"))
       ("db", "calibration database", cxxopts::value<std::string>());
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
