@@ -5,6 +5,8 @@
 #include <fmt/ranges.h>
 
 #include "executor/comm.h"
+#include "executor/cpu_device.h"
+#include "executor/device.h"
 #include "executor/local_comm.h"
 #ifdef DITUNE_HAVE_MPI
 #include "executor/mpi_comm.h"
@@ -40,6 +42,14 @@ StatusOr<std::unique_ptr<Comm>> CreateComm(std::string_view backend, int* argc, 
 #endif
   return Status::InvalidArgument(
       fmt::format("communication backend '{}' is not built; built: {}", backend, fmt::join(CommBackends(), ", ")));
+}
+
+std::vector<std::string> DeviceBackends() { return {"cpu"}; }
+
+StatusOr<std::unique_ptr<Device>> CreateDevice(std::string_view backend) {
+  if (backend == "cpu") return NewCpuDevice();
+  return Status::InvalidArgument(
+      fmt::format("compute backend '{}' is not built; built: {}", backend, fmt::join(DeviceBackends(), ", ")));
 }
 
 }  // namespace ditune::exec

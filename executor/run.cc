@@ -8,6 +8,7 @@
 
 #include "costmodels/dit_ops.h"
 #include "costmodels/memory_model.h"
+#include "executor/device.h"
 
 namespace ditune::exec {
 namespace {
@@ -22,14 +23,8 @@ double Quantile(std::vector<double> v, double q) {
 }
 
 double AvailableBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  double kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit) {
-    if (key == "MemAvailable:") return kb * 1024.0;
-  }
-  return 0;
+  auto device = CreateDevice("cpu");
+  return device.ok() ? static_cast<double>((*device)->props().memory_bytes) : 0.0;
 }
 
 }  // namespace
@@ -66,6 +61,7 @@ StatusOr<RunMeasurement> MeasureRun(const ModelSpec& model, const Workload& work
   if (!mem.ok()) return mem;
   if (refused > 0) return Status::InvalidArgument("another rank refused the run: not enough memory on its host");
   DITUNE_ASSIGN_OR_RETURN(auto runner, ParallelRunner::Create(model, workload, config, world, opt.seed));
+  DITUNE_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateDevice("cpu"));
   for (int i = 0; i < opt.warmup; ++i) DITUNE_RETURN_IF_ERROR(runner->Generate().status());
   const int R = world->size();
   std::vector<std::vector<double>> per_rank(R);  // dit seconds per iteration, by rank
@@ -73,9 +69,15 @@ StatusOr<RunMeasurement> MeasureRun(const ModelSpec& model, const Workload& work
   std::vector<double> mine_step, gemm, attn, elem, comm, compute;
   RunMeasurement out;
   for (int i = 0; i < opt.iters; ++i) {
+    // Ranks aligned by a barrier, then timed on the device's stream (events), not the host.
+    DITUNE_RETURN_IF_ERROR(world->Barrier());
+    DITUNE_ASSIGN_OR_RETURN(auto start, device->stream()->Record());
     DITUNE_ASSIGN_OR_RETURN(GenerationResult g, runner->Generate());
+    DITUNE_RETURN_IF_ERROR(device->stream()->Synchronize());
+    DITUNE_ASSIGN_OR_RETURN(auto stop, device->stream()->Record());
+    DITUNE_ASSIGN_OR_RETURN(double seconds, stop->SecondsSince(*start));
     std::vector<float> all(static_cast<size_t>(R));
-    const float mine = static_cast<float>(g.dit_seconds);
+    const float mine = static_cast<float>(seconds);
     DITUNE_RETURN_IF_ERROR(world->AllGather(&mine, all.data(), 1));
     double worst = 0;
     for (int r = 0; r < R; ++r) {

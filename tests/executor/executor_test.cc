@@ -85,3 +85,37 @@ TEST(ExecutorTest, UnsupportedAndWrongSizesAreClearErrors) {
 
 }  // namespace
 }  // namespace ditune::exec
+
+#include "executor/device.h"
+
+namespace ditune::exec {
+namespace {
+
+TEST(DeviceTest, CpuDeviceAccountsAndTimes) {
+  auto dev = CreateDevice("cpu");
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  const DeviceProps& p = (*dev)->props();
+  EXPECT_EQ(p.backend, "cpu");
+  EXPECT_GT(p.memory_bytes, 0);
+  EXPECT_GE(p.compute_units, 1);
+  {
+    auto a = (*dev)->Alloc(1 << 20);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ((*dev)->allocated_bytes(), 1 << 20);
+    auto b = (*dev)->Alloc(1 << 10);
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ((*dev)->peak_bytes(), (1 << 20) + (1 << 10));
+  }
+  EXPECT_EQ((*dev)->allocated_bytes(), 0);
+  auto huge = (*dev)->Alloc(p.memory_bytes + 1);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("would exceed"), std::string::npos);
+  auto e0 = (*dev)->stream()->Record();
+  ASSERT_TRUE((*dev)->stream()->Synchronize().ok());
+  auto e1 = (*dev)->stream()->Record();
+  EXPECT_GE(*(*e1)->SecondsSince(**e0), 0.0);
+  EXPECT_FALSE(CreateDevice("cuda-nope").ok());
+}
+
+}  // namespace
+}  // namespace ditune::exec

@@ -1,0 +1,16 @@
+// The CPU device: host memory (MemAvailable) with accounting, a synchronous stream whose
+// events are steady-clock timestamps.
+#ifndef DITUNE_EXECUTOR_CPU_DEVICE_H_
+#define DITUNE_EXECUTOR_CPU_DEVICE_H_
+
+#include <memory>
+
+#include "executor/device.h"
+
+namespace ditune::exec {
+
+std::unique_ptr<Device> NewCpuDevice();
+
+}  // namespace ditune::exec
+
+#endif  // DITUNE_EXECUTOR_CPU_DEVICE_H_
