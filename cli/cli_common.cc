@@ -1,5 +1,7 @@
 #include "cli/cli_common.h"
 
+#include "core/validate.h"
+
 #include <algorithm>
 #include <iostream>
 
@@ -69,6 +71,21 @@ StatusOr<ClusterSpec> ReadClusterSpec(const cxxopts::ParseResult& args) {
   if (args.count("intra")) c.intra_id = args["intra"].as<std::string>();
   if (args.count("inter")) c.inter_id = args["inter"].as<std::string>();
   return c;
+}
+
+StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args) {
+  ConfigInputs in;
+  DITUNE_ASSIGN_OR_RETURN(in.catalog, Catalog::Default());
+  DITUNE_ASSIGN_OR_RETURN(in.workload, ReadWorkload(args, *in.catalog));
+  DITUNE_ASSIGN_OR_RETURN(ClusterSpec spec, ReadClusterSpec(args));
+  DITUNE_ASSIGN_OR_RETURN(in.cluster, ResolveCluster(spec, *in.catalog));
+  if (args.count("config") == 0) return Status::InvalidArgument("--config is required (\"\" for one device)");
+  DITUNE_ASSIGN_OR_RETURN(in.config, ParseParallelConfig(args["config"].as<std::string>()));
+  DITUNE_ASSIGN_OR_RETURN(in.model, in.catalog->Model(in.workload.model_id));
+  DITUNE_ASSIGN_OR_RETURN(in.tokens, ComputeTokenGeometry(*in.model, in.workload));
+  DITUNE_RETURN_IF_ERROR(
+      ValidateConfig({in.model, in.tokens, in.workload.steps, in.workload.batch, in.cluster.gpus()}, in.config));
+  return in;
 }
 
 StatusOr<cxxopts::ParseResult> Parse(cxxopts::Options& options, int argc, char** argv, bool* help) {

@@ -10,6 +10,7 @@
 
 #include "core/catalog.h"
 #include "core/cluster.h"
+#include "core/parallel_config.h"
 #include "core/status.h"
 #include "core/workload.h"
 
@@ -23,6 +24,18 @@ void AddClusterOptions(cxxopts::Options& options);
 // Reads the workload flags; height, width, steps default to the model's usual values.
 StatusOr<Workload> ReadWorkload(const cxxopts::ParseResult& args, const Catalog& catalog);
 StatusOr<ClusterSpec> ReadClusterSpec(const cxxopts::ParseResult& args);
+
+// The WORKLOAD, CLUSTER and --config flags read, resolved against the catalog and
+// validated together (the rules of core/validate.h).
+struct ConfigInputs {
+  const Catalog* catalog = nullptr;
+  const ModelSpec* model = nullptr;
+  Workload workload;
+  TokenGeometry tokens;
+  Cluster cluster;
+  ParallelConfig config;
+};
+StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args);
 
 // Parses argv with `options`, turning cxxopts errors into InvalidArgument that names the
 // flag and points at --help. Sets *help when --help was given (its text already printed).

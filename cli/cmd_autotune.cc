@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
@@ -20,6 +21,8 @@ namespace ditune::cli {
 StatusOr<Cluster> CpuCluster(const Catalog& catalog, int ranks);
 StatusOr<double> PredictOnCpu(const Catalog& catalog, const Workload& w, const ParallelConfig& c, int ranks,
                               const std::vector<Fit>& fits);
+Measurement DitRunMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
+                              const exec::RunMeasurement& m, const std::string& run_id, nlohmann::json extra);
 
 int RunAutotune(int argc, char** argv) {
   auto world = exec::CreateComm(exec::DefaultCommBackend(), &argc, &argv);
@@ -80,21 +83,8 @@ int RunAutotune(int argc, char** argv) {
     auto m = exec::MeasureRun(model, *workload, configs[i], &comm, ro);
     if (!m.ok()) return fail(m.status());
     rows.push_back({configs[i], *before, m->latency_median_s, 0});
-    Measurement meas;
-    meas.source = MeasurementSource::kExecutor;
-    meas.kind = MeasurementKind::kE2e;
-    meas.op = "dit";
-    meas.backend = "cpu";
-    meas.device = "cpu";
-    meas.ranks = comm.size();
-    meas.params = {{"model", model.id}, {"height", workload->height}, {"width", workload->width},
-                   {"steps", workload->steps}, {"batch", workload->batch}, {"config", ToString(configs[i])},
-                   {"predicted_s", *before}};
-    meas.median = Seconds(m->latency_median_s);
-    meas.p10 = Seconds(std::min(m->latency_p10_s, m->latency_median_s));
-    meas.p90 = Seconds(std::max(m->latency_p90_s, m->latency_median_s));
-    meas.samples = m->iters;
-    records.push_back(meas);
+    records.push_back(DitRunMeasurement(model, *workload, configs[i], comm.size(), *m, "autotune",
+                                        {{"predicted_s", *before}}));
   }
   if (root && isatty(2)) std::cerr << "\n";
   // 3. Refit: the framework's compute scale for (cpu, model) from these runs.

@@ -38,25 +38,13 @@ int RunCheck(int argc, char** argv) {
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("check", args.status());
   if (help) return 0;
-  auto catalog = Catalog::Default();
-  if (!catalog.ok()) return Fail("check", catalog.status());
-  auto workload = ReadWorkload(*args, **catalog);
-  if (!workload.ok()) return Fail("check", workload.status());
-  auto spec = ReadClusterSpec(*args);
-  if (!spec.ok()) return Fail("check", spec.status());
-  auto cluster = ResolveCluster(*spec, **catalog);
-  if (!cluster.ok()) return Fail("check", cluster.status());
-  if (args->count("config") == 0) {
-    return Fail("check", Status::InvalidArgument("--config is required (\"\" for one device)"));
-  }
-  auto config = ParseParallelConfig((*args)["config"].as<std::string>());
-  if (!config.ok()) return Fail("check", config.status());
-
-  const ModelSpec& model = **(*catalog)->Model(workload->model_id);
-  TokenGeometry tokens = *ComputeTokenGeometry(model, *workload);
-  ValidationContext ctx{&model, tokens, workload->steps, workload->batch, cluster->gpus()};
-  Status valid = ValidateConfig(ctx, *config);
-  if (!valid.ok()) return Fail("check", valid);
+  auto in = ReadConfigInputs(*args);
+  if (!in.ok()) return Fail("check", in.status());
+  const ModelSpec& model = *in->model;
+  const TokenGeometry& tokens = in->tokens;
+  const Workload* workload = &in->workload;
+  const Cluster* cluster = &in->cluster;
+  const ParallelConfig* config = &in->config;
 
   auto layout = RankLayout::Create(*config, cluster->gpus_per_node());
   if (!layout.ok()) return Fail("check", layout.status());

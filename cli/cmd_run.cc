@@ -40,6 +40,28 @@ StatusOr<double> PredictOnCpu(const Catalog& catalog, const Workload& w, const P
   return r.dit.value();
 }
 
+// The store's record of one measured executor run.
+Measurement DitRunMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
+                              const exec::RunMeasurement& m, const std::string& run_id, nlohmann::json extra) {
+  Measurement meas;
+  meas.source = MeasurementSource::kExecutor;
+  meas.kind = MeasurementKind::kE2e;
+  meas.op = "dit";
+  meas.backend = "cpu";
+  meas.device = "cpu";
+  meas.ranks = ranks;
+  meas.link = ranks > 1 ? "shm" : "";
+  meas.params = {{"model", model.id}, {"height", w.height}, {"width", w.width}, {"frames", w.frames},
+                 {"steps", w.steps}, {"batch", w.batch}, {"config", ToString(config)}, {"ranks", ranks}};
+  meas.params.update(extra);
+  meas.median = Seconds(m.latency_median_s);
+  meas.p10 = Seconds(std::min(m.latency_p10_s, m.latency_median_s));
+  meas.p90 = Seconds(std::max(m.latency_p90_s, m.latency_median_s));
+  meas.samples = m.iters;
+  meas.run_id = run_id;
+  return meas;
+}
+
 int RunRun(int argc, char** argv) {
   auto world = exec::CreateComm(exec::DefaultCommBackend(), &argc, &argv);
   if (!world.ok()) return Fail("run", world.status());
@@ -137,20 +159,8 @@ int RunRun(int argc, char** argv) {
   rec.predicted_s = *predicted;
   rec.measured_s = m->latency_median_s;
   for (const auto& r : m->ranks) rec.per_rank_s.push_back(r.dit_median_s);
-  Measurement meas;
-  meas.source = MeasurementSource::kExecutor;
-  meas.kind = MeasurementKind::kE2e;
-  meas.op = "dit";
-  meas.backend = "cpu";
-  meas.device = "cpu";
-  meas.ranks = comm.size();
-  meas.link = comm.size() > 1 ? "shm" : "";
-  meas.params = rec.plan;
-  meas.median = Seconds(m->latency_median_s);
-  meas.p10 = Seconds(std::min(m->latency_p10_s, m->latency_median_s));
-  meas.p90 = Seconds(std::max(m->latency_p90_s, m->latency_median_s));
-  meas.samples = m->iters;
-  meas.run_id = run_id;
+  const Measurement meas = DitRunMeasurement(model, *workload, config, comm.size(), *m, run_id,
+                                             {{"backend", "cpu"}, {"comm", comm.backend()}});
   Status st = (*store)->AddRun(rec);
   if (st.ok()) st = (*store)->AddMeasurements({meas}).status();
   if (!st.ok()) return fail(st);

@@ -34,23 +34,12 @@ int RunSimulate(int argc, char** argv) {
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("simulate", args.status());
   if (help) return 0;
-  auto catalog = Catalog::Default();
-  if (!catalog.ok()) return Fail("simulate", catalog.status());
-  auto workload = ReadWorkload(*args, **catalog);
-  if (!workload.ok()) return Fail("simulate", workload.status());
-  auto spec = ReadClusterSpec(*args);
-  if (!spec.ok()) return Fail("simulate", spec.status());
-  auto cluster = ResolveCluster(*spec, **catalog);
-  if (!cluster.ok()) return Fail("simulate", cluster.status());
-  if (args->count("config") == 0) {
-    return Fail("simulate", Status::InvalidArgument("--config is required (\"\" for one device)"));
-  }
-  auto config = ParseParallelConfig((*args)["config"].as<std::string>());
-  if (!config.ok()) return Fail("simulate", config.status());
-  const ModelSpec& model = **(*catalog)->Model(workload->model_id);
-  TokenGeometry tokens = *ComputeTokenGeometry(model, *workload);
-  Status valid = ValidateConfig({&model, tokens, workload->steps, workload->batch, cluster->gpus()}, *config);
-  if (!valid.ok()) return Fail("simulate", valid);
+  auto inputs = ReadConfigInputs(*args);
+  if (!inputs.ok()) return Fail("simulate", inputs.status());
+  const ModelSpec& model = *inputs->model;
+  const Workload* workload = &inputs->workload;
+  const Cluster* cluster = &inputs->cluster;
+  const ParallelConfig* config = &inputs->config;
 
   auto store = Store::Open(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
   if (!store.ok()) return Fail("simulate", store.status());

@@ -167,23 +167,7 @@ Status DitModel::Block(int index, const Vec& c, Mat* x, Mat* ctx, const Parallel
       Mat y = o * w.at("wo");
       DITUNE_RETURN_IF_ERROR(reduce(&y));
       AddGated(x, Chunk(m, 2, H), y);
-      // Cross-attention to the text: every rank holds all of it, so no exchange.
-      Mat y2;
-      {
-        Scoped s(Slot(timers, &OpTimers::attention));
-        const Mat h2 = NormModulate(*x, Vec::Zero(H), Vec::Zero(H));
-        y2 = Attention(h2 * w.at("xq"), *ctx * w.at("xk"), *ctx * w.at("xv"), hl, spec_.head_dim) * w.at("xo");
-      }
-      DITUNE_RETURN_IF_ERROR(reduce(&y2));
-      *x += y2;
-      Mat y3;
-      {
-        Scoped s(Slot(timers, &OpTimers::gemm));
-        y3 = Gelu(NormModulate(*x, Chunk(m, 3, H), Chunk(m, 4, H)) * w.at("w1")) * w.at("w2");
-      }
-      DITUNE_RETURN_IF_ERROR(reduce(&y3));
-      AddGated(x, Chunk(m, 5, H), y3);
-      return Status::Ok();
+      return CrossTail(bw, m, x, *ctx, reduce, timers);
     }
     case BlockFamily::kJoint: {
       const Vec m = c * w.at("mod");
@@ -243,6 +227,29 @@ Status DitModel::Block(int index, const Vec& c, Mat* x, Mat* ctx, const Parallel
   return Status::Internal("unknown block family");
 }
 
+Status DitModel::CrossTail(const BlockWeights& bw, const Vec& m, Mat* x, const Mat& ctx,
+                           const std::function<Status(Mat*)>& reduce, OpTimers* timers) const {
+  const auto& w = bw.w;
+  const int64_t H = spec_.hidden;
+  // Cross-attention to the text: every rank holds all of it, so no exchange.
+  Mat y2;
+  {
+    Scoped s(Slot(timers, &OpTimers::attention));
+    const Mat h2 = NormModulate(*x, Vec::Zero(H), Vec::Zero(H));
+    y2 = Attention(h2 * w.at("xq"), ctx * w.at("xk"), ctx * w.at("xv"), heads_local(), spec_.head_dim) * w.at("xo");
+  }
+  DITUNE_RETURN_IF_ERROR(reduce(&y2));
+  *x += y2;
+  Mat y3;
+  {
+    Scoped s(Slot(timers, &OpTimers::gemm));
+    y3 = Gelu(NormModulate(*x, Chunk(m, 3, H), Chunk(m, 4, H)) * w.at("w1")) * w.at("w2");
+  }
+  DITUNE_RETURN_IF_ERROR(reduce(&y3));
+  AddGated(x, Chunk(m, 5, H), y3);
+  return Status::Ok();
+}
+
 Status DitModel::BlockWithKv(int index, const Vec& c, Mat* x, const Mat& ctx, const KvFn& kv_fn,
                              OpTimers* timers) const {
   const BlockWeights& bw = blocks_[index];
@@ -269,17 +276,7 @@ Status DitModel::BlockWithKv(int index, const Vec& c, Mat* x, const Mat& ctx, co
     y = Attention(q, k_all, v_all, hl, spec_.head_dim) * w.at("wo");
   }
   AddGated(x, Chunk(m, 2, H), y);
-  {
-    Scoped s(Slot(timers, &OpTimers::attention));
-    const Mat h2 = NormModulate(*x, Vec::Zero(H), Vec::Zero(H));
-    *x += Attention(h2 * w.at("xq"), ctx * w.at("xk"), ctx * w.at("xv"), hl, spec_.head_dim) * w.at("xo");
-  }
-  {
-    Scoped s(Slot(timers, &OpTimers::gemm));
-    const Mat y3 = Gelu(NormModulate(*x, Chunk(m, 3, H), Chunk(m, 4, H)) * w.at("w1")) * w.at("w2");
-    AddGated(x, Chunk(m, 5, H), y3);
-  }
-  return Status::Ok();
+  return CrossTail(bw, m, x, ctx, [](Mat*) { return Status::Ok(); }, timers);
 }
 
 Mat PromptEmbedding(const ModelSpec& spec, uint64_t seed, int prompt, bool negative) {

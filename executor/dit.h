@@ -72,6 +72,10 @@ class DitModel {
   int latent_width() const { return spec_.latent_channels * spec_.patch_spatial * spec_.patch_spatial * spec_.patch_temporal; }
 
  private:
+  // Cross-attention to the text and the MLP of a cross block, after its self-attention.
+  Status CrossTail(const BlockWeights& bw, const Vec& m, Mat* x, const Mat& ctx,
+                   const std::function<Status(Mat*)>& reduce, OpTimers* timers) const;
+
   const ModelSpec& spec_;
   int first_block_;
   int tp_, tp_rank_;

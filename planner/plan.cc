@@ -56,6 +56,18 @@ std::string Weakness(const Candidate& c, const Cluster& cluster, int steps) {
   return worst->text;
 }
 
+// Simulates one configuration with the calibrated models and scores it.
+StatusOr<Candidate> SimulateCandidate(const ModelSpec& model, const Workload& workload, const Cluster& cluster,
+                                      const ParallelConfig& c, const CostModels& models, SimOptions sim) {
+  SimInput in{&model, workload, &cluster, c, &models.compute, models.comm.get()};
+  sim.terms = models.terms;
+  DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, sim));
+  Candidate cand{c, std::move(r)};
+  cand.images_per_s = workload.batch / cand.result.total.value();
+  cand.gpu_s_per_image = cand.result.total.value() * cluster.gpus() / workload.batch;
+  return cand;
+}
+
 }  // namespace
 
 std::string_view ObjectiveName(Objective o) {
@@ -118,17 +130,9 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
     Workload w1 = workload;
     ValidationContext ctx1{model, tokens, workload.steps, workload.batch, 1};
     if (mem.fits() && IsValidConfig(ctx1, ParallelConfig{})) {
-      CommModel comm1(single);
-      SimInput in{model, w1, &single, ParallelConfig{}, &models.compute, &comm1};
-      SimOptions sim = opt.sim;
-      sim.terms = models.terms;
-      auto r = Simulate(in, sim);
-      if (r.ok()) {
-        Candidate c{ParallelConfig{}, std::move(*r)};
-        c.images_per_s = workload.batch / c.result.total.value();
-        c.gpu_s_per_image = c.result.total.value() / workload.batch;
-        plan.single_gpu = std::move(c);
-      }
+      CostModels one{models.compute, std::make_unique<CommModel>(single), models.terms};
+      auto c = SimulateCandidate(*model, w1, single, ParallelConfig{}, one, opt.sim);
+      if (c.ok()) plan.single_gpu = std::move(*c);
     }
   }
   // Explanation: the winner's numbers, then what holds each runner-up back.
@@ -201,13 +205,7 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
       ++plan.pruned_memory;
       continue;
     }
-    SimInput in{model, workload, &cluster, c, &models.compute, models.comm.get()};
-    SimOptions sim = opt.sim;
-    sim.terms = models.terms;
-    DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, sim));
-    Candidate cand{c, std::move(r)};
-    cand.images_per_s = workload.batch / cand.result.total.value();
-    cand.gpu_s_per_image = cand.result.total.value() * cluster.gpus() / workload.batch;
+    DITUNE_ASSIGN_OR_RETURN(Candidate cand, SimulateCandidate(*model, workload, cluster, c, models, opt.sim));
     all.push_back(std::move(cand));
   }
   if (all.empty()) {
@@ -234,13 +232,7 @@ StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workl
   std::vector<Candidate> all;
   for (const auto& c : ranked) {
     DITUNE_RETURN_IF_ERROR(ValidateConfig({model, tokens, workload.steps, workload.batch, cluster.gpus()}, c));
-    SimInput in{model, workload, &cluster, c, &models.compute, models.comm.get()};
-    SimOptions sim = opt.sim;
-    sim.terms = models.terms;
-    DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, sim));
-    Candidate cand{c, std::move(r)};
-    cand.images_per_s = workload.batch / cand.result.total.value();
-    cand.gpu_s_per_image = cand.result.total.value() * cluster.gpus() / workload.batch;
+    DITUNE_ASSIGN_OR_RETURN(Candidate cand, SimulateCandidate(*model, workload, cluster, c, models, opt.sim));
     all.push_back(std::move(cand));
   }
   if (all.empty()) return Status::InvalidArgument("no configurations to plan with");
