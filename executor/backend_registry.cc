@@ -8,6 +8,9 @@
 #include "executor/cpu_device.h"
 #include "executor/device.h"
 #include "executor/local_comm.h"
+#ifdef DITUNE_HAVE_CUDA
+#include "executor/cuda/cuda_backend.h"
+#endif
 #ifdef DITUNE_HAVE_MPI
 #include "executor/mpi_comm.h"
 #endif
@@ -44,10 +47,19 @@ StatusOr<std::unique_ptr<Comm>> CreateComm(std::string_view backend, int* argc, 
       fmt::format("communication backend '{}' is not built; built: {}", backend, fmt::join(CommBackends(), ", ")));
 }
 
-std::vector<std::string> DeviceBackends() { return {"cpu"}; }
+std::vector<std::string> DeviceBackends() {
+  std::vector<std::string> b = {"cpu"};
+#ifdef DITUNE_HAVE_CUDA
+  b.push_back("cuda");
+#endif
+  return b;
+}
 
 StatusOr<std::unique_ptr<Device>> CreateDevice(std::string_view backend) {
   if (backend == "cpu") return NewCpuDevice();
+#ifdef DITUNE_HAVE_CUDA
+  if (backend == "cuda") return cuda::NewCudaDevice(0);
+#endif
   return Status::InvalidArgument(
       fmt::format("compute backend '{}' is not built; built: {}", backend, fmt::join(DeviceBackends(), ", ")));
 }

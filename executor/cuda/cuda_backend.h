@@ -1,0 +1,45 @@
+// The CUDA backend: a device (streams, events, memory accounting) and bf16 kernels with fp32
+// accumulation — cuBLASLt GEMMs, a fused attention that never materialises the S x S matrix,
+// fused norm + modulation, GELU and gated residual. This header exposes only factory
+// functions and plain pointers, so the rest of ditune compiles without CUDA; the registry
+// names it behind DITUNE_HAVE_CUDA.
+#ifndef DITUNE_EXECUTOR_CUDA_CUDA_BACKEND_H_
+#define DITUNE_EXECUTOR_CUDA_CUDA_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "core/status.h"
+#include "executor/device.h"
+
+namespace ditune::exec::cuda {
+
+// The GPU `ordinal` (cudaSetDevice), with its own stream. Unavailable when there is none.
+StatusOr<std::unique_ptr<Device>> NewCudaDevice(int ordinal);
+// How many CUDA devices this process sees (0 when the driver or GPU is absent).
+int DeviceCount();
+
+// Kernels on `device`'s stream. Pointers are device memory; "bf16" tensors are row-major
+// __nv_bfloat16, vectors of modulation fp32. Each returns InvalidArgument for a device of
+// another backend or unsupported sizes, and the CUDA error (with the failing call, file and
+// line) when a launch fails.
+Status Gemm(Device* device, const void* a_bf16, const void* b_bf16, void* c_bf16, int64_t m, int64_t k, int64_t n);
+Status NormModulate(Device* device, const void* x_bf16, const float* shift, const float* scale, void* y_bf16,
+                    int64_t rows, int64_t cols);
+Status Gelu(Device* device, void* x_bf16, int64_t count);
+// x += gate (per column) * y.
+Status GatedResidual(Device* device, void* x_bf16, const float* gate, const void* y_bf16, int64_t rows,
+                     int64_t cols);
+// o = softmax(q k^T / sqrt(d)) v per head, online softmax over key tiles; head_dim one of
+// 64, 72, 88, 128.
+Status Attention(Device* device, const void* q_bf16, const void* k_bf16, const void* v_bf16, void* o_bf16,
+                 int64_t q_rows, int64_t kv_rows, int heads, int head_dim);
+
+// Host <-> device copies of fp32 data converted to/from bf16 (for tests and the runner).
+Status UploadBf16(Device* device, const float* host, void* device_bf16, int64_t count);
+Status DownloadBf16(Device* device, const void* device_bf16, float* host, int64_t count);
+Status UploadF32(Device* device, const float* host, float* device_f32, int64_t count);
+
+}  // namespace ditune::exec::cuda
+
+#endif  // DITUNE_EXECUTOR_CUDA_CUDA_BACKEND_H_

@@ -1,0 +1,59 @@
+// The CUDA device class, for the backend's own files only.
+#ifndef DITUNE_EXECUTOR_CUDA_CUDA_DEVICE_IMPL_H_
+#define DITUNE_EXECUTOR_CUDA_CUDA_DEVICE_IMPL_H_
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "executor/device.h"
+
+namespace ditune::exec::cuda {
+
+class CudaStream : public Stream {
+ public:
+  explicit CudaStream(cudaStream_t s) : s_(s) {}
+  Status Synchronize() override;
+  StatusOr<std::unique_ptr<Event>> Record() override;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_;
+};
+
+class CudaDevice : public Device {
+ public:
+  // Takes ownership of the stream and the cuBLASLt handle.
+  CudaDevice(int ordinal, DeviceProps props, cudaStream_t stream, cublasLtHandle_t lt);
+  ~CudaDevice() override;
+  const DeviceProps& props() const override { return props_; }
+  Stream* stream() override { return &stream_; }
+  StatusOr<std::unique_ptr<Buffer>> Alloc(int64_t bytes) override;
+  int64_t allocated_bytes() const override { return allocated_; }
+  int64_t peak_bytes() const override { return peak_; }
+
+  int ordinal() const { return ordinal_; }
+  cudaStream_t raw_stream() const { return stream_.get(); }
+  cublasLtHandle_t lt() const { return lt_; }
+  // A workspace for cuBLASLt, grown on demand.
+  StatusOr<void*> Workspace(size_t bytes);
+  // Makes this device current on the calling thread.
+  Status Use() const;
+
+ private:
+  friend class CudaBuffer;
+  int ordinal_;
+  DeviceProps props_;
+  CudaStream stream_;
+  cublasLtHandle_t lt_;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  int64_t allocated_ = 0;
+  int64_t peak_ = 0;
+};
+
+// The CUDA device behind `device`, or InvalidArgument.
+StatusOr<CudaDevice*> AsCuda(Device* device);
+
+}  // namespace ditune::exec::cuda
+
+#endif  // DITUNE_EXECUTOR_CUDA_CUDA_DEVICE_IMPL_H_
