@@ -11,6 +11,9 @@
 #ifdef DITUNE_HAVE_CUDA
 #include "executor/cuda/cuda_backend.h"
 #endif
+#ifdef DITUNE_HAVE_NCCL
+#include "executor/nccl_comm.h"
+#endif
 #ifdef DITUNE_HAVE_MPI
 #include "executor/mpi_comm.h"
 #endif
@@ -21,6 +24,9 @@ std::vector<std::string> CommBackends() {
   std::vector<std::string> b = {"local"};
 #ifdef DITUNE_HAVE_MPI
   b.push_back("mpi");
+#endif
+#ifdef DITUNE_HAVE_NCCL
+  b.push_back("nccl");
 #endif
   return b;
 }
@@ -39,7 +45,18 @@ StatusOr<std::unique_ptr<Comm>> CreateComm(std::string_view backend, int* argc, 
   if (backend == "local") return NewLocalComm();
 #ifdef DITUNE_HAVE_MPI
   if (backend == "mpi") return NewMpiWorld(argc, argv);
-#else
+#endif
+#ifdef DITUNE_HAVE_NCCL
+  if (backend == "nccl") {
+    // NCCL rides on an MPI world that lives as long as the process.
+    static std::unique_ptr<Comm> mpi;
+    if (!mpi) {
+      DITUNE_ASSIGN_OR_RETURN(mpi, NewMpiWorld(argc, argv));
+    }
+    return NewNcclWorld(mpi.get());
+  }
+#endif
+#ifndef DITUNE_HAVE_MPI
   (void)argc;
   (void)argv;
 #endif
