@@ -32,6 +32,7 @@ int RunAutotune(int argc, char** argv) {
   auto fail = [&](const Status& st) { return root ? Fail("autotune", st) : st.ExitCode(); };
   cxxopts::Options options("ditune autotune", "Predict, run the best candidates for real, refit, predict again");
   AddWorkloadOptions(options);
+  AddClusterOptions(options);
   options.add_options()
       ("candidates", "how many of the best-predicted configurations to run", cxxopts::value<int>()->default_value("3"))
       ("iters", "timed iterations per run", cxxopts::value<int>()->default_value("3"))
@@ -40,6 +41,16 @@ int RunAutotune(int argc, char** argv) {
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return fail(args.status());
   if (help) return 0;
+  // The cluster is the launched ranks; CLUSTER flags may only say so.
+  if (args->count("gpu") && (*args)["gpu"].as<std::string>() != "cpu") {
+    return fail(Status::InvalidArgument(fmt::format(
+        "--gpu {}: autotune runs the CPU executor on the launched ranks (--gpu cpu); GPU runs need the CUDA executor",
+        (*args)["gpu"].as<std::string>())));
+  }
+  if (args->count("gpus") && (*args)["gpus"].as<int>() != comm.size()) {
+    return fail(Status::InvalidArgument(fmt::format("--gpus {} but {} ranks were launched (mpirun -np {})",
+                                                    (*args)["gpus"].as<int>(), comm.size(), (*args)["gpus"].as<int>())));
+  }
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return fail(catalog.status());
   auto workload = ReadWorkload(*args, **catalog);
