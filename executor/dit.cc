@@ -156,13 +156,7 @@ Status DitModel::Block(int index, const Vec& c, Mat* x, Mat* ctx, const Parallel
     case BlockFamily::kCross: {
       const Vec m = c * w.at("mod");
       Mat q, k, v;
-      {
-        Scoped s(Slot(timers, &OpTimers::gemm));
-        const Mat h = NormModulate(*x, Chunk(m, 0, H), Chunk(m, 1, H));
-        q = h * w.at("wq");
-        k = h * w.at("wk");
-        v = h * w.at("wv");
-      }
+      SelfQkv(bw, m, *x, &q, &k, &v, timers);
       DITUNE_ASSIGN_OR_RETURN(Mat o, attend(q, k, v, 0));
       Mat y = o * w.at("wo");
       DITUNE_RETURN_IF_ERROR(reduce(&y));
@@ -227,6 +221,16 @@ Status DitModel::Block(int index, const Vec& c, Mat* x, Mat* ctx, const Parallel
   return Status::Internal("unknown block family");
 }
 
+void DitModel::SelfQkv(const BlockWeights& bw, const Vec& m, const Mat& x, Mat* q, Mat* k, Mat* v,
+                       OpTimers* timers) const {
+  Scoped s(Slot(timers, &OpTimers::gemm));
+  const int64_t H = spec_.hidden;
+  const Mat h = NormModulate(x, Chunk(m, 0, H), Chunk(m, 1, H));
+  *q = h * bw.w.at("wq");
+  *k = h * bw.w.at("wk");
+  *v = h * bw.w.at("wv");
+}
+
 Status DitModel::CrossTail(const BlockWeights& bw, const Vec& m, Mat* x, const Mat& ctx,
                            const std::function<Status(Mat*)>& reduce, OpTimers* timers) const {
   const auto& w = bw.w;
@@ -261,13 +265,7 @@ Status DitModel::BlockWithKv(int index, const Vec& c, Mat* x, const Mat& ctx, co
   const int hl = heads_local();
   const Vec m = c * w.at("mod");
   Mat q, k, v;
-  {
-    Scoped s(Slot(timers, &OpTimers::gemm));
-    const Mat h = NormModulate(*x, Chunk(m, 0, H), Chunk(m, 1, H));
-    q = h * w.at("wq");
-    k = h * w.at("wk");
-    v = h * w.at("wv");
-  }
+  SelfQkv(bw, m, *x, &q, &k, &v, timers);
   Mat k_all, v_all;
   kv_fn(first_block_ + index, k, v, &k_all, &v_all);
   Mat y;

@@ -72,6 +72,8 @@ class DitModel {
   int latent_width() const { return spec_.latent_channels * spec_.patch_spatial * spec_.patch_spatial * spec_.patch_temporal; }
 
  private:
+  // A cross block's modulated norm and Q, K, V projections (this rank's heads).
+  void SelfQkv(const BlockWeights& bw, const Vec& m, const Mat& x, Mat* q, Mat* k, Mat* v, OpTimers* timers) const;
   // Cross-attention to the text and the MLP of a cross block, after its self-attention.
   Status CrossTail(const BlockWeights& bw, const Vec& m, Mat* x, const Mat& ctx,
                    const std::function<Status(Mat*)>& reduce, OpTimers* timers) const;

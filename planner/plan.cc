@@ -179,15 +179,37 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
 }
 
 
+namespace {
+
+// What both ways of making a plan start from.
+struct PlanStart {
+  const ModelSpec* model = nullptr;
+  TokenGeometry tokens;
+  CostModels models;
+  Plan plan;
+};
+
+StatusOr<PlanStart> StartPlan(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
+                              const std::vector<Fit>& fits, const PlanOptions& opt) {
+  PlanStart s;
+  DITUNE_ASSIGN_OR_RETURN(s.model, catalog.Model(workload.model_id));
+  DITUNE_ASSIGN_OR_RETURN(s.tokens, ComputeTokenGeometry(*s.model, workload));
+  DITUNE_ASSIGN_OR_RETURN(s.models, ModelsFor(cluster, s.model->id, fits));
+  s.plan.workload = workload;
+  s.plan.cluster = cluster;
+  s.plan.objective = opt.objective;
+  return s;
+}
+
+}  // namespace
+
 StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
                         const std::vector<Fit>& fits, const PlanOptions& opt) {
-  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(workload.model_id));
-  DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*model, workload));
-  DITUNE_ASSIGN_OR_RETURN(CostModels models, ModelsFor(cluster, model->id, fits));
-  Plan plan;
-  plan.workload = workload;
-  plan.cluster = cluster;
-  plan.objective = opt.objective;
+  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, opt));
+  const ModelSpec* model = start.model;
+  const TokenGeometry& tokens = start.tokens;
+  const CostModels& models = start.models;
+  Plan plan = std::move(start.plan);
   ValidationContext ctx{model, tokens, workload.steps, workload.batch, cluster.gpus()};
   std::vector<ParallelConfig> configs = EnumerateConfigs(ctx, cluster, opt.enumerate);
   plan.enumerated = static_cast<int>(configs.size());
@@ -220,13 +242,11 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
 StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
                                    const std::vector<Fit>& fits, const PlanOptions& opt,
                                    const std::vector<ParallelConfig>& ranked, int enumerated, int pruned_memory) {
-  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(workload.model_id));
-  DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*model, workload));
-  DITUNE_ASSIGN_OR_RETURN(CostModels models, ModelsFor(cluster, model->id, fits));
-  Plan plan;
-  plan.workload = workload;
-  plan.cluster = cluster;
-  plan.objective = opt.objective;
+  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, opt));
+  const ModelSpec* model = start.model;
+  const TokenGeometry& tokens = start.tokens;
+  const CostModels& models = start.models;
+  Plan plan = std::move(start.plan);
   plan.enumerated = enumerated;
   plan.pruned_memory = pruned_memory;
   std::vector<Candidate> all;
