@@ -2,6 +2,7 @@
 // runs the plan on the CPU executor (one process, or every rank of `mpirun -np N`), measures
 // it, compares it with the prediction and records both in the store.
 #include <ctime>
+#include <optional>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "costmodels/store.h"
+#include "executor/emulated_comm.h"
 #include "executor/run.h"
 #include "planner/plan.h"
 #include "planner/predict.h"
@@ -63,20 +65,15 @@ Measurement DitRunMeasurement(const ModelSpec& model, const Workload& w, const P
 }
 
 int RunRun(int argc, char** argv) {
-  auto world = exec::CreateComm(exec::DefaultCommBackend(), &argc, &argv);
-  if (!world.ok()) return Fail("run", world.status());
-  exec::Comm& comm = **world;
-  const bool root = comm.rank() == 0;
-  auto fail = [&](const Status& st) {
-    if (root) return Fail("run", st);
-    return st.ExitCode();
-  };
   cxxopts::Options options("ditune run", "Run a plan on the CPU executor and measure it");
   AddWorkloadOptions(options);
+  AddClusterOptions(options);
   options.add_options()
       ("config", "configuration to run", cxxopts::value<std::string>())
       ("plan", "a plan from `ditune plan --json`: run its best configuration", cxxopts::value<std::string>())
       ("auto", "plan for the launched ranks and run the best configuration the executor implements")
+      ("emulate-rank", "run only rank R's share of the configuration in this one process, its communication "
+                       "charged from the model of the CLUSTER flags' links", cxxopts::value<int>())
       ("iters", "timed iterations", cxxopts::value<int>()->default_value("3"))
       ("warmup", "untimed iterations first", cxxopts::value<int>()->default_value("1"))
       ("seed", "weights and inputs seed", cxxopts::value<uint64_t>()->default_value("42"))
@@ -84,8 +81,25 @@ int RunRun(int argc, char** argv) {
       ("json", "one JSON document on stdout");
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
-  if (!args.ok()) return fail(args.status());
+  if (!args.ok()) return Fail("run", args.status());
   if (help) return 0;
+  const bool emulate = args->count("emulate-rank") > 0;
+  double charged = 0;  // modelled communication seconds of an emulated rank
+  std::unique_ptr<exec::Comm> world_owner;
+  if (!emulate) {
+    auto world = exec::CreateComm(exec::DefaultCommBackend(), &argc, &argv);
+    if (!world.ok()) return Fail("run", world.status());
+    world_owner = std::move(*world);
+  } else {
+    // The world is sized by the configuration; it is built once that is known (below).
+    world_owner = exec::NewEmulatedWorld(0, 1, {}, &charged);
+  }
+  exec::Comm* comm_ptr = world_owner.get();
+  const bool root = comm_ptr->rank() == 0;
+  auto fail = [&](const Status& st) {
+    if (root) return Fail("run", st);
+    return st.ExitCode();
+  };
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return fail(catalog.status());
   auto workload = ReadWorkload(*args, **catalog);
@@ -93,6 +107,7 @@ int RunRun(int argc, char** argv) {
   const ModelSpec& model = **(*catalog)->Model(workload->model_id);
   const int given = static_cast<int>(args->count("config") + args->count("plan") + args->count("auto"));
   if (given != 1) return fail(Status::InvalidArgument("give exactly one of --config SPEC, --plan FILE, --auto"));
+  exec::Comm& comm = *comm_ptr;
   // Every rank reads the store; only rank 0 writes it.
   auto store = Store::Open(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
   if (!store.ok()) return fail(store.status());
@@ -135,10 +150,41 @@ int RunRun(int argc, char** argv) {
     }
     if (!found) return fail(Status::Infeasible("no planned configuration is implemented by the CPU executor"));
   }
+  std::optional<Cluster> emulated_cluster;
+  std::unique_ptr<CommModel> emulated_comm_model;
+  if (emulate) {
+    const int r = (*args)["emulate-rank"].as<int>();
+    const int n = config.world_size();
+    if (r < 0 || r >= n) {
+      return fail(Status::InvalidArgument(fmt::format("--emulate-rank {}: '{}' has ranks 0 to {}", r, Label(config), n - 1)));
+    }
+    ClusterSpec spec{"cpu", n};
+    spec.intra_id = "shm";
+    if (args->count("gpu")) spec = *ReadClusterSpec(*args);
+    if (spec.gpus != n) {
+      return fail(Status::InvalidArgument(fmt::format("--gpus {} but '{}' needs {}", spec.gpus, Label(config), n)));
+    }
+    auto cl = ResolveCluster(spec, **catalog);
+    if (!cl.ok()) return fail(cl.status());
+    emulated_cluster = *cl;
+    auto models = ModelsFor(*emulated_cluster, model.id, *fits);
+    if (!models.ok()) return fail(models.status());
+    emulated_comm_model = std::move(models->comm);
+    CommModel* cm = emulated_comm_model.get();
+    exec::CommCost cost = [cm](const std::string& op, double bytes, int size) {
+      std::vector<int> g(static_cast<size_t>(size));
+      for (int i = 0; i < size; ++i) g[static_cast<size_t>(i)] = i;
+      auto c = ParseCollective(op);
+      return c.ok() ? cm->Time(*c, Bytes(bytes), g).value() : 0.0;
+    };
+    world_owner = exec::NewEmulatedWorld(r, n, cost, &charged);
+    comm_ptr = world_owner.get();
+  }
+  exec::Comm& run_comm = *comm_ptr;
   auto tokens = ComputeTokenGeometry(model, *workload);
-  Status valid = ValidateConfig({&model, *tokens, workload->steps, workload->batch, comm.size()}, config);
+  Status valid = ValidateConfig({&model, *tokens, workload->steps, workload->batch, run_comm.size()}, config);
   if (!valid.ok()) return fail(valid);
-  auto predicted = PredictOnCpu(**catalog, *workload, config, comm.size(), *fits);
+  auto predicted = PredictOnCpu(**catalog, *workload, config, run_comm.size(), *fits);
   if (!predicted.ok()) return fail(predicted.status());
 
   exec::RunOptions ro;
@@ -146,9 +192,21 @@ int RunRun(int argc, char** argv) {
   ro.warmup = (*args)["warmup"].as<int>();
   ro.seed = (*args)["seed"].as<uint64_t>();
   if (ro.iters < 1 || ro.warmup < 0) return fail(Status::InvalidArgument("--iters must be >= 1 and --warmup >= 0"));
-  auto m = exec::MeasureRun(model, *workload, config, &comm, ro);
+  auto m = exec::MeasureRun(model, *workload, config, &run_comm, ro);
   if (!m.ok()) return fail(m.status());
   if (!root) return 0;
+  if (emulate) {
+    // One rank's real compute plus its modelled communication; nothing is recorded.
+    const double comm_s = charged / (ro.warmup + ro.iters);
+    const auto& me = m->ranks.front();
+    std::cout << fmt::format(
+        "{} {}x{}, {} steps: rank {} of '{}' emulated on one process: compute {:.4f} s (measured: gemm {:.4f}, "
+        "attention {:.4f}) + communication {:.4f} s (modelled over {}) = {:.4f} s\n",
+        model.id, workload->height, workload->width, workload->steps, (*args)["emulate-rank"].as<int>(),
+        Label(config), m->latency_median_s, me.gemm_s, me.attention_s, comm_s, emulated_cluster->spec.intra_id,
+        m->latency_median_s + comm_s);
+    return 0;
+  }
 
   const std::string run_id = fmt::format("run-{}-{}", static_cast<long long>(std::time(nullptr)), std::to_string(comm.size()));
   RunRecord rec;

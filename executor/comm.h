@@ -26,6 +26,8 @@ class Comm {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string_view backend() const = 0;
+  // How many of this communicator's ranks share this process's host (and its memory).
+  virtual int local_ranks() const { return size(); }
 
   // Rank i sends send[j * count .. (j + 1) * count) to rank j and receives rank j's chunk
   // into recv[j * count ..).

@@ -55,7 +55,7 @@ Status CheckHostMemory(const ModelSpec& model, const Workload& workload, const P
 StatusOr<RunMeasurement> MeasureRun(const ModelSpec& model, const Workload& workload, const ParallelConfig& config,
                                     Comm* world, const RunOptions& opt) {
   // Every rank checks; if one refuses, all learn it (no rank is left waiting).
-  Status mem = CheckHostMemory(model, workload, config, world->size());
+  Status mem = CheckHostMemory(model, workload, config, world->local_ranks());
   float refused = mem.ok() ? 0.0f : 1.0f;
   DITUNE_RETURN_IF_ERROR(world->AllReduceSum(&refused, 1));
   if (!mem.ok()) return mem;

@@ -28,6 +28,9 @@ expect run-wrong-size 2 "needs 4 ranks; 2 were launched|product-equals-gpus" -- 
 expect run-unsupported 1 "PipeFusion for cross-attention models" -- "${mpirun2[@]}" "$bin" run --model tiny-sd3 \
   --steps 2 --config pipefusion=2
 expect run-too-big 2 "refused before allocating" -- "$bin" run --model stepvideo-t2v --steps 1 --config ""
+expect emulate-rank 0 "rank 3 of 'ulysses=2,cfg=2' emulated on one process: compute .* \+ communication .* \(modelled over nvlink4\)" \
+  -- "$bin" run --model tiny-pixart --steps 2 --iters 1 --config ulysses=2,cfg=2 --emulate-rank 3 --gpu h100-sxm5-80gb --gpus 4
+expect emulate-bad-rank 2 "ranks 0 to 1" -- "$bin" run --model tiny-pixart --steps 2 --config ulysses=2 --emulate-rank 5
 expect calibrate-compute 0 "cpu/cpu/gemm" -- "$bin" calibrate compute --reps 2
 expect calibrate-comm 0 "all_to_all +1024 " -- "${mpirun2[@]}" "$bin" calibrate comm --iters 3
 expect calibrate-comm-one-rank 2 "needs at least 2 ranks" -- "$bin" calibrate comm
