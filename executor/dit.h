@@ -65,6 +65,9 @@ class DitModel {
   Status BlockWithKv(int index, const Vec& c, Mat* x, const Mat& ctx, const KvFn& kv_fn, OpTimers* timers) const;
 
   int first_block() const { return first_block_; }
+  // The weights, for backends that run the same model elsewhere (the CUDA backend uploads them).
+  const BlockWeights& weights(int index) const { return blocks_[index]; }
+  const std::map<std::string, Mat>& io_weights() const { return io_; }
   int num_blocks() const { return static_cast<int>(blocks_.size()); }
   // Bytes of this rank's weights.
   int64_t WeightBytes() const;

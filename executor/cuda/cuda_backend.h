@@ -24,6 +24,8 @@ int DeviceCount();
 // another backend or unsupported sizes, and the CUDA error (with the failing call, file and
 // line) when a launch fails.
 Status Gemm(Device* device, const void* a_bf16, const void* b_bf16, void* c_bf16, int64_t m, int64_t k, int64_t n);
+// c += a b.
+Status GemmAdd(Device* device, const void* a_bf16, const void* b_bf16, void* c_bf16, int64_t m, int64_t k, int64_t n);
 Status NormModulate(Device* device, const void* x_bf16, const float* shift, const float* scale, void* y_bf16,
                     int64_t rows, int64_t cols);
 Status Gelu(Device* device, void* x_bf16, int64_t count);
@@ -34,6 +36,9 @@ Status GatedResidual(Device* device, void* x_bf16, const float* gate, const void
 // 64, 72, 88, 128.
 Status Attention(Device* device, const void* q_bf16, const void* k_bf16, const void* v_bf16, void* o_bf16,
                  int64_t q_rows, int64_t kv_rows, int heads, int head_dim);
+
+// Sets `bytes` bytes at `data` to zero, on the device's stream.
+Status Zero(Device* device, void* data, int64_t bytes);
 
 // Host <-> device copies of fp32 data converted to/from bf16 (for tests and the runner).
 Status UploadBf16(Device* device, const float* host, void* device_bf16, int64_t count);

@@ -27,7 +27,9 @@ constexpr size_t kWorkspace = 32u << 20;
 
 }  // namespace
 
-Status Gemm(Device* device, const void* a, const void* b, void* c, int64_t m, int64_t k, int64_t n) {
+namespace {
+
+Status GemmImpl(Device* device, const void* a, const void* b, void* c, int64_t m, int64_t k, int64_t n, float beta) {
   DITUNE_ASSIGN_OR_RETURN(CudaDevice * d, AsCuda(device));
   DITUNE_RETURN_IF_ERROR(d->Use());
   if (m <= 0 || n <= 0 || k <= 0) return Status::InvalidArgument(fmt::format("GEMM {}x{}x{}", m, k, n));
@@ -47,10 +49,20 @@ Status Gemm(Device* device, const void* a, const void* b, void* c, int64_t m, in
                                                      &heuristic, &found));
   if (found == 0) return Status::NotSupported(fmt::format("cuBLASLt has no algorithm for a {}x{}x{} bf16 GEMM", m, k, n));
   DITUNE_ASSIGN_OR_RETURN(void* ws, d->Workspace(kWorkspace));
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f;
   DITUNE_CUBLAS_CHECK(cublasLtMatmul(d->lt(), desc.op, &alpha, b, desc.a, a, desc.b, &beta, c, desc.c, c, desc.c,
                                      &heuristic.algo, ws, kWorkspace, d->raw_stream()));
   return Status::Ok();
+}
+
+}  // namespace
+
+Status Gemm(Device* device, const void* a, const void* b, void* c, int64_t m, int64_t k, int64_t n) {
+  return GemmImpl(device, a, b, c, m, k, n, 0.0f);
+}
+
+Status GemmAdd(Device* device, const void* a, const void* b, void* c, int64_t m, int64_t k, int64_t n) {
+  return GemmImpl(device, a, b, c, m, k, n, 1.0f);
 }
 
 }  // namespace ditune::exec::cuda

@@ -223,6 +223,13 @@ Status DownloadBf16(Device* device, const void* in, float* host, int64_t count) 
   return Status::Ok();
 }
 
+Status Zero(Device* device, void* data, int64_t bytes) {
+  DITUNE_ASSIGN_OR_RETURN(CudaDevice * d, AsCuda(device));
+  DITUNE_RETURN_IF_ERROR(d->Use());
+  DITUNE_CUDA_CHECK(cudaMemsetAsync(data, 0, static_cast<size_t>(bytes), d->raw_stream()));
+  return Status::Ok();
+}
+
 Status UploadF32(Device* device, const float* host, float* out, int64_t count) {
   DITUNE_ASSIGN_OR_RETURN(CudaDevice * d, AsCuda(device));
   DITUNE_RETURN_IF_ERROR(d->Use());

@@ -92,3 +92,33 @@ TEST_F(CudaKernelsTest, DeviceAccountingAndEvents) {
 
 }  // namespace
 }  // namespace ditune::exec
+
+#include "core/catalog.h"
+#include "executor/comm.h"
+#include "executor/cuda/cuda_dit.h"
+#include "executor/parallel.h"
+
+namespace ditune::exec {
+namespace {
+
+// The whole generation on the GPU equals the CPU backend's within bf16 tolerance.
+TEST_F(CudaKernelsTest, GenerationMatchesTheCpuBackend) {
+  auto catalog = Catalog::Load(DITUNE_TEST_DATA_DIR);
+  ASSERT_TRUE(catalog.ok());
+  for (const char* id : {"tiny-pixart", "tiny-sd3", "tiny-flux"}) {
+    const ModelSpec& m = **catalog->Model(id);
+    const Workload w{id, 64, 64, 1, 3, 1, OutputType::kLatent};
+    auto gpu = cuda::GenerateOnGpu(dev_.get(), m, w, 42);
+    ASSERT_TRUE(gpu.ok()) << id << ": " << gpu.status().ToString();
+    auto local = CreateComm("local", nullptr, nullptr);
+    auto runner = ParallelRunner::Create(m, w, ParallelConfig{}, local->get(), 42);
+    ASSERT_TRUE(runner.ok());
+    auto cpu = (*runner)->Generate();
+    ASSERT_TRUE(cpu.ok());
+    EXPECT_LE(MaxRelativeError(gpu->latents[0], cpu->latents[0]), 2e-2) << id;
+    EXPECT_GT(gpu->dit_seconds, 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace ditune::exec
