@@ -7,7 +7,9 @@
 #include "executor/comm.h"
 #include "executor/cpu_device.h"
 #include "executor/device.h"
+#include "executor/kernels.h"
 #include "executor/local_comm.h"
+#include "executor/ref_kernels.h"
 #ifdef DITUNE_HAVE_CUDA
 #include "executor/cuda/cuda_backend.h"
 #endif
@@ -79,6 +81,24 @@ StatusOr<std::unique_ptr<Device>> CreateDevice(std::string_view backend) {
 #endif
   return Status::InvalidArgument(
       fmt::format("compute backend '{}' is not built; built: {}", backend, fmt::join(DeviceBackends(), ", ")));
+}
+
+std::vector<std::string> KernelBackends() {
+  std::vector<std::string> b = {"ref"};
+#ifdef DITUNE_HAVE_CUDA
+  b.push_back("cuda");
+#endif
+  return b;
+}
+
+StatusOr<std::unique_ptr<Kernels>> CreateKernels(std::string_view backend, Device* device) {
+  if (backend == "ref") return NewRefKernels(device);
+#ifdef DITUNE_HAVE_CUDA
+  if (backend == "cuda") return cuda::NewCudaKernels(device);
+#endif
+  (void)device;
+  return Status::InvalidArgument(
+      fmt::format("kernel backend '{}' is not built; built: {}", backend, fmt::join(KernelBackends(), ", ")));
 }
 
 }  // namespace ditune::exec

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -34,10 +35,16 @@ class CpuStream : public Stream {
 
 class CpuDevice;
 
+// Live buffers by start address.
+using BufferMap = std::map<uintptr_t, int64_t>;
+
 class CpuBuffer : public Buffer {
  public:
-  CpuBuffer(void* p, int64_t n, int64_t* allocated) : p_(p), n_(n), allocated_(allocated) {}
+  CpuBuffer(void* p, int64_t n, int64_t* allocated, BufferMap* live) : p_(p), n_(n), allocated_(allocated), live_(live) {
+    (*live_)[reinterpret_cast<uintptr_t>(p_)] = n_;
+  }
   ~CpuBuffer() override {
+    live_->erase(reinterpret_cast<uintptr_t>(p_));
     std::free(p_);
     *allocated_ -= n_;
   }
@@ -48,6 +55,7 @@ class CpuBuffer : public Buffer {
   void* p_;
   int64_t n_;
   int64_t* allocated_;
+  BufferMap* live_;
 };
 
 int64_t MemAvailable() {
@@ -90,7 +98,14 @@ class CpuDevice : public Device {
     if (p == nullptr && bytes > 0) return Status::IOError(fmt::format("out of memory allocating {} bytes", bytes));
     allocated_ += bytes;
     peak_ = std::max(peak_, allocated_);
-    return std::unique_ptr<Buffer>(new CpuBuffer(p, bytes, &allocated_));
+    return std::unique_ptr<Buffer>(new CpuBuffer(p, bytes, &allocated_, &live_));
+  }
+  bool Owns(const void* p, int64_t bytes) const {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    auto it = live_.upper_bound(a);
+    if (it == live_.begin()) return false;
+    --it;
+    return bytes >= 0 && a + static_cast<uintptr_t>(bytes) <= it->first + static_cast<uintptr_t>(it->second);
   }
   int64_t allocated_bytes() const override { return allocated_; }
   int64_t peak_bytes() const override { return peak_; }
@@ -100,10 +115,16 @@ class CpuDevice : public Device {
   CpuStream stream_;
   int64_t allocated_ = 0;
   int64_t peak_ = 0;
+  BufferMap live_;
 };
 
 }  // namespace
 
 std::unique_ptr<Device> NewCpuDevice() { return std::unique_ptr<Device>(new CpuDevice()); }
+
+bool CpuDeviceOwns(const Device* device, const void* p, int64_t bytes) {
+  const auto* d = dynamic_cast<const CpuDevice*>(device);
+  return d != nullptr && d->Owns(p, bytes);
+}
 
 }  // namespace ditune::exec

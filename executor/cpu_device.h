@@ -11,6 +11,10 @@ namespace ditune::exec {
 
 std::unique_ptr<Device> NewCpuDevice();
 
+// Whether [p, p + bytes) lies inside one live buffer of `device` (a cpu device); the ref
+// kernels check every access with it.
+bool CpuDeviceOwns(const Device* device, const void* p, int64_t bytes);
+
 }  // namespace ditune::exec
 
 #endif  // DITUNE_EXECUTOR_CPU_DEVICE_H_

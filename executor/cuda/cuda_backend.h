@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "executor/device.h"
+#include "executor/kernels.h"
 
 namespace ditune::exec::cuda {
 
@@ -18,6 +19,9 @@ namespace ditune::exec::cuda {
 StatusOr<std::unique_ptr<Device>> NewCudaDevice(int ordinal);
 // How many CUDA devices this process sees (0 when the driver or GPU is absent).
 int DeviceCount();
+
+// The Kernels interface (executor/kernels.h) on a device of this backend.
+StatusOr<std::unique_ptr<Kernels>> NewCudaKernels(Device* device);
 
 // Kernels on `device`'s stream. Pointers are device memory; "bf16" tensors are row-major
 // __nv_bfloat16, vectors of modulation fp32. Each returns InvalidArgument for a device of

@@ -1,0 +1,695 @@
+#include "executor/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/rank_layout.h"
+#include "core/rank_share.h"
+#include "executor/dit.h"
+
+namespace ditune::exec {
+namespace {
+
+constexpr int64_t kBf16 = 2;
+
+// A stable stream id per (block, weight name) for the device-side generator.
+uint64_t WeightStream(int block, const std::string& name) {
+  uint64_t h = 0x51ED270B27A1C3F5ULL ^ static_cast<uint64_t>(block + 7);
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return h;
+}
+
+// Shapes of one forward of one rank, derived from its RankWork.
+struct Dims {
+  int64_t b = 1;    // sequences per forward
+  int64_t ni = 0;   // image rows per sequence in projections and MLP
+  int64_t nt = 0;   // text rows per sequence in the residual stream (joint, single)
+  int64_t T = 0;    // text tokens of the whole prompt
+  int64_t N = 0;    // image tokens of the whole sequence
+  int64_t Hl = 0;   // projection width per rank (H / tp)
+  int64_t Ml = 0;   // MLP width per rank
+  int64_t Mtl = 0;  // text-stream MLP width per rank (joint)
+  int64_t qa = 0;   // query rows per sequence in self/joint attention
+  int64_t kva = 0;  // key/value rows per sequence
+  int heads_attn = 0;
+  bool direct = false;  // attention runs on the projections themselves (no exchange stands between)
+};
+
+}  // namespace
+
+StatusOr<EngineWork> EngineWorkFor(const ModelSpec& model, const Workload& workload, const ParallelConfig& config,
+                                   int rank) {
+  DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(model, workload));
+  if (rank < 0 || rank >= config.world_size()) {
+    return Status::InvalidArgument(fmt::format("rank {}: '{}' has ranks 0 to {}", rank, Label(config),
+                                               config.world_size() - 1));
+  }
+  DITUNE_ASSIGN_OR_RETURN(RankLayout layout, RankLayout::Create(config, config.world_size()));
+  const std::vector<RankShare> shares = ComputeRankShares(model, tokens, workload, config, layout);
+  const RankShare& s = shares.at(static_cast<size_t>(rank));
+  EngineWork w;
+  ParallelConfig whole = config;
+  whole.patches = 1;
+  whole.pipefusion = 1;
+  w.warmup = ComputeRankWork(model, tokens, workload, whole);
+  const bool pipelined = config.pipefusion > 1 || config.patches > 1;
+  w.steady = pipelined ? ComputeRankWork(model, tokens, workload, config) : w.warmup;
+  w.warmup_steps = pipelined ? std::min(workload.steps, config.warmup) : 0;
+  w.first_block = s.first_block;
+  w.blocks = s.blocks;
+  w.branches = model.uses_cfg ? (config.cfg == 2 ? 1 : 2) : 1;
+  w.prompts = w.steady.batch / w.branches;
+  w.exact = config.world_size() == 1 && !pipelined;
+  return w;
+}
+
+struct DitEngine::Impl {
+  const ModelSpec* m = nullptr;
+  Workload wl;
+  EngineWork work;
+  Kernels* k = nullptr;
+  Device* d = nullptr;
+  EngineOptions opt;
+  std::unique_ptr<DitModel> host;  // embeddings, final layer, conditioning (and the weights to upload)
+  bool gated = false;              // MLPs gated (SwiGLU)
+  bool extras = false;
+  bool unified = false;            // text and image rows share one residual buffer per sequence
+  int64_t H = 0, Ht = 0, M = 0, D = 0, lat = 0;
+
+  struct BlockW {
+    BlockFamily family = BlockFamily::kCross;
+    std::map<std::string, std::unique_ptr<Buffer>> w;
+    void* p(const std::string& n) { return w.at(n)->data(); }
+  };
+  std::vector<BlockW> blocks;
+  std::map<std::string, std::unique_ptr<Buffer>> io;
+  std::map<std::string, std::unique_ptr<Buffer>> scratch;
+  int64_t weight_bytes = 0;
+
+  // ---- memory ----
+  StatusOr<void*> Scratch(const std::string& name, int64_t bytes) {
+    auto& b = scratch[name];
+    if (!b || b->bytes() < bytes) {
+      b.reset();
+      DITUNE_ASSIGN_OR_RETURN(b, d->Alloc(std::max<int64_t>(bytes, 64)));
+      DITUNE_RETURN_IF_ERROR(k->Zero(b->data(), b->bytes() / kBf16));
+    }
+    return b->data();
+  }
+  StatusOr<std::unique_ptr<Buffer>> Weight(int block, const std::string& name, int64_t rows, int64_t cols,
+                                           float stddev) {
+    DITUNE_ASSIGN_OR_RETURN(auto b, d->Alloc(rows * cols * kBf16));
+    DITUNE_RETURN_IF_ERROR(k->FillRandom(b->data(), rows * cols, stddev, opt.seed, WeightStream(block, name)));
+    weight_bytes += rows * cols * kBf16;
+    return b;
+  }
+  StatusOr<std::unique_ptr<Buffer>> Upload(const Mat& host_m) {
+    DITUNE_ASSIGN_OR_RETURN(auto b, d->Alloc(host_m.size() * kBf16));
+    DITUNE_RETURN_IF_ERROR(k->UploadBf16(host_m.data(), b->data(), host_m.size()));
+    weight_bytes += host_m.size() * kBf16;
+    return b;
+  }
+  static void* At(void* p, int64_t elems, int64_t elem_bytes = kBf16) { return static_cast<char*>(p) + elems * elem_bytes; }
+  static const void* At(const void* p, int64_t elems, int64_t elem_bytes = kBf16) {
+    return static_cast<const char*>(p) + elems * elem_bytes;
+  }
+
+  // ---- set-up ----
+  Status Load() {
+    H = m->hidden;
+    Ht = m->text_stream_hidden;
+    M = m->mlp_hidden;
+    D = m->head_dim;
+    gated = extras && m->mlp_gated;
+    bool has_single = false, has_joint = false;
+    for (int b = work.first_block; b < work.first_block + work.blocks; ++b) {
+      has_single |= m->family_of(b) == BlockFamily::kSingle;
+      has_joint |= m->family_of(b) == BlockFamily::kJoint;
+    }
+    unified = Ht == H;
+    if (has_single && !unified) return Status::NotSupported("single blocks need the text stream at the hidden width");
+    if (m->attention != AttentionKind::kSoftmax) {
+      return Status::NotSupported(fmt::format("{}: the engine runs softmax attention; linear attention is not implemented",
+                                              m->id));
+    }
+    (void)has_joint;
+    const int tp = work.steady.tp;
+    const int64_t Hl = H / tp, Ml = M / tp, Mtl = M * Ht / H / tp;
+    const int64_t up = gated ? 2 : 1;
+    host = std::make_unique<DitModel>(*m, opt.seed, opt.weights_from_cpu_model ? work.first_block : 0,
+                                      opt.weights_from_cpu_model ? work.blocks : 0, tp, 0);
+    lat = host->latent_width();
+    for (const char* name : {"patch", "out", "fmod", "text"}) {
+      DITUNE_ASSIGN_OR_RETURN(io[name], Upload(host->io_weights().at(name)));
+    }
+    auto sd = [](int64_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); };
+    auto small = [](int64_t fan_in) { return 0.1f / std::sqrt(static_cast<float>(fan_in)); };
+    for (int i = 0; i < work.blocks; ++i) {
+      const int b = work.first_block + i;
+      BlockW bw;
+      bw.family = m->family_of(b);
+      auto& w = bw.w;
+      if (opt.weights_from_cpu_model) {
+        const auto& cw = host->weights(i).w;
+        auto cat = [&](std::initializer_list<const char*> names) {
+          int64_t cols = 0;
+          for (const char* name : names) cols += cw.at(name).cols();
+          Mat out(cw.at(*names.begin()).rows(), cols);
+          int64_t c0 = 0;
+          for (const char* name : names) {
+            out.middleCols(c0, cw.at(name).cols()) = cw.at(name);
+            c0 += cw.at(name).cols();
+          }
+          return out;
+        };
+        if (gated) return Status::NotSupported("the CPU model's MLPs are not gated: run without architecture extras");
+        switch (bw.family) {
+          case BlockFamily::kCross: {
+            DITUNE_ASSIGN_OR_RETURN(w["mod"], Upload(cw.at("mod")));
+            DITUNE_ASSIGN_OR_RETURN(w["wqkv"], Upload(cat({"wq", "wk", "wv"})));
+            DITUNE_ASSIGN_OR_RETURN(w["xkv"], Upload(cat({"xk", "xv"})));
+            for (const char* name : {"wo", "xq", "xo", "w1", "w2"}) {
+              DITUNE_ASSIGN_OR_RETURN(w[name], Upload(cw.at(name)));
+            }
+            break;
+          }
+          case BlockFamily::kJoint: {
+            DITUNE_ASSIGN_OR_RETURN(w["wqkv"], Upload(cat({"wq", "wk", "wv"})));
+            DITUNE_ASSIGN_OR_RETURN(w["tqkv"], Upload(cat({"tq", "tk", "tv"})));
+            for (const char* name : {"mod", "tmod", "wo", "to", "w1", "w2", "t1", "t2"}) {
+              DITUNE_ASSIGN_OR_RETURN(w[name], Upload(cw.at(name)));
+            }
+            break;
+          }
+          case BlockFamily::kSingle: {
+            DITUNE_ASSIGN_OR_RETURN(w["wqkv1"], Upload(cat({"wq", "wk", "wv", "w1"})));
+            for (const char* name : {"mod", "oa", "om"}) {
+              DITUNE_ASSIGN_OR_RETURN(w[name], Upload(cw.at(name)));
+            }
+            break;
+          }
+        }
+      } else {
+        switch (bw.family) {
+          case BlockFamily::kCross: {
+            DITUNE_ASSIGN_OR_RETURN(w["mod"], Weight(b, "mod", H, 6 * H, small(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["wqkv"], Weight(b, "wqkv", H, 3 * Hl, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["wo"], Weight(b, "wo", Hl, H, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["xq"], Weight(b, "xq", H, Hl, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["xkv"], Weight(b, "xkv", Ht, 2 * Hl, sd(Ht)));
+            DITUNE_ASSIGN_OR_RETURN(w["xo"], Weight(b, "xo", Hl, H, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["w1"], Weight(b, "w1", H, up * Ml, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["w2"], Weight(b, "w2", Ml, H, sd(M)));
+            break;
+          }
+          case BlockFamily::kJoint: {
+            DITUNE_ASSIGN_OR_RETURN(w["mod"], Weight(b, "mod", H, 6 * H, small(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["tmod"], Weight(b, "tmod", H, 6 * Ht, small(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["wqkv"], Weight(b, "wqkv", H, 3 * Hl, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["tqkv"], Weight(b, "tqkv", Ht, 3 * Hl, sd(Ht)));
+            DITUNE_ASSIGN_OR_RETURN(w["wo"], Weight(b, "wo", Hl, H, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["to"], Weight(b, "to", Hl, Ht, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["w1"], Weight(b, "w1", H, up * Ml, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["w2"], Weight(b, "w2", Ml, H, sd(M)));
+            DITUNE_ASSIGN_OR_RETURN(w["t1"], Weight(b, "t1", Ht, up * Mtl, sd(Ht)));
+            DITUNE_ASSIGN_OR_RETURN(w["t2"], Weight(b, "t2", Mtl, Ht, sd(M * Ht / H)));
+            break;
+          }
+          case BlockFamily::kSingle: {
+            DITUNE_ASSIGN_OR_RETURN(w["mod"], Weight(b, "mod", H, 3 * H, small(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["wqkv1"], Weight(b, "wqkv1", H, 3 * Hl + up * Ml, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["oa"], Weight(b, "oa", Hl, H, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["om"], Weight(b, "om", Ml, H, sd(M)));
+            break;
+          }
+        }
+      }
+      blocks.push_back(std::move(bw));
+    }
+    return d->stream()->Synchronize();
+  }
+
+  Dims DimsOf(const RankWork& rw, BlockFamily family) const {
+    Dims x;
+    x.b = rw.batch;
+    x.ni = rw.img_tokens;
+    x.nt = family == BlockFamily::kCross ? 0 : rw.txt_tokens;
+    x.T = rw.seq_txt_tokens;
+    x.N = rw.seq_img_tokens;
+    x.Hl = H / rw.tp;
+    x.Ml = M / rw.tp;
+    x.Mtl = M * Ht / H / rw.tp;
+    x.heads_attn = rw.heads;
+    x.qa = static_cast<int64_t>(rw.ulysses) * (x.ni + x.nt);
+    x.kva = x.N + (family == BlockFamily::kCross ? 0 : x.T);
+    x.direct = x.qa == x.nt + x.ni && x.kva == x.nt + x.ni && static_cast<int64_t>(rw.heads) * D == x.Hl;
+    return x;
+  }
+
+  // ---- kernel helpers ----
+  // C = A W (+ C) for `batch` sequences; folded into one GEMM when the sequences are contiguous.
+  Status Mm(const void* a, int64_t lda, int64_t stride_a, const void* wt, int64_t ldw, void* c, int64_t ldc,
+            int64_t stride_c, int64_t rows, int64_t kdim, int64_t n, int64_t batch, bool accumulate = false,
+            Epilogue ep = Epilogue::kNone) {
+    if (rows == 0) return Status::Ok();
+    GemmArgs g;
+    g.a = a;
+    g.lda = lda;
+    g.b = wt;
+    g.ldb = ldw;
+    g.c = c;
+    g.ldc = ldc;
+    g.k = kdim;
+    g.n = n;
+    g.accumulate = accumulate;
+    g.epilogue = ep;
+    if (batch == 1 || (stride_a == rows * lda && stride_c == rows * ldc)) {
+      g.m = rows * batch;
+    } else {
+      g.m = rows;
+      g.batch = static_cast<int>(batch);
+      g.stride_a = stride_a;
+      g.stride_c = stride_c;
+    }
+    return k->Gemm(g);
+  }
+  // The modulation vector(s) c W into an f32 buffer.
+  Status Modulation(const void* cvec, const void* wt, int64_t n, float* out) {
+    GemmArgs g;
+    g.a = cvec;
+    g.lda = H;
+    g.b = wt;
+    g.ldb = n;
+    g.c = out;
+    g.ldc = n;
+    g.m = 1;
+    g.k = H;
+    g.n = n;
+    g.c_f32 = true;
+    return k->Gemm(g);
+  }
+  Status Norm(const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t cols, const float* shift,
+              const float* scale) {
+    NormArgs a;
+    a.x = x;
+    a.ldx = ldx;
+    a.y = y;
+    a.ldy = ldy;
+    a.rows = rows;
+    a.cols = cols;
+    a.shift = shift;
+    a.scale = scale;
+    return k->NormModulate(a);
+  }
+  // Self/joint attention of a forward: on the projections when nothing stands between, else
+  // over this rank's attention-shaped buffers (what the exchange would have delivered).
+  Status SelfAttention(const Dims& x, const void* qkv, int64_t ld, int64_t seq_stride, void* o, int64_t ldo,
+                       int64_t o_stride) {
+    AttentionArgs a;
+    a.heads = x.heads_attn;
+    a.head_dim = static_cast<int>(D);
+    a.batch = static_cast<int>(x.b);
+    if (x.direct) {
+      a.q = qkv;
+      a.k = At(qkv, x.Hl);
+      a.v = At(qkv, 2 * x.Hl);
+      a.ldq = a.ldk = a.ldv = ld;
+      a.q_batch_stride = a.k_batch_stride = a.v_batch_stride = seq_stride;
+      a.o = o;
+      a.ldo = ldo;
+      a.o_batch_stride = o_stride;
+      a.q_rows = a.kv_rows = x.nt + x.ni;
+      return k->Attention(a);
+    }
+    const int64_t Ha = static_cast<int64_t>(x.heads_attn) * D;
+    DITUNE_ASSIGN_OR_RETURN(void* q, Scratch("attn_q", x.b * x.qa * Ha * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch("attn_kv", x.b * x.kva * 2 * Ha * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* out, Scratch("attn_o", x.b * x.qa * Ha * kBf16));
+    a.q = q;
+    a.ldq = Ha;
+    a.q_batch_stride = x.qa * Ha;
+    a.k = kv;
+    a.v = At(kv, Ha);
+    a.ldk = a.ldv = 2 * Ha;
+    a.k_batch_stride = a.v_batch_stride = x.kva * 2 * Ha;
+    a.o = out;
+    a.ldo = Ha;
+    a.o_batch_stride = x.qa * Ha;
+    a.q_rows = x.qa;
+    a.kv_rows = x.kva;
+    return k->Attention(a);
+  }
+  // MLP of `rows` contiguous rows of width `width`: out = act(h W1) W2.
+  Status Mlp(const void* h, int64_t rows, int64_t width, int64_t inner, const void* w1, const void* w2, void* out) {
+    DITUNE_ASSIGN_OR_RETURN(void* a, Scratch("mlp_a", rows * (gated ? 2 : 1) * inner * kBf16));
+    if (gated) {
+      DITUNE_RETURN_IF_ERROR(Mm(h, width, 0, w1, 2 * inner, a, 2 * inner, 0, rows, width, 2 * inner, 1));
+      DITUNE_ASSIGN_OR_RETURN(void* g, Scratch("mlp_g", rows * inner * kBf16));
+      DITUNE_RETURN_IF_ERROR(k->Activate(Activation::kSwiGlu, a, 2 * inner, g, inner, rows, inner));
+      return Mm(g, inner, 0, w2, width, out, width, 0, rows, inner, width, 1);
+    }
+    DITUNE_RETURN_IF_ERROR(Mm(h, width, 0, w1, inner, a, inner, 0, rows, width, inner, 1, false, Epilogue::kGelu));
+    return Mm(a, inner, 0, w2, width, out, width, 0, rows, inner, width, 1);
+  }
+
+  // The residual stream of one forward: text rows (nt x Ht) and image rows (ni x H) of each
+  // sequence; one buffer [text; image] per sequence when the widths agree.
+  struct Residual {
+    void* txt = nullptr;
+    int64_t txt_stride = 0;
+    void* img = nullptr;
+    int64_t img_stride = 0;
+    void* seq = nullptr;  // unified only
+    int64_t seq_stride = 0;
+  };
+  StatusOr<Residual> StreamFor(const RankWork& rw) {
+    Residual s;
+    const int64_t b = rw.batch, nt = HasText() ? rw.txt_tokens : 0, ni = rw.img_tokens;
+    if (unified) {
+      DITUNE_ASSIGN_OR_RETURN(s.seq, Scratch("x", b * (nt + ni) * H * kBf16));
+      s.seq_stride = s.txt_stride = s.img_stride = (nt + ni) * H;
+      s.txt = s.seq;
+      s.img = At(s.seq, nt * H);
+    } else {
+      DITUNE_ASSIGN_OR_RETURN(s.txt, Scratch("x_txt", b * nt * Ht * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(s.img, Scratch("x_img", b * ni * H * kBf16));
+      s.txt_stride = nt * Ht;
+      s.img_stride = ni * H;
+    }
+    return s;
+  }
+  bool HasText() const {
+    for (const auto& bw : blocks) {
+      if (bw.family != BlockFamily::kCross) return true;
+    }
+    return false;
+  }
+
+  // ---- blocks ----
+  Status Cross(BlockW& bw, const float* mod, const void* xkv, const Dims& x, Residual& s) {
+    const int64_t rows = x.b * x.ni, Hl = x.Hl;
+    void* X = s.img;  // cross blocks: no text rows, sequences contiguous
+    DITUNE_ASSIGN_OR_RETURN(void* h, Scratch("h", rows * H * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* qkv, Scratch("qkv", rows * 3 * Hl * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* o, Scratch("o", rows * Hl * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* y, Scratch("y", rows * H * kBf16));
+    DITUNE_RETURN_IF_ERROR(Norm(X, H, h, H, rows, H, mod, mod + H));
+    DITUNE_RETURN_IF_ERROR(Mm(h, H, 0, bw.p("wqkv"), 3 * Hl, qkv, 3 * Hl, 0, rows, H, 3 * Hl, 1));
+    DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkv, 3 * Hl, x.ni * 3 * Hl, o, Hl, x.ni * Hl));
+    DITUNE_RETURN_IF_ERROR(Mm(o, Hl, 0, bw.p("wo"), H, y, H, 0, rows, Hl, H, 1));
+    DITUNE_RETURN_IF_ERROR(k->GatedResidual(X, H, mod + 2 * H, y, H, rows, H));
+    // Cross-attention to the text (every rank holds all of it; K/V computed once per step).
+    DITUNE_RETURN_IF_ERROR(Norm(X, H, h, H, rows, H, nullptr, nullptr));
+    DITUNE_RETURN_IF_ERROR(Mm(h, H, 0, bw.p("xq"), Hl, qkv, Hl, 0, rows, H, Hl, 1));
+    AttentionArgs a;
+    a.q = qkv;
+    a.ldq = Hl;
+    a.q_batch_stride = x.ni * Hl;
+    a.k = xkv;
+    a.v = At(xkv, Hl);
+    a.ldk = a.ldv = 2 * Hl;
+    a.k_batch_stride = a.v_batch_stride = x.T * 2 * Hl;
+    a.o = o;
+    a.ldo = Hl;
+    a.o_batch_stride = x.ni * Hl;
+    a.q_rows = x.ni;
+    a.kv_rows = x.T;
+    a.batch = static_cast<int>(x.b);
+    a.heads = static_cast<int>(Hl / D);
+    a.head_dim = static_cast<int>(D);
+    DITUNE_RETURN_IF_ERROR(k->Attention(a));
+    DITUNE_RETURN_IF_ERROR(Mm(o, Hl, 0, bw.p("xo"), H, y, H, 0, rows, Hl, H, 1));
+    DITUNE_RETURN_IF_ERROR(k->GatedResidual(X, H, nullptr, y, H, rows, H));
+    DITUNE_RETURN_IF_ERROR(Norm(X, H, h, H, rows, H, mod + 3 * H, mod + 4 * H));
+    DITUNE_RETURN_IF_ERROR(Mlp(h, rows, H, x.Ml, bw.p("w1"), bw.p("w2"), y));
+    return k->GatedResidual(X, H, mod + 5 * H, y, H, rows, H);
+  }
+
+  Status Joint(BlockW& bw, const float* mod, const float* tmod, const Dims& x, Residual& s) {
+    const int64_t b = x.b, ni = x.ni, nt = x.nt, Hl = x.Hl, L = nt + ni;
+    const int64_t ldt = unified ? H : Ht;  // the text rows' leading dimension in the stream
+    DITUNE_ASSIGN_OR_RETURN(void* hi, Scratch("h", b * ni * H * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* ht, Scratch("ht", b * nt * Ht * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* qkv, Scratch("qkv", b * L * 3 * Hl * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* o, Scratch("o", b * L * Hl * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* yi, Scratch("y", b * ni * H * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* yt, Scratch("yt", b * nt * Ht * kBf16));
+    for (int64_t i = 0; i < b; ++i) {
+      DITUNE_RETURN_IF_ERROR(Norm(At(s.img, i * s.img_stride), H, At(hi, i * ni * H), H, ni, H, mod, mod + H));
+      DITUNE_RETURN_IF_ERROR(Norm(At(s.txt, i * s.txt_stride), ldt, At(ht, i * nt * Ht), Ht, nt, Ht, tmod, tmod + Ht));
+    }
+    // [text; image] rows of each sequence, text first.
+    DITUNE_RETURN_IF_ERROR(Mm(ht, Ht, nt * Ht, bw.p("tqkv"), 3 * Hl, qkv, 3 * Hl, L * 3 * Hl, nt, Ht, 3 * Hl, b));
+    DITUNE_RETURN_IF_ERROR(Mm(hi, H, ni * H, bw.p("wqkv"), 3 * Hl, At(qkv, nt * 3 * Hl), 3 * Hl, L * 3 * Hl, ni, H,
+                              3 * Hl, b));
+    if (extras) DITUNE_RETURN_IF_ERROR(k->QkNormRope(qkv, 3 * Hl, b * L, static_cast<int>(Hl / D), static_cast<int>(D), 0));
+    DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkv, 3 * Hl, L * 3 * Hl, o, Hl, L * Hl));
+    DITUNE_RETURN_IF_ERROR(Mm(At(o, nt * Hl), Hl, L * Hl, bw.p("wo"), H, yi, H, ni * H, ni, Hl, H, b));
+    DITUNE_RETURN_IF_ERROR(Mm(o, Hl, L * Hl, bw.p("to"), Ht, yt, Ht, nt * Ht, nt, Hl, Ht, b));
+    for (int64_t i = 0; i < b; ++i) {
+      DITUNE_RETURN_IF_ERROR(k->GatedResidual(At(s.img, i * s.img_stride), H, mod + 2 * H, At(yi, i * ni * H), H, ni, H));
+      DITUNE_RETURN_IF_ERROR(
+          k->GatedResidual(At(s.txt, i * s.txt_stride), ldt, tmod + 2 * Ht, At(yt, i * nt * Ht), Ht, nt, Ht));
+    }
+    for (int64_t i = 0; i < b; ++i) {
+      DITUNE_RETURN_IF_ERROR(Norm(At(s.img, i * s.img_stride), H, At(hi, i * ni * H), H, ni, H, mod + 3 * H, mod + 4 * H));
+      DITUNE_RETURN_IF_ERROR(
+          Norm(At(s.txt, i * s.txt_stride), ldt, At(ht, i * nt * Ht), Ht, nt, Ht, tmod + 3 * Ht, tmod + 4 * Ht));
+    }
+    DITUNE_RETURN_IF_ERROR(Mlp(hi, b * ni, H, x.Ml, bw.p("w1"), bw.p("w2"), yi));
+    DITUNE_RETURN_IF_ERROR(Mlp(ht, b * nt, Ht, x.Mtl, bw.p("t1"), bw.p("t2"), yt));
+    for (int64_t i = 0; i < b; ++i) {
+      DITUNE_RETURN_IF_ERROR(k->GatedResidual(At(s.img, i * s.img_stride), H, mod + 5 * H, At(yi, i * ni * H), H, ni, H));
+      DITUNE_RETURN_IF_ERROR(
+          k->GatedResidual(At(s.txt, i * s.txt_stride), ldt, tmod + 5 * Ht, At(yt, i * nt * Ht), Ht, nt, Ht));
+    }
+    return Status::Ok();
+  }
+
+  Status Single(BlockW& bw, const float* mod, const Dims& x, Residual& s) {
+    const int64_t L = x.nt + x.ni, rows = x.b * L, Hl = x.Hl, Ml = x.Ml;
+    const int64_t W1 = 3 * Hl + (gated ? 2 : 1) * Ml;  // [q | k | v | mlp-in]
+    DITUNE_ASSIGN_OR_RETURN(void* h, Scratch("h", rows * H * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* qkvm, Scratch("qkvm", rows * W1 * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* o, Scratch("o", rows * Hl * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* y, Scratch("y", rows * H * kBf16));
+    DITUNE_RETURN_IF_ERROR(Norm(s.seq, H, h, H, rows, H, mod, mod + H));
+    DITUNE_RETURN_IF_ERROR(Mm(h, H, 0, bw.p("wqkv1"), W1, qkvm, W1, 0, rows, H, W1, 1));
+    const void* act = At(qkvm, 3 * Hl);
+    int64_t ld_act = W1;
+    if (gated) {
+      DITUNE_ASSIGN_OR_RETURN(void* g, Scratch("mlp_g", rows * Ml * kBf16));
+      DITUNE_RETURN_IF_ERROR(k->Activate(Activation::kSwiGlu, At(qkvm, 3 * Hl), W1, g, Ml, rows, Ml));
+      act = g;
+      ld_act = Ml;
+    } else {
+      DITUNE_RETURN_IF_ERROR(k->Activate(Activation::kGelu, At(qkvm, 3 * Hl), W1, At(qkvm, 3 * Hl), W1, rows, Ml));
+    }
+    if (extras) DITUNE_RETURN_IF_ERROR(k->QkNormRope(qkvm, W1, rows, static_cast<int>(Hl / D), static_cast<int>(D), 0));
+    DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkvm, W1, L * W1, o, Hl, L * Hl));
+    DITUNE_RETURN_IF_ERROR(Mm(o, Hl, 0, bw.p("oa"), H, y, H, 0, rows, Hl, H, 1));
+    DITUNE_RETURN_IF_ERROR(Mm(act, ld_act, 0, bw.p("om"), H, y, H, 0, rows, Ml, H, 1, /*accumulate=*/true));
+    return k->GatedResidual(s.seq, H, mod + 2 * H, y, H, rows, H);
+  }
+
+  // ---- the loop ----
+  StatusOr<EngineResult> Generate() {
+    DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*m, wl));
+    const int S = wl.steps;
+    const int P = work.prompts, B = work.branches;
+    const int64_t T = tokens.text_tokens;
+    const bool first_stage = work.first_block == 0;
+    const bool last_stage = work.first_block + work.blocks == m->num_blocks();
+    // This rank's image rows per step (every patch's rows).
+    const int64_t R = work.warmup.img_tokens;
+    const int64_t bmax = static_cast<int64_t>(P) * B;
+    const int first_prompt = 0;
+    // Prompt embeddings of every sequence (prompt i, branch j at i B + j), as the CPU executor's.
+    DITUNE_ASSIGN_OR_RETURN(void* emb, Scratch("emb", bmax * T * m->text_hidden * kBf16));
+    for (int i = 0; i < P; ++i) {
+      for (int j = 0; j < B; ++j) {
+        const Mat e = PromptEmbedding(*m, opt.seed, first_prompt + i, j == 1);
+        DITUNE_RETURN_IF_ERROR(k->UploadBf16(e.data(), At(emb, (i * B + j) * T * m->text_hidden), e.size()));
+      }
+    }
+    // Initial noise: the rows of the whole latent this rank holds (exact runs: all of it).
+    DITUNE_ASSIGN_OR_RETURN(auto xf_buf, d->Alloc(P * R * lat * 4));
+    auto* xf = static_cast<float*>(xf_buf->data());
+    DITUNE_ASSIGN_OR_RETURN(void* xb, Scratch("latent_bf16", P * R * lat * kBf16));
+    for (int i = 0; i < P; ++i) {
+      const Mat full = RandomMat(tokens.image_tokens(), lat, 1.0f, opt.seed, 1000 + static_cast<uint64_t>(first_prompt + i));
+      DITUNE_RETURN_IF_ERROR(k->UploadF32(full.data(), xf + i * R * lat, R * lat));
+      DITUNE_RETURN_IF_ERROR(k->UploadBf16(full.data(), At(xb, i * R * lat), R * lat));
+    }
+    // Conditioning of every step, computed before the loop (the host never stalls the device).
+    DITUNE_ASSIGN_OR_RETURN(void* cond, Scratch("cond", S * H * kBf16));
+    for (int s = 0; s < S; ++s) {
+      const float sigma = 1.0f - static_cast<float>(s) / S;
+      const Vec c = host->Conditioning(sigma * 1000.0f, nullptr);
+      DITUNE_RETURN_IF_ERROR(k->UploadBf16(c.data(), At(cond, s * H), H));
+    }
+    DITUNE_ASSIGN_OR_RETURN(void* pred, Scratch("pred", bmax * R * lat * kBf16));
+    DITUNE_RETURN_IF_ERROR(d->stream()->Synchronize());
+
+    EngineResult out;
+    std::vector<std::unique_ptr<Event>> marks;
+    DITUNE_ASSIGN_OR_RETURN(auto start, d->stream()->Record());
+    for (int s = 0; s < S; ++s) {
+      const bool warm = s < work.warmup_steps;
+      const RankWork& rw = warm ? work.warmup : work.steady;
+      const int patches = warm ? 1 : rw.patches;
+      const int64_t b = rw.batch, ni = rw.img_tokens;
+      const void* c = At(cond, s * H);
+      // Modulation of every block and the final layer for this step (shared by all sequences).
+      const int64_t per_block = 6 * H + 6 * Ht;
+      DITUNE_ASSIGN_OR_RETURN(void* mods_v, Scratch("mods", (work.blocks * per_block + 2 * H) * 4));
+      auto* mods = static_cast<float*>(mods_v);
+      for (int i = 0; i < work.blocks; ++i) {
+        auto& bw = blocks[i];
+        float* mb = mods + i * per_block;
+        const int64_t n = bw.family == BlockFamily::kSingle ? 3 * H : 6 * H;
+        DITUNE_RETURN_IF_ERROR(Modulation(c, bw.p("mod"), n, mb));
+        if (bw.family == BlockFamily::kJoint) DITUNE_RETURN_IF_ERROR(Modulation(c, bw.p("tmod"), 6 * Ht, mb + 6 * H));
+      }
+      float* fmod = mods + work.blocks * per_block;
+      if (last_stage) DITUNE_RETURN_IF_ERROR(Modulation(c, io.at("fmod")->data(), 2 * H, fmod));
+      // Text embedding of every sequence, and the cross blocks' text K/V, once per step.
+      DITUNE_ASSIGN_OR_RETURN(void* ctx, Scratch("ctx", b * T * Ht * kBf16));
+      DITUNE_RETURN_IF_ERROR(Mm(emb, m->text_hidden, 0, io.at("text")->data(), Ht, ctx, Ht, 0, b * T, m->text_hidden, Ht, 1));
+      std::vector<void*> xkv(work.blocks, nullptr);
+      for (int i = 0; i < work.blocks; ++i) {
+        if (blocks[i].family != BlockFamily::kCross) continue;
+        const int64_t Hl = H / rw.tp;
+        DITUNE_ASSIGN_OR_RETURN(xkv[i], Scratch(fmt::format("xkv{}", i), b * T * 2 * Hl * kBf16));
+        DITUNE_RETURN_IF_ERROR(Mm(ctx, Ht, 0, blocks[i].p("xkv"), 2 * Hl, xkv[i], 2 * Hl, 0, b * T, Ht, 2 * Hl, 1));
+      }
+      for (int p = 0; p < patches; ++p) {
+        DITUNE_ASSIGN_OR_RETURN(Residual st, StreamFor(rw));
+        const int64_t nt = HasText() ? rw.txt_tokens : 0;
+        // This forward's text rows come from the embedded prompt (the first nt of its rows).
+        for (int64_t i = 0; i < b && nt > 0; ++i) {
+          DITUNE_RETURN_IF_ERROR(k->Copy(At(st.txt, i * st.txt_stride), unified ? H : Ht, At(ctx, i * T * Ht), Ht, nt, Ht));
+        }
+        if (first_stage) {
+          // Patch embedding of this forward's rows, each branch of a prompt from the same latent.
+          for (int j = 0; j < B; ++j) {
+            DITUNE_RETURN_IF_ERROR(Mm(At(xb, p * ni * lat), lat, R * lat, io.at("patch")->data(), H,
+                                      At(st.img, j * st.img_stride), H, B * st.img_stride, ni, lat, H, P));
+          }
+        }
+        for (int i = 0; i < work.blocks; ++i) {
+          auto& bw = blocks[i];
+          const Dims x = DimsOf(rw, bw.family);
+          float* mb = mods + i * per_block;
+          switch (bw.family) {
+            case BlockFamily::kCross: DITUNE_RETURN_IF_ERROR(Cross(bw, mb, xkv[i], x, st)); break;
+            case BlockFamily::kJoint: DITUNE_RETURN_IF_ERROR(Joint(bw, mb, mb + 6 * H, x, st)); break;
+            case BlockFamily::kSingle: DITUNE_RETURN_IF_ERROR(Single(bw, mb, x, st)); break;
+          }
+        }
+        if (last_stage) {
+          DITUNE_ASSIGN_OR_RETURN(void* h, Scratch("h", b * ni * H * kBf16));
+          for (int64_t i = 0; i < b; ++i) {
+            DITUNE_RETURN_IF_ERROR(Norm(At(st.img, i * st.img_stride), H, At(h, i * ni * H), H, ni, H, fmod, fmod + H));
+          }
+          DITUNE_RETURN_IF_ERROR(Mm(h, H, ni * H, io.at("out")->data(), lat, At(pred, p * ni * lat), lat, R * lat, ni, H,
+                                    lat, b));
+        }
+      }
+      if (last_stage) {
+        const float sigma = 1.0f - static_cast<float>(s) / S, next = 1.0f - static_cast<float>(s + 1) / S;
+        DITUNE_RETURN_IF_ERROR(k->EulerStep(xf, xb, pred, B * R * lat, R * lat, B == 2, opt.guidance, next - sigma, P,
+                                            R * lat));
+      }
+      DITUNE_ASSIGN_OR_RETURN(auto mark, d->stream()->Record());
+      marks.push_back(std::move(mark));
+    }
+    DITUNE_RETURN_IF_ERROR(d->stream()->Synchronize());
+    const Event* prev = start.get();
+    for (const auto& e : marks) {
+      DITUNE_ASSIGN_OR_RETURN(double sec, e->SecondsSince(*prev));
+      out.step_seconds.push_back(sec);
+      prev = e.get();
+    }
+    DITUNE_ASSIGN_OR_RETURN(out.dit_seconds, marks.back()->SecondsSince(*start));
+    if (work.exact) {
+      for (int i = 0; i < P; ++i) {
+        Mat x(R, lat);
+        DITUNE_RETURN_IF_ERROR(k->DownloadF32(xf + i * R * lat, x.data(), x.size()));
+        out.latents.push_back(std::move(x));
+      }
+    }
+    out.peak_bytes = d->peak_bytes();
+    return out;
+  }
+};
+
+StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, const Workload& workload,
+                                                       const EngineWork& work, Kernels* kernels,
+                                                       const EngineOptions& options) {
+  if (kernels == nullptr) return Status::InvalidArgument("the engine needs kernels");
+  if (work.blocks < 1) return Status::InvalidArgument("the engine needs at least one block");
+  std::unique_ptr<DitEngine> e(new DitEngine());
+  e->impl_ = std::make_unique<Impl>();
+  Impl& i = *e->impl_;
+  i.m = &model;
+  i.wl = workload;
+  i.work = work;
+  i.k = kernels;
+  i.d = kernels->device();
+  i.opt = options;
+  i.extras = options.architecture_extras;
+  if (model.head_dim * model.heads != model.hidden) {
+    return Status::NotSupported(fmt::format("{}: heads x head_dim != hidden", model.id));
+  }
+  DITUNE_RETURN_IF_ERROR(i.Load());
+  return e;
+}
+
+DitEngine::~DitEngine() = default;
+
+StatusOr<EngineResult> DitEngine::Generate() { return impl_->Generate(); }
+
+int64_t DitEngine::weight_bytes() const { return impl_->weight_bytes; }
+
+int64_t EngineBytes(const ModelSpec& model, const Workload& /*workload*/, const EngineWork& work,
+                    const EngineOptions& options) {
+  const double H = model.hidden, Ht = model.text_stream_hidden, M = model.mlp_hidden;
+  const double tp = work.steady.tp;
+  const double up = options.architecture_extras && model.mlp_gated ? 2 : 1;
+  double weights = 0;
+  for (int b = work.first_block; b < work.first_block + work.blocks; ++b) {
+    switch (model.family_of(b)) {
+      case BlockFamily::kCross: weights += 6 * H * H + (3 * H * H + 2 * H * H + Ht * 2 * H + up * H * M + M * H) / tp; break;
+      case BlockFamily::kJoint:
+        weights += 6 * H * H + 6 * H * Ht +
+                   (3 * H * H + 3 * Ht * H + H * H + H * Ht + up * H * M + M * H + (up + 1) * M * Ht) / tp;
+        break;
+      case BlockFamily::kSingle: weights += 3 * H * H + (H * (3 * H + up * M) + H * H + M * H) / tp; break;
+    }
+  }
+  const double lat = static_cast<double>(model.latent_channels) * model.patch_spatial * model.patch_spatial *
+                     model.patch_temporal;
+  weights += 2 * lat * H + 2 * H * H + static_cast<double>(model.text_hidden) * Ht;
+  // Activations of the largest forward: the residual stream, the norm output, the fused
+  // projections, attention output, MLP intermediate and block output; the prompt
+  // embeddings and projected text; attention-shaped buffers where an exchange stands
+  // between; the cross blocks' text K/V; latents and predictions.
+  const RankWork& rw = work.warmup.img_tokens >= work.steady.img_tokens ? work.warmup : work.steady;
+  const double b = rw.batch, T = static_cast<double>(rw.seq_txt_tokens);
+  const double rows = b * static_cast<double>(rw.img_tokens + rw.txt_tokens);
+  const double Hl = H / tp, Ml = M / tp;
+  double act = rows * (3 * H + 3 * Hl + up * Ml + Hl + up * Ml) + b * T * (model.text_hidden + Ht);
+  const double Ha = static_cast<double>(rw.heads) * model.head_dim;
+  const double qa = static_cast<double>(rw.ulysses) * (rw.img_tokens + rw.txt_tokens);
+  act += b * (2 * qa + 2 * static_cast<double>(rw.seq_img_tokens + rw.seq_txt_tokens)) * Ha;
+  act += work.blocks * b * T * 2 * Hl;
+  act += b * static_cast<double>(work.warmup.img_tokens) * lat * (2 + 1 + 1);
+  return static_cast<int64_t>(kElementBytes * (weights + act));
+}
+
+}  // namespace ditune::exec

@@ -1,0 +1,89 @@
+// The DiT engine: one rank's denoising loop written once over the Kernels interface
+// (kernels.h), so the same code runs on the GPU (cuda kernels) and on the host (ref
+// kernels, which check every access and count the FLOPs).
+//
+// On one device the engine computes the model exactly as the CPU executor does (same
+// weights when taken from it, the same blocks, the flow-matching Euler loop with
+// classifier-free guidance), in bf16 with fp32 accumulation. For rank R of a multi-device
+// plan it runs exactly rank R's kernels at rank R's shapes — the RankWork the cost models
+// price (costmodels/dit_ops.h): its tokens, heads, tensor-parallel widths, blocks, patches,
+// prompts and CFG branches — with the transfers left out; the values are then meaningless
+// and only the device time counts (`ditune run --emulate-rank`).
+#ifndef DITUNE_EXECUTOR_ENGINE_H_
+#define DITUNE_EXECUTOR_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+#include "core/workload.h"
+#include "costmodels/dit_ops.h"
+#include "executor/kernels.h"
+#include "executor/tensor.h"
+
+namespace ditune::exec {
+
+// What one rank computes per denoising step.
+struct EngineWork {
+  RankWork steady;        // per forward in the steady steps (PipeFusion: per patch)
+  RankWork warmup;        // per forward in PipeFusion's synchronous warm-up steps
+  int warmup_steps = 0;
+  int first_block = 0;    // blocks [first_block, first_block + blocks)
+  int blocks = 0;
+  int prompts = 1;        // prompts this rank serves
+  int branches = 1;       // CFG branches it computes per prompt (steady.batch = prompts x branches)
+  bool exact = false;     // one device, one patch: the output is the model's
+};
+
+// Rank `rank`'s work under `config` (which must have passed ValidateConfig).
+StatusOr<EngineWork> EngineWorkFor(const ModelSpec& model, const Workload& workload, const ParallelConfig& config,
+                                   int rank);
+
+struct EngineOptions {
+  uint64_t seed = 42;
+  // Block weights from the CPU executor's model (uploaded: for comparing backends on small
+  // models), or drawn on the device from the counter-based generator (any size).
+  bool weights_from_cpu_model = false;
+  // The catalog architecture's parts the CPU model leaves out: query-key RMS norm with
+  // rotary embedding in joint and single blocks, gated MLPs where the model has them. On for
+  // timing runs; off to compute what the CPU executor computes.
+  bool architecture_extras = true;
+  float guidance = 4.0f;  // as the CPU executor
+};
+
+struct EngineResult {
+  std::vector<Mat> latents;           // exact runs: every prompt's final latent (tokens x C p^2)
+  std::vector<double> step_seconds;   // device time of each denoising step
+  double dit_seconds = 0;             // device time of the denoising loop
+  int64_t peak_bytes = 0;             // the device's memory high-water mark
+};
+
+class DitEngine {
+ public:
+  // Loads this rank's weights onto `kernels`' device (which must outlive the engine).
+  static StatusOr<std::unique_ptr<DitEngine>> Create(const ModelSpec& model, const Workload& workload,
+                                                     const EngineWork& work, Kernels* kernels,
+                                                     const EngineOptions& options);
+  ~DitEngine();
+
+  // One whole denoising loop (text embeddings and initial noise from the seed).
+  StatusOr<EngineResult> Generate();
+
+  int64_t weight_bytes() const;
+
+ private:
+  DitEngine() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Device bytes the engine needs for `work` (bf16 weights of the rank's blocks plus the
+// largest activations), for refusing a run that cannot fit before allocating.
+int64_t EngineBytes(const ModelSpec& model, const Workload& workload, const EngineWork& work,
+                    const EngineOptions& options);
+
+}  // namespace ditune::exec
+
+#endif  // DITUNE_EXECUTOR_ENGINE_H_

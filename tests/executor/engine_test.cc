@@ -1,0 +1,160 @@
+// The DiT engine on the ref kernels: on one device it computes what the CPU executor
+// computes (bf16 tolerance); for any rank of a plan its kernels do exactly the FLOPs the cost
+// models price for that rank; every access it makes stays inside its buffers (the ref
+// kernels check each one).
+#include <gtest/gtest.h>
+
+#include "core/catalog.h"
+#include "core/validate.h"
+#include "costmodels/dit_ops.h"
+#include "executor/comm.h"
+#include "executor/cpu_device.h"
+#include "executor/engine.h"
+#include "executor/kernels.h"
+#include "executor/parallel.h"
+
+namespace ditune::exec {
+namespace {
+
+const Catalog& Cat() {
+  static const Catalog* c = new Catalog(*Catalog::Load(DITUNE_TEST_DATA_DIR));
+  return *c;
+}
+
+Workload Tiny(const char* model, int size, int steps, int batch) {
+  const ModelSpec& m = **Cat().Model(model);
+  return {model, size, size, m.modality == Modality::kVideo ? 9 : 1, steps, batch, OutputType::kLatent};
+}
+
+TEST(EngineTest, OneDeviceEqualsTheCpuExecutor) {
+  for (const auto& [model, batch] : std::vector<std::pair<const char*, int>>{
+           {"tiny-pixart", 1}, {"tiny-pixart", 2}, {"tiny-sd3", 1}, {"tiny-flux", 2}, {"tiny-video", 1}}) {
+    const ModelSpec& m = **Cat().Model(model);
+    const Workload w = Tiny(model, 64, 3, batch);
+    auto comm = CreateComm("local", nullptr, nullptr);
+    ASSERT_TRUE(comm.ok());
+    auto runner = ParallelRunner::Create(m, w, ParallelConfig{}, comm->get(), 42);
+    ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+    auto cpu = (*runner)->Generate();
+    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+
+    auto dev = NewCpuDevice();
+    auto kernels = CreateKernels("ref", dev.get());
+    ASSERT_TRUE(kernels.ok()) << kernels.status().ToString();
+    auto work = EngineWorkFor(m, w, ParallelConfig{}, 0);
+    ASSERT_TRUE(work.ok()) << work.status().ToString();
+    EXPECT_TRUE(work->exact);
+    EngineOptions opt;
+    opt.weights_from_cpu_model = true;
+    opt.architecture_extras = false;
+    auto engine = DitEngine::Create(m, w, *work, kernels->get(), opt);
+    ASSERT_TRUE(engine.ok()) << model << ": " << engine.status().ToString();
+    auto out = (*engine)->Generate();
+    ASSERT_TRUE(out.ok()) << model << ": " << out.status().ToString();
+    ASSERT_EQ(out->latents.size(), static_cast<size_t>(batch));
+    EXPECT_EQ(out->step_seconds.size(), 3u);
+    for (int p = 0; p < batch; ++p) {
+      const double err = MaxRelativeError(out->latents[p], cpu->latents[p]);
+      EXPECT_LE(err, 2e-2) << model << " prompt " << p;
+      EXPECT_GT(out->latents[p].norm(), 0.0f);
+    }
+  }
+}
+
+// GEMM and attention FLOPs of one steady step of rank `rank`, as the cost models count them
+// (modulation and time embedding, one-row GEMMs the engine counts apart, left out).
+void ExpectedFlops(const ModelSpec& m, const EngineWork& work, double* gemm, double* attn) {
+  const RankWork& rw = work.steady;
+  *gemm = *attn = 0;
+  for (int b = work.first_block; b < work.first_block + work.blocks; ++b) {
+    for (const OpCost& op : BlockOps(m, m.family_of(b), rw)) {
+      if (op.name.find("modulation") != std::string::npos) continue;
+      if (op.cls == OpClass::kGemm) *gemm += op.flops.value();
+      if (op.cls == OpClass::kAttention) *attn += op.flops.value();
+    }
+  }
+  const bool first = work.first_block == 0, last = work.first_block + work.blocks == m.num_blocks();
+  for (const OpCost& op : StepOverheadOps(m, rw)) {
+    if (op.name == "time_embed" || (op.name == "patch_embed" && !first) || (op.name == "final_proj" && !last)) continue;
+    if (op.cls == OpClass::kGemm) *gemm += op.flops.value();
+  }
+  *gemm *= rw.patches;
+  *attn *= rw.patches;
+}
+
+TEST(EngineTest, EveryRankDoesTheFlopsTheCostModelsPrice) {
+  struct Case {
+    const char* model;
+    const char* config;
+  };
+  const std::vector<Case> cases = {
+      {"tiny-pixart", ""},          {"tiny-pixart", "ulysses=2"}, {"tiny-pixart", "ring=2"},
+      {"tiny-pixart", "tp=2"},      {"tiny-pixart", "cfg=2"},     {"tiny-pixart", "pipefusion=2,warmup=0"},
+      {"tiny-pixart", "ulysses=2,ring=2,cfg=2"}, {"tiny-pixart", "distrifusion=2"}, {"tiny-pixart", "dp=2"},
+      {"tiny-sd3", ""},             {"tiny-sd3", "ulysses=4"},    {"tiny-sd3", "ring=2,tp=2"},
+      {"tiny-sd3", "pipefusion=2,patches=4,warmup=0"},
+      {"tiny-flux", ""},            {"tiny-flux", "ulysses=2"},   {"tiny-flux", "ring=4"},
+      {"tiny-flux", "pipefusion=3,patches=4,warmup=0"}, {"tiny-flux", "tp=2"},
+  };
+  for (const Case& c : cases) {
+    const ModelSpec& m = **Cat().Model(c.model);
+    const Workload w = Tiny(c.model, 128, 1, 2);
+    const ParallelConfig config = *ParseParallelConfig(c.config);
+    auto tokens = ComputeTokenGeometry(m, w);
+    ASSERT_TRUE(tokens.ok());
+    const Status valid = ValidateConfig({&m, *tokens, w.steps, w.batch, config.world_size()}, config);
+    ASSERT_TRUE(valid.ok()) << c.model << " " << c.config << ": " << valid.ToString();
+    for (int r = 0; r < config.world_size(); ++r) {
+      auto work = EngineWorkFor(m, w, config, r);
+      ASSERT_TRUE(work.ok()) << work.status().ToString();
+      auto dev = NewCpuDevice();
+      auto kernels = CreateKernels("ref", dev.get());
+      ASSERT_TRUE(kernels.ok());
+      auto engine = DitEngine::Create(m, w, *work, kernels->get(), EngineOptions{});
+      ASSERT_TRUE(engine.ok()) << c.model << " " << c.config << " rank " << r << ": " << engine.status().ToString();
+      auto before = RefKernelCounts(kernels->get());
+      ASSERT_TRUE(before.ok());
+      auto out = (*engine)->Generate();
+      ASSERT_TRUE(out.ok()) << c.model << " '" << c.config << "' rank " << r << ": " << out.status().ToString();
+      auto after = RefKernelCounts(kernels->get());
+      double gemm = 0, attn = 0;
+      ExpectedFlops(m, *work, &gemm, &attn);
+      EXPECT_NEAR(after->gemm_flops - before->gemm_flops, gemm, 1e-9 * gemm) << c.model << " '" << c.config << "' rank " << r;
+      EXPECT_NEAR(after->attention_flops - before->attention_flops, attn, 1e-9 * attn)
+          << c.model << " '" << c.config << "' rank " << r;
+      EXPECT_EQ(out->latents.empty(), config.world_size() > 1 || config.patches > 1);
+    }
+  }
+}
+
+TEST(EngineTest, WorkOfARankOutsideThePlanIsRefused) {
+  const ModelSpec& m = **Cat().Model("tiny-pixart");
+  auto w = EngineWorkFor(m, Tiny("tiny-pixart", 64, 2, 1), *ParseParallelConfig("ulysses=2"), 2);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("ranks 0 to 1"), std::string::npos) << w.status().ToString();
+}
+
+TEST(RefKernelsTest, AnAccessOutsideItsBufferIsAnError) {
+  auto dev = NewCpuDevice();
+  auto k = CreateKernels("ref", dev.get());
+  ASSERT_TRUE(k.ok());
+  auto a = dev->Alloc(4 * 4 * 2), b = dev->Alloc(4 * 4 * 2), c = dev->Alloc(3 * 4 * 2);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  GemmArgs g;
+  g.a = (*a)->data();
+  g.b = (*b)->data();
+  g.c = (*c)->data();
+  g.lda = g.ldb = g.ldc = 4;
+  g.m = g.k = g.n = 4;  // C needs 16 elements; its buffer has 12
+  const Status st = (*k)->Gemm(g);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("GEMM C"), std::string::npos) << st.ToString();
+  g.m = 3;
+  EXPECT_TRUE((*k)->Gemm(g).ok());
+  g.lda = 2;  // below k
+  EXPECT_FALSE((*k)->Gemm(g).ok());
+  EXPECT_FALSE(CreateKernels("tpu", dev.get()).ok());
+}
+
+}  // namespace
+}  // namespace ditune::exec
