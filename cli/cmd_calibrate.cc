@@ -12,8 +12,11 @@
 #include "costmodels/calibration.h"
 #include "costmodels/ingest.h"
 #include "costmodels/store.h"
+#include "planner/launch.h"
 #include "planner/predict.h"
 #include "executor/comm.h"
+#include "executor/device.h"
+#include "executor/kernels.h"
 #include "executor/microbench.h"
 
 #include <unistd.h>
@@ -222,6 +225,11 @@ int ComputeCmd(int argc, char** argv) {
   cxxopts::Options options("ditune calibrate compute",
                            "Time this backend's GEMM, attention and elementwise kernels and fit the compute model");
   options.add_options()("reps", "timed repetitions per size", cxxopts::value<int>()->default_value("9"))
+      ("backend", "cpu: the CPU executor's Eigen kernels; cuda: the GPU kernels of the DiT engine (fits for the "
+                  "catalog GPU this device is); ref: the engine's reference kernels on the host",
+       cxxopts::value<std::string>()->default_value("cpu"))
+      ("gpu", "catalog GPU id the cuda measurements are for (default: from the device's name)",
+       cxxopts::value<std::string>())
       ("db", "calibration database", cxxopts::value<std::string>());
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
@@ -229,9 +237,32 @@ int ComputeCmd(int argc, char** argv) {
   if (help) return 0;
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("calibrate compute", catalog.status());
+  const std::string backend = (*args)["backend"].as<std::string>();
+  if (backend != "cpu" && backend != "cuda" && backend != "ref") {
+    return Fail("calibrate compute", Status::InvalidArgument(fmt::format("--backend '{}': valid: cpu, cuda, ref", backend)));
+  }
   auto store = OpenStore(*args);
   if (!store.ok()) return Fail("calibrate compute", store.status());
-  auto ms = exec::ComputeSweep((*args)["reps"].as<int>(), TerminalProgress("compute sweep"));
+  StatusOr<std::vector<Measurement>> ms = Status::Internal("no sweep ran");
+  if (backend == "cpu") {
+    ms = exec::ComputeSweep((*args)["reps"].as<int>(), TerminalProgress("compute sweep"));
+  } else {
+    auto device = exec::CreateDevice(backend == "ref" ? "cpu" : backend);
+    if (!device.ok()) return Fail("calibrate compute", device.status());
+    auto kernels = exec::CreateKernels(backend, device->get());
+    if (!kernels.ok()) return Fail("calibrate compute", kernels.status());
+    StatusOr<std::string> id = std::string("cpu");
+    if (args->count("gpu")) {
+      id = (*args)["gpu"].as<std::string>();
+      auto gpu = (*catalog)->Gpu(*id);
+      if (!gpu.ok()) return Fail("calibrate compute", gpu.status());
+    } else if (backend == "cuda") {
+      id = MapGpuName((*device)->props().name, **catalog);
+    }
+    if (!id.ok()) return Fail("calibrate compute", id.status().WithContext("give --gpu ID"));
+    std::cerr << fmt::format("timing the {} kernels on {} as '{}'\n", backend, (*device)->props().name, *id);
+    ms = exec::KernelSweep(kernels->get(), *id, (*args)["reps"].as<int>(), TerminalProgress("kernel sweep"));
+  }
   if (!ms.ok()) return Fail("calibrate compute", ms.status());
   auto ids = (*store)->AddMeasurements(*ms);
   if (!ids.ok()) return Fail("calibrate compute", ids.status());

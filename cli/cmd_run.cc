@@ -1,6 +1,7 @@
 // `ditune run [--plan FILE | --config SPEC | --auto] WORKLOAD [--iters N] [--warmup N]`:
 // runs the plan on the CPU executor (one process, or every rank of `mpirun -np N`), measures
-// it, compares it with the prediction and records both in the store.
+// it, compares it with the prediction and records both in the store. `--backend cuda|ref`
+// runs the DiT engine on one device instead (cmd_run_engine.cc).
 #include <ctime>
 #include <optional>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/run_common.h"
 #include "costmodels/store.h"
 #include "executor/emulated_comm.h"
 #include "executor/run.h"
@@ -64,8 +66,24 @@ Measurement DitRunMeasurement(const ModelSpec& model, const Workload& w, const P
   return meas;
 }
 
+StatusOr<ParallelConfig> ReadRunConfig(const cxxopts::ParseResult& args) {
+  if (args.count("config")) return ParseParallelConfig(args["config"].as<std::string>());
+  if (!args.count("plan")) return Status::InvalidArgument("give --config SPEC or --plan FILE");
+  std::ifstream in(args["plan"].as<std::string>());
+  if (!in) return Status::NotFound(fmt::format("cannot open plan '{}'", args["plan"].as<std::string>()));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded() || !j.contains("ranked") || !j["ranked"].is_array() || j["ranked"].empty() ||
+      !j["ranked"][0].contains("config") || !j["ranked"][0]["config"].is_string()) {
+    return Status::InvalidArgument("the plan file is not the JSON of `ditune plan --json` (ranked[0].config)");
+  }
+  return ParseParallelConfig(j["ranked"][0]["config"].get<std::string>());
+}
+
 int RunRun(int argc, char** argv) {
-  cxxopts::Options options("ditune run", "Run a plan on the CPU executor and measure it");
+  cxxopts::Options options("ditune run", "Run a plan on the CPU executor, or on one device with the DiT engine, and "
+                                         "measure it");
   AddWorkloadOptions(options);
   AddClusterOptions(options);
   options.add_options()
@@ -78,11 +96,21 @@ int RunRun(int argc, char** argv) {
       ("warmup", "untimed iterations first", cxxopts::value<int>()->default_value("1"))
       ("seed", "weights and inputs seed", cxxopts::value<uint64_t>()->default_value("42"))
       ("db", "calibration database", cxxopts::value<std::string>())
-      ("json", "one JSON document on stdout");
+      ("json", "one JSON document on stdout")
+      ("backend", "cpu: the CPU executor (Eigen, any number of MPI ranks); cuda: the DiT engine on this process's GPU; "
+                  "ref: the engine's reference kernels on the host (bf16, slow; for checking)",
+       cxxopts::value<std::string>()->default_value("cpu"));
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("run", args.status());
   if (help) return 0;
+  const std::string backend = (*args)["backend"].as<std::string>();
+  if (backend != "cpu") {
+    if (backend != "cuda" && backend != "ref") {
+      return Fail("run", Status::InvalidArgument(fmt::format("--backend '{}': valid: cpu, cuda, ref", backend)));
+    }
+    return RunOnEngine(*args, backend);
+  }
   const bool emulate = args->count("emulate-rank") > 0;
   double charged = 0;  // modelled communication seconds of an emulated rank
   std::unique_ptr<exec::Comm> world_owner;
@@ -115,21 +143,8 @@ int RunRun(int argc, char** argv) {
   if (!fits.ok()) return fail(fits.status());
 
   ParallelConfig config;
-  if (args->count("config")) {
-    auto c = ParseParallelConfig((*args)["config"].as<std::string>());
-    if (!c.ok()) return fail(c.status());
-    config = *c;
-  } else if (args->count("plan")) {
-    std::ifstream in((*args)["plan"].as<std::string>());
-    if (!in) return fail(Status::NotFound(fmt::format("cannot open plan '{}'", (*args)["plan"].as<std::string>())));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-    if (j.is_discarded() || !j.contains("ranked") || !j["ranked"].is_array() || j["ranked"].empty() ||
-        !j["ranked"][0].contains("config") || !j["ranked"][0]["config"].is_string()) {
-      return fail(Status::InvalidArgument("the plan file is not the JSON of `ditune plan --json` (ranked[0].config)"));
-    }
-    auto c = ParseParallelConfig(j["ranked"][0]["config"].get<std::string>());
+  if (args->count("config") || args->count("plan")) {
+    auto c = ReadRunConfig(*args);
     if (!c.ok()) return fail(c.status());
     config = *c;
   } else {

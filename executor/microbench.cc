@@ -40,7 +40,135 @@ Measurement Op(const std::string& op, double flops, double bytes, double seconds
   return m;
 }
 
+// Median device time of `f` over `reps` calls after one warm-up call.
+template <typename F>
+StatusOr<double> DeviceMedian(Device* d, int reps, F&& f) {
+  DITUNE_RETURN_IF_ERROR(f());
+  std::vector<std::unique_ptr<Event>> marks;
+  DITUNE_ASSIGN_OR_RETURN(auto first, d->stream()->Record());
+  marks.push_back(std::move(first));
+  for (int i = 0; i < reps; ++i) {
+    DITUNE_RETURN_IF_ERROR(f());
+    DITUNE_ASSIGN_OR_RETURN(auto e, d->stream()->Record());
+    marks.push_back(std::move(e));
+  }
+  DITUNE_RETURN_IF_ERROR(d->stream()->Synchronize());
+  std::vector<double> t;
+  for (size_t i = 1; i < marks.size(); ++i) {
+    DITUNE_ASSIGN_OR_RETURN(double s, marks[i]->SecondsSince(*marks[i - 1]));
+    t.push_back(s);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 }  // namespace
+
+StatusOr<std::vector<Measurement>> KernelSweep(Kernels* kernels, const std::string& device_id, int reps,
+                                               const Progress& progress) {
+  if (reps < 1) return Status::InvalidArgument("reps must be >= 1");
+  Device* d = kernels->device();
+  const bool big = d->props().async;
+  struct G {
+    int64_t m, k, n;
+  };
+  std::vector<G> gemms;
+  const std::vector<int64_t> ms = big ? std::vector<int64_t>{64, 256, 1024, 4096, 16384} : std::vector<int64_t>{16, 64};
+  const std::vector<std::pair<int64_t, int64_t>> kns =
+      big ? std::vector<std::pair<int64_t, int64_t>>{{1152, 3456}, {3072, 9216}, {3072, 12288}, {12288, 3072}}
+          : std::vector<std::pair<int64_t, int64_t>>{{64, 256}};
+  for (int64_t m : ms) {
+    for (auto [k, n] : kns) gemms.push_back({m, k, n});
+  }
+  struct A {
+    int64_t q, kv;
+    int heads, d;
+  };
+  std::vector<A> attns;
+  const std::vector<int> dims = big ? std::vector<int>{64, 72, 88, 128} : std::vector<int>{16, 64};
+  const std::vector<std::pair<int64_t, int64_t>> seqs =
+      big ? std::vector<std::pair<int64_t, int64_t>>{{256, 256}, {1024, 1024}, {4096, 300}, {4096, 4096}, {4608, 4608},
+                                                     {16384, 16384}}
+          : std::vector<std::pair<int64_t, int64_t>>{{32, 32}, {64, 128}};
+  for (int dim : dims) {
+    for (auto [q, kv] : seqs) attns.push_back({q, kv, big ? 16 : 2, dim});
+  }
+  const std::vector<std::pair<int64_t, int64_t>> norms =
+      big ? std::vector<std::pair<int64_t, int64_t>>{{1024, 1152}, {4096, 1152}, {4096, 3072}, {16384, 3072}}
+          : std::vector<std::pair<int64_t, int64_t>>{{64, 64}, {256, 64}};
+  // Buffers for the largest case of each kind, filled once.
+  int64_t elems = 0;
+  for (const auto& g : gemms) elems = std::max(elems, g.m * g.k + g.k * g.n + g.m * g.n);
+  for (const auto& a : attns) elems = std::max(elems, (2 * a.q + 2 * a.kv) * a.heads * a.d);
+  for (auto [r, c] : norms) elems = std::max(elems, 8 * r * c);
+  DITUNE_ASSIGN_OR_RETURN(auto buf, d->Alloc(elems * 2));
+  DITUNE_ASSIGN_OR_RETURN(auto vec, d->Alloc(2 * 16384 * 4));
+  DITUNE_RETURN_IF_ERROR(kernels->FillRandom(buf->data(), elems, 0.5f, 11, 1));
+  DITUNE_RETURN_IF_ERROR(kernels->Zero(vec->data(), 2 * 16384 * 2));
+  auto at = [&](int64_t e) { return static_cast<char*>(buf->data()) + 2 * e; };
+  const int total = static_cast<int>(gemms.size() + attns.size() + norms.size());
+  int done = 0;
+  std::vector<Measurement> out;
+  auto op = [&](const std::string& name, double flops, double bytes, double seconds, nlohmann::json params) {
+    Measurement m = Op(name, flops, bytes, seconds, reps, std::move(params));
+    m.backend = std::string(kernels->name());
+    m.device = device_id;
+    out.push_back(std::move(m));
+  };
+  for (const auto& g : gemms) {
+    GemmArgs a;
+    a.a = at(0);
+    a.b = at(g.m * g.k);
+    a.c = at(g.m * g.k + g.k * g.n);
+    a.lda = g.k;
+    a.ldb = a.ldc = g.n;
+    a.m = g.m;
+    a.k = g.k;
+    a.n = g.n;
+    DITUNE_ASSIGN_OR_RETURN(double t, DeviceMedian(d, reps, [&] { return kernels->Gemm(a); }));
+    op("gemm", 2.0 * g.m * g.k * g.n, kElementBytes * (g.m * g.k + g.k * g.n + g.m * g.n), t,
+       {{"m", g.m}, {"k", g.k}, {"n", g.n}});
+    if (progress) progress(++done, total);
+  }
+  for (const auto& x : attns) {
+    const int64_t w = static_cast<int64_t>(x.heads) * x.d;
+    AttentionArgs a;
+    a.q = at(0);
+    a.k = at(x.q * w);
+    a.v = at(x.q * w + x.kv * w);
+    a.o = at(x.q * w + 2 * x.kv * w);
+    a.ldq = a.ldk = a.ldv = a.ldo = w;
+    a.q_rows = x.q;
+    a.kv_rows = x.kv;
+    a.heads = x.heads;
+    a.head_dim = x.d;
+    DITUNE_ASSIGN_OR_RETURN(double t, DeviceMedian(d, reps, [&] { return kernels->Attention(a); }));
+    op("attention", 4.0 * x.q * x.kv * w, kElementBytes * w * (2.0 * x.q + 2.0 * x.kv), t,
+       {{"q", x.q}, {"kv", x.kv}, {"heads", x.heads}, {"head_dim", x.d}});
+    if (progress) progress(++done, total);
+  }
+  for (auto [rows, cols] : norms) {
+    const auto* shift = static_cast<const float*>(vec->data());
+    NormArgs n;
+    n.x = at(0);
+    n.y = at(rows * cols);
+    n.ldx = n.ldy = cols;
+    n.rows = rows;
+    n.cols = cols;
+    n.shift = shift;
+    n.scale = shift + 16384;
+    DITUNE_ASSIGN_OR_RETURN(double t, DeviceMedian(d, reps, [&] { return kernels->NormModulate(n); }));
+    op("elementwise", 8.0 * rows * cols, 2.0 * kElementBytes * rows * cols, t,
+       {{"kernel", "norm_modulate"}, {"rows", rows}, {"cols", cols}});
+    DITUNE_ASSIGN_OR_RETURN(double tg, DeviceMedian(d, reps, [&] {
+                              return kernels->Activate(Activation::kGelu, at(0), 4 * cols, at(0), 4 * cols, rows, 4 * cols);
+                            }));
+    op("elementwise", 8.0 * rows * 4 * cols, 2.0 * kElementBytes * rows * 4 * cols, tg,
+       {{"kernel", "gelu"}, {"rows", rows}, {"cols", 4 * cols}});
+    if (progress) progress(++done, total);
+  }
+  return out;
+}
 
 StatusOr<std::vector<Measurement>> ComputeSweep(int reps, const Progress& progress) {
   TuneAllocator();

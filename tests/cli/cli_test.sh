@@ -158,5 +158,24 @@ fi
 expect launch-no-command 2 "give the command to launch after '--'" -- launch --auto --model flux.1-dev \
   --gpu h100-sxm5-80gb --gpus 8
 
+# The DiT engine on one device: the ref kernels here; cuda where a GPU answers.
+expect engine-ref 0 "DiT \(device time, median of 2\)" -- run --backend ref --model tiny-flux --height 128 --width 128 \
+  --steps 2 --iters 2 --config ""
+expect engine-ref-emulate 0 "rank 3 of 'ulysses=2,cfg=2' \(its transfers left out\).*|modelled compute of rank 3" -- run \
+  --backend ref --model tiny-sd3 --height 128 --width 128 --steps 2 --iters 1 --config ulysses=2,cfg=2 --emulate-rank 3 \
+  --gpu h100-sxm5-80gb
+expect engine-needs-one-device 1 "needs 2 devices.*--emulate-rank R \(0 to 1\)" -- run --backend ref --model tiny-flux \
+  --steps 2 --config ulysses=2
+expect engine-bad-rank 2 "ranks 0 to 1" -- run --backend ref --model tiny-flux --steps 2 --config ulysses=2 --emulate-rank 2
+expect engine-bad-backend 2 "--backend 'tpu': valid: cpu, cuda, ref" -- run --backend tpu --model tiny-flux --config ""
+expect engine-auto 2 "with --backend ref give --config SPEC or --plan FILE" -- run --backend ref --model tiny-flux --auto
+expect engine-too-big 2 "needs about [0-9.]+ GB on the device" -- run --backend ref --model stepvideo-t2v --steps 1 \
+  --config ""
+expect calibrate-ref-kernels 0 "elementwise" -- calibrate compute --backend ref --reps 2
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  expect engine-cuda-no-gpu 1 "no CUDA device|compute backend 'cuda' is not built" -- run --backend cuda \
+    --model tiny-flux --config ""
+fi
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -1,0 +1,180 @@
+// `ditune run --backend cuda|ref`: the DiT engine on one device — the whole model, or with
+// --emulate-rank R exactly rank R's share of a multi-device plan — measured with device
+// events, compared with the simulator's prediction, and (cuda) recorded in the store.
+#include <ctime>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/run_common.h"
+#include "core/validate.h"
+#include "costmodels/store.h"
+#include "executor/engine_run.h"
+#include "planner/launch.h"
+#include "planner/predict.h"
+#include "simulator/simulate.h"
+
+namespace ditune::cli {
+namespace {
+
+// The catalog GPU the run's device is: --gpu when given, else the device's own name mapped
+// onto the catalog ("cpu" for the ref kernels on the host).
+StatusOr<std::string> RunGpuId(const cxxopts::ParseResult& args, const Catalog& catalog, const std::string& backend,
+                               const std::string& device_name) {
+  if (args.count("gpu")) return args["gpu"].as<std::string>();
+  if (backend == "ref") return std::string("cpu");
+  return MapGpuName(device_name, catalog);
+}
+
+}  // namespace
+
+int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
+  const std::string cmd = "run";
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail(cmd, catalog.status());
+  auto workload = ReadWorkload(args, **catalog);
+  if (!workload.ok()) return Fail(cmd, workload.status());
+  const ModelSpec& model = **(*catalog)->Model(workload->model_id);
+  if (args.count("auto")) {
+    return Fail(cmd, Status::InvalidArgument(fmt::format(
+                         "--auto plans for the launched CPU ranks; with --backend {} give --config SPEC or --plan FILE",
+                         backend)));
+  }
+  if (args.count("config") + args.count("plan") != 1) {
+    return Fail(cmd, Status::InvalidArgument("give exactly one of --config SPEC, --plan FILE"));
+  }
+  auto config = ReadRunConfig(args);
+  if (!config.ok()) return Fail(cmd, config.status());
+  const bool emulate = args.count("emulate-rank") > 0;
+  const int rank = emulate ? args["emulate-rank"].as<int>() : 0;
+  const int n = config->world_size();
+  if (!emulate && n > 1) {
+    return Fail(cmd, Status::NotSupported(fmt::format(
+                         "'{}' needs {} devices; the {} engine runs one device per process: measure one rank of it "
+                         "with --emulate-rank R (0 to {}), or run it on the CPU executor under mpirun",
+                         Label(*config), n, backend, n - 1)));
+  }
+  if (rank < 0 || rank >= n) {
+    return Fail(cmd, Status::InvalidArgument(
+                         fmt::format("--emulate-rank {}: '{}' has ranks 0 to {}", rank, Label(*config), n - 1)));
+  }
+  auto tokens = ComputeTokenGeometry(model, *workload);
+  if (!tokens.ok()) return Fail(cmd, tokens.status());
+  Status valid = ValidateConfig({&model, *tokens, workload->steps, workload->batch, n}, *config);
+  if (!valid.ok()) return Fail(cmd, valid);
+  auto store = Store::Open(args.count("db") ? args["db"].as<std::string>() : Store::DefaultPath());
+  if (!store.ok()) return Fail(cmd, store.status());
+  auto fits = (*store)->ActiveFits();
+  if (!fits.ok()) return Fail(cmd, fits.status());
+
+  exec::EngineRunOptions ro;
+  ro.kernels = backend;
+  ro.rank = rank;
+  ro.iters = args["iters"].as<int>();
+  ro.warmup = args["warmup"].as<int>();
+  ro.engine.seed = args["seed"].as<uint64_t>();
+  if (ro.iters < 1 || ro.warmup < 0) return Fail(cmd, Status::InvalidArgument("--iters must be >= 1 and --warmup >= 0"));
+  auto r = exec::MeasureEngineRun(model, *workload, *config, ro);
+  if (!r.ok()) return Fail(cmd, r.status());
+
+  // The simulator's view of the same run: the whole plan on the CLUSTER flags' GPUs (default:
+  // n of this device's GPU), DiT only.
+  auto gpu_id = RunGpuId(args, **catalog, backend, r->device_name);
+  std::string prediction = "no prediction: " + (gpu_id.ok() ? std::string() : gpu_id.status().message());
+  // The ref kernels check semantics; the cost models describe the cpu executor and GPUs, so a
+  // prediction of a ref run on the host would compare unlike things.
+  if (backend == "ref" && !args.count("gpu")) prediction = "no prediction for the ref kernels (give --gpu ID to see the model's)";
+  double predicted_dit = 0, predicted_busy = 0;
+  if (gpu_id.ok() && (backend != "ref" || args.count("gpu"))) {
+    ClusterSpec spec{*gpu_id, n};
+    if (args.count("gpus")) {
+      auto s = ReadClusterSpec(args);
+      if (!s.ok()) return Fail(cmd, s.status());
+      spec = *s;
+    }
+    if (spec.gpus != n) {
+      return Fail(cmd, Status::InvalidArgument(fmt::format("--gpus {} but '{}' needs {}", spec.gpus, Label(*config), n)));
+    }
+    auto cluster = ResolveCluster(spec, **catalog);
+    if (!cluster.ok()) return Fail(cmd, cluster.status());
+    auto models = ModelsFor(*cluster, model.id, *fits);
+    if (!models.ok()) return Fail(cmd, models.status());
+    Workload latent = *workload;
+    latent.output = OutputType::kLatent;
+    SimInput in{&model, latent, &*cluster, *config, &models->compute, models->comm.get()};
+    SimOptions so;
+    so.terms = models->terms;
+    auto sim = Simulate(in, so);
+    if (!sim.ok()) return Fail(cmd, sim.status());
+    predicted_dit = sim->dit.value();
+    for (const auto& rr : sim->ranks) {
+      if (rr.rank == rank) predicted_busy = rr.busy.value();
+    }
+    prediction = emulate ? fmt::format("modelled compute of rank {}: {:.4f} s (plan DiT {:.4f} s on {} x {})", rank,
+                                       predicted_busy, predicted_dit, n, *gpu_id)
+                         : fmt::format("predicted {:.4f} s ({:+.1f}%)", predicted_dit,
+                                       100 * (predicted_dit / r->median_s - 1));
+  }
+
+  std::string run_id;
+  if (backend == "cuda" && !emulate && gpu_id.ok()) {
+    run_id = fmt::format("run-{}-{}", static_cast<long long>(std::time(nullptr)), *gpu_id);
+    RunRecord rec;
+    rec.run_id = run_id;
+    rec.plan = {{"model", model.id}, {"height", workload->height}, {"width", workload->width},
+                {"frames", workload->frames}, {"steps", workload->steps}, {"batch", workload->batch},
+                {"config", ToString(*config)}, {"ranks", 1}, {"backend", backend}, {"device", *gpu_id}};
+    rec.predicted_s = predicted_dit;
+    rec.measured_s = r->median_s;
+    rec.per_rank_s = {r->median_s};
+    Measurement meas;
+    meas.source = MeasurementSource::kExecutor;
+    meas.kind = MeasurementKind::kE2e;
+    meas.op = "dit";
+    meas.backend = backend;
+    meas.device = *gpu_id;
+    meas.ranks = 1;
+    meas.params = {{"model", model.id}, {"height", workload->height}, {"width", workload->width},
+                   {"frames", workload->frames}, {"steps", workload->steps}, {"batch", workload->batch},
+                   {"config", ToString(*config)}, {"ranks", 1}, {"backend", backend},
+                   {"device_name", r->device_name}};
+    meas.median = Seconds(r->median_s);
+    meas.p10 = Seconds(r->p10_s);
+    meas.p90 = Seconds(r->p90_s);
+    meas.samples = r->iters;
+    meas.run_id = run_id;
+    Status st = (*store)->AddRun(rec);
+    if (st.ok()) st = (*store)->AddMeasurements({meas}).status();
+    if (!st.ok()) return Fail(cmd, st);
+  }
+
+  if (args.count("json")) {
+    nlohmann::json j{{"backend", backend},           {"device", r->device_name},    {"config", ToString(*config)},
+                     {"rank", rank},                 {"emulated", emulate},          {"measured_s", r->median_s},
+                     {"p10_s", r->p10_s},            {"p90_s", r->p90_s},            {"step_s", r->step_median_s},
+                     {"weight_bytes", r->weight_bytes}, {"peak_bytes", r->peak_bytes}, {"iters", r->iters}};
+    if (predicted_dit > 0) j[emulate ? "modelled_busy_s" : "predicted_s"] = emulate ? predicted_busy : predicted_dit;
+    if (!run_id.empty()) j["run_id"] = run_id;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  const auto& w = r->work.steady;
+  std::cout << fmt::format("{} {}x{}, {} steps, batch {} on {} ({} kernels): {}\n", model.id, workload->height,
+                           workload->width, workload->steps, workload->batch, r->device_name, backend,
+                           emulate ? fmt::format("rank {} of '{}' (its transfers left out)", rank, Label(*config))
+                                   : Label(*config));
+  std::cout << fmt::format("rank work per forward: {} image + {} text tokens, {} heads, tp {}, blocks {}-{}, {} "
+                           "patch(es), {} sequence(s)\n",
+                           w.img_tokens, w.txt_tokens, w.heads, w.tp, r->work.first_block,
+                           r->work.first_block + r->work.blocks - 1, w.patches, w.batch);
+  std::cout << fmt::format("DiT (device time, median of {}): {:.4f} s  [p10 {:.4f}, p90 {:.4f}], step {:.2f} ms; {}\n",
+                           r->iters, r->median_s, r->p10_s, r->p90_s, 1e3 * r->step_median_s, prediction);
+  std::cout << fmt::format("memory: weights {:.2f} GB, peak {:.2f} GB\n", r->weight_bytes / 1e9, r->peak_bytes / 1e9);
+  std::cout << "text encoding and VAE decode: not run by the engine (latent output)\n";
+  if (!run_id.empty()) std::cout << "recorded as " << run_id << " in " << (*store)->path() << "\n";
+  return 0;
+}
+
+}  // namespace ditune::cli

@@ -1,0 +1,48 @@
+#include "executor/engine_run.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace ditune::exec {
+
+StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workload& workload,
+                                           const ParallelConfig& config, const EngineRunOptions& options) {
+  if (options.iters < 1 || options.warmup < 0) return Status::InvalidArgument("iters must be >= 1 and warmup >= 0");
+  DITUNE_ASSIGN_OR_RETURN(EngineWork work, EngineWorkFor(model, workload, config, options.rank));
+  const std::string device_backend = options.kernels == "ref" ? "cpu" : options.kernels;
+  DITUNE_ASSIGN_OR_RETURN(auto device, CreateDevice(device_backend));
+  const int64_t need = EngineBytes(model, workload, work, options.engine);
+  if (need > device->props().memory_bytes) {
+    return Status::InvalidArgument(fmt::format(
+        "{} at {}x{} (rank {} of '{}') needs about {:.1f} GB on the device; {} has {:.1f} GB", model.id,
+        workload.height, workload.width, options.rank, Label(config), need / 1e9, device->props().name,
+        device->props().memory_bytes / 1e9));
+  }
+  DITUNE_ASSIGN_OR_RETURN(auto kernels, CreateKernels(options.kernels, device.get()));
+  DITUNE_ASSIGN_OR_RETURN(auto engine, DitEngine::Create(model, workload, work, kernels.get(), options.engine));
+  EngineRunResult r;
+  r.device_name = device->props().name;
+  r.work = work;
+  r.weight_bytes = engine->weight_bytes();
+  for (int i = 0; i < options.warmup; ++i) DITUNE_RETURN_IF_ERROR(engine->Generate().status());
+  std::vector<double> loops, steps;
+  for (int i = 0; i < options.iters; ++i) {
+    DITUNE_ASSIGN_OR_RETURN(EngineResult g, engine->Generate());
+    loops.push_back(g.dit_seconds);
+    steps.insert(steps.end(), g.step_seconds.begin(), g.step_seconds.end());
+    if (i + 1 == options.iters) r.latents = std::move(g.latents);
+    r.peak_bytes = std::max(r.peak_bytes, g.peak_bytes);
+  }
+  std::sort(loops.begin(), loops.end());
+  std::sort(steps.begin(), steps.end());
+  auto at = [&](double q) { return loops[static_cast<size_t>(q * static_cast<double>(loops.size() - 1) + 0.5)]; };
+  r.median_s = at(0.5);
+  r.p10_s = at(0.1);
+  r.p90_s = at(0.9);
+  r.step_median_s = steps.empty() ? 0 : steps[steps.size() / 2];
+  r.iters = options.iters;
+  return r;
+}
+
+}  // namespace ditune::exec

@@ -1,0 +1,44 @@
+// Measured runs of the DiT engine on one device (the cuda kernels on a GPU, or the ref
+// kernels on the host): the whole model on one device, or exactly one rank's share of a
+// multi-device plan with its transfers left out (--emulate-rank). Warm-up iterations first,
+// then timed ones with device events; median, p10 and p90 over the iterations.
+#ifndef DITUNE_EXECUTOR_ENGINE_RUN_H_
+#define DITUNE_EXECUTOR_ENGINE_RUN_H_
+
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+#include "core/workload.h"
+#include "executor/engine.h"
+
+namespace ditune::exec {
+
+struct EngineRunOptions {
+  std::string kernels = "cuda";  // "cuda" or "ref"
+  int rank = 0;                  // the rank of `config` to run (0 for one device)
+  int warmup = 1;
+  int iters = 3;
+  EngineOptions engine;
+};
+
+struct EngineRunResult {
+  std::string device_name;     // the device's own name (e.g. "NVIDIA H100 80GB HBM3")
+  EngineWork work;
+  double median_s = 0, p10_s = 0, p90_s = 0;  // the denoising loop, device time
+  double step_median_s = 0;    // median step of the timed iterations
+  int iters = 0;
+  int64_t weight_bytes = 0;
+  int64_t peak_bytes = 0;
+  std::vector<Mat> latents;    // exact runs: the last iteration's output
+};
+
+// Refuses, before allocating, a rank whose weights and activations exceed the device's
+// memory (InvalidArgument naming both sizes).
+StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workload& workload,
+                                           const ParallelConfig& config, const EngineRunOptions& options);
+
+}  // namespace ditune::exec
+
+#endif  // DITUNE_EXECUTOR_ENGINE_RUN_H_
