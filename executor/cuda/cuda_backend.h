@@ -36,8 +36,8 @@ Status Gelu(Device* device, void* x_bf16, int64_t count);
 // x += gate (per column) * y.
 Status GatedResidual(Device* device, void* x_bf16, const float* gate, const void* y_bf16, int64_t rows,
                      int64_t cols);
-// o = softmax(q k^T / sqrt(d)) v per head, online softmax over key tiles; head_dim one of
-// 64, 72, 88, 128.
+// o = softmax(q k^T / sqrt(d)) v per head (packed rows of heads * head_dim); head_dim one of
+// 16, 32, 64, 72, 88, 128 (the AttentionArgs overload below with one sequence).
 Status Attention(Device* device, const void* q_bf16, const void* k_bf16, const void* v_bf16, void* o_bf16,
                  int64_t q_rows, int64_t kv_rows, int heads, int head_dim);
 
@@ -48,6 +48,31 @@ Status Zero(Device* device, void* data, int64_t bytes);
 Status UploadBf16(Device* device, const float* host, void* device_bf16, int64_t count);
 Status DownloadBf16(Device* device, const void* device_bf16, float* host, int64_t count);
 Status UploadF32(Device* device, const float* host, float* device_f32, int64_t count);
+Status DownloadF32(Device* device, const float* device_f32, float* host, int64_t count);
+
+// The launchers behind the cuda Kernels (executor/kernels.h gives the semantics of each):
+// leading dimensions, batch strides, nullable vectors. Each validates its arguments
+// (InvalidArgument naming the problem), treats zero rows or columns as a no-op and runs on
+// the device's stream; the functions above are these with packed (ld = cols) operands.
+// cuBLASLt; the heuristic's algorithm is cached per device and GEMM description.
+Status Gemm(Device* device, const GemmArgs& args);
+// The tensor-core FlashAttention where it takes the head dimension (and DITUNE_ATTENTION is
+// not "simple"), otherwise the simple fused kernel (head_dim 16, 32, 64, 72, 88 or 128).
+Status Attention(Device* device, const AttentionArgs& args);
+// The simple fused kernel only, whatever the environment says (for tests and comparisons).
+Status SimpleAttention(Device* device, const AttentionArgs& args);
+Status NormModulate(Device* device, const NormArgs& args);
+Status GatedResidual(Device* device, void* x_bf16, int64_t ldx, const float* gate, const void* y_bf16, int64_t ldy,
+                     int64_t rows, int64_t cols);
+Status Activate(Device* device, Activation kind, const void* in_bf16, int64_t ld_in, void* out_bf16, int64_t ld_out,
+                int64_t rows, int64_t cols);
+Status QkNormRope(Device* device, void* qk_bf16, int64_t ld, int64_t rows, int heads, int head_dim,
+                  int64_t first_position);
+Status Copy2D(Device* device, void* dst_bf16, int64_t ld_dst, const void* src_bf16, int64_t ld_src, int64_t rows,
+              int64_t cols);
+Status FillRandom(Device* device, void* data_bf16, int64_t count, float stddev, uint64_t seed, uint64_t stream);
+Status EulerStep(Device* device, float* x, void* xb_bf16, const void* pred_bf16, int64_t pred_stride,
+                 int64_t uncond_offset, bool guidance_on, float guidance, float dt, int prompts, int64_t count);
 
 }  // namespace ditune::exec::cuda
 

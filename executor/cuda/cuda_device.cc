@@ -61,6 +61,7 @@ CudaDevice::CudaDevice(int ordinal, DeviceProps props, cudaStream_t stream, cubl
 
 CudaDevice::~CudaDevice() {
   cudaSetDevice(ordinal_);
+  gemm_plans_.reset();
   if (workspace_ != nullptr) cudaFree(workspace_);
   cublasLtDestroy(lt_);
   cudaStreamDestroy(stream_.get());

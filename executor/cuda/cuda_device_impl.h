@@ -5,9 +5,17 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <memory>
+
 #include "executor/device.h"
 
 namespace ditune::exec::cuda {
+
+// cuBLASLt plans (descriptors and the heuristic's algorithm) by GEMM description; gemm.cc.
+class GemmPlanCache;
+struct GemmPlanCacheDeleter {
+  void operator()(GemmPlanCache* cache) const;
+};
 
 class CudaStream : public Stream {
  public:
@@ -38,6 +46,8 @@ class CudaDevice : public Device {
   StatusOr<void*> Workspace(size_t bytes);
   // Makes this device current on the calling thread.
   Status Use() const;
+  // This device's GEMM plans, created on first use (gemm.cc).
+  GemmPlanCache* gemm_plans();
 
  private:
   friend class CudaBuffer;
@@ -47,6 +57,7 @@ class CudaDevice : public Device {
   cublasLtHandle_t lt_;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  std::unique_ptr<GemmPlanCache, GemmPlanCacheDeleter> gemm_plans_;
   int64_t allocated_ = 0;
   int64_t peak_ = 0;
 };
