@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
 # On the GPU machine: build ditune with CUDA for the GPU present, run the GPU tests (label
-# gpu) and compute-sanitizer over the kernel tests once, and print a short table.
-# Usage (device tool): bash tools/device/gpu_check.sh   (writes logs to $OUT when set)
+# gpu), compute-sanitizer (memcheck, racecheck on the flash attention) once, the kernel
+# benchmark, and print a short table. Logs go to $OUT when set.
+# Usage (device tool): bash tools/device/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/ditune-gpu}
 mkdir -p "$out"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${arch:-90}" \
   -DDITUNE_GPU_TESTS=ON -DDITUNE_ENABLE_MPI=OFF >"$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; exit 1; }
-cmake --build build-gpu -j "$(nproc)" --target cuda_kernels_test bench_cuda >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-(cd build-gpu && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/ctest.log" | tail -15
-if command -v compute-sanitizer >/dev/null; then
-  compute-sanitizer --tool memcheck build-gpu/tests/cuda_kernels_test >"$out/sanitizer.log" 2>&1
-  echo "compute-sanitizer memcheck: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$out/sanitizer.log") clean summaries)"
+cmake --build build-gpu -j "$(nproc)" --target cuda_kernels_test bench_cuda ditune >"$out/build.log" 2>&1 ||
+  { grep -E "error" "$out/build.log" | head -20; tail -20 "$out/build.log"; exit 1; }
+echo "== GPU tests"
+(cd build-gpu && ctest -L gpu --output-on-failure --timeout 300) 2>&1 | tee "$out/ctest.log" | grep -E "tests passed|Failed|FAILED|\*\*\*" | head -30
+if command -v compute-sanitizer >/dev/null || [[ -x /usr/local/cuda/bin/compute-sanitizer ]]; then
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  echo "== compute-sanitizer"
+  "$cs" --tool memcheck build-gpu/tests/cuda_kernels_test --gtest_filter='CudaKernels*:FlashAttentionTest.MatchesCpuForEveryHeadDimAndTail:CudaEngineTest.OneGpu*' \
+    >"$out/memcheck.log" 2>&1
+  echo "memcheck: exit $? — $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
+  "$cs" --tool racecheck build-gpu/tests/cuda_kernels_test --gtest_filter='FlashAttentionTest.MatchesCpuForEveryHeadDimAndTail' \
+    >"$out/racecheck.log" 2>&1
+  echo "racecheck: exit $? — $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck.log" | tail -1)"
 fi
+echo "== kernel throughput"
 build-gpu/bench/bench_cuda | tee "$out/bench_cuda.txt"
