@@ -1,4 +1,5 @@
 // `ditune calibrate ingest FILE | fit | show`: measurements into the store, fits from them.
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -283,13 +284,26 @@ int ComputeCmd(int argc, char** argv) {
 }
 
 int CommCmd(int argc, char** argv) {
-  auto world = exec::CreateComm(exec::DefaultCommBackend(), &argc, &argv);
+  // The communication backend is chosen before the options are parsed: MPI initialises first.
+  std::string comm_backend = exec::DefaultCommBackend();
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--comm") == 0) comm_backend = argv[i + 1];
+  }
+  auto world = exec::CreateComm(comm_backend, &argc, &argv);
   if (!world.ok()) return Fail("calibrate comm", world.status());
+  std::unique_ptr<exec::Device> device;
+  if ((*world)->device_memory()) {
+    auto d = exec::CreateDevice("cuda");
+    if (!d.ok()) return Fail("calibrate comm", d.status());
+    device = std::move(*d);
+  }
   const bool root = (*world)->rank() == 0;
   cxxopts::Options options("ditune calibrate comm",
                            "Time all-to-all, send/recv, all-gather and all-reduce over the launched ranks");
   options.add_options()("iters", "timed iterations per size", cxxopts::value<int>()->default_value("10"))
       ("link", "link id the ranks talk over", cxxopts::value<std::string>()->default_value("shm"))
+      ("comm", "communication backend: mpi (host memory), nccl (GPU memory, one GPU per rank), local",
+       cxxopts::value<std::string>())
       ("db", "calibration database", cxxopts::value<std::string>());
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
@@ -297,7 +311,7 @@ int CommCmd(int argc, char** argv) {
   if (help) return 0;
   std::vector<Measurement> ms;
   auto rows = exec::CommSweep(world->get(), (*args)["link"].as<std::string>(), (*args)["iters"].as<int>(), &ms,
-                              root ? TerminalProgress("comm sweep") : exec::Progress{});
+                              root ? TerminalProgress("comm sweep") : exec::Progress{}, device.get());
   if (!rows.ok()) return root ? Fail("calibrate comm", rows.status()) : rows.status().ExitCode();
   if (!root) return 0;
   auto catalog = Catalog::Default();

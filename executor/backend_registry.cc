@@ -77,7 +77,12 @@ std::vector<std::string> DeviceBackends() {
 StatusOr<std::unique_ptr<Device>> CreateDevice(std::string_view backend) {
   if (backend == "cpu") return NewCpuDevice();
 #ifdef DITUNE_HAVE_CUDA
-  if (backend == "cuda") return cuda::NewCudaDevice(0);
+  if (backend == "cuda") {
+    // One GPU per rank on a node: the node-local rank picks it, as NCCL's world does.
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    const int gpus = cuda::DeviceCount();
+    return cuda::NewCudaDevice(local != nullptr && gpus > 0 ? std::atoi(local) % gpus : 0);
+  }
 #endif
   return Status::InvalidArgument(
       fmt::format("compute backend '{}' is not built; built: {}", backend, fmt::join(DeviceBackends(), ", ")));

@@ -28,6 +28,11 @@ class Comm {
   virtual std::string_view backend() const = 0;
   // How many of this communicator's ranks share this process's host (and its memory).
   virtual int local_ranks() const { return size(); }
+  // Whether the transfers' buffers are device memory (NCCL) rather than host memory.
+  virtual bool device_memory() const { return false; }
+  // A communicator over the same ranks for small host-memory messages (timings, flags): this
+  // one for host backends, the MPI world NCCL was bootstrapped on for NCCL's world.
+  virtual Comm* host() { return this; }
 
   // Rank i sends send[j * count .. (j + 1) * count) to rank j and receives rank j's chunk
   // into recv[j * count ..).

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <fmt/format.h>
+
 #include "costmodels/comm_model.h"
 #include "costmodels/dit_ops.h"
 #include "executor/tensor.h"
@@ -227,9 +229,15 @@ StatusOr<std::vector<Measurement>> ComputeSweep(int reps, const Progress& progre
 }
 
 StatusOr<std::vector<CollectiveRow>> CommSweep(Comm* comm, const std::string& link, int iters,
-                                               std::vector<Measurement>* measurements, const Progress& progress) {
+                                               std::vector<Measurement>* measurements, const Progress& progress,
+                                               Device* device) {
   const int n = comm->size();
   if (n < 2) return Status::InvalidArgument("a communication sweep needs at least 2 ranks (mpirun -np 2 ...)");
+  if (comm->device_memory() && device == nullptr) {
+    return Status::InvalidArgument(fmt::format("the {} communicator needs device buffers", comm->backend()));
+  }
+  Comm* host = comm->host();
+  if (host == nullptr || host->size() != n) return Status::Internal("no host communicator over the sweep's ranks");
   std::vector<CollectiveRow> rows;
   const std::vector<Collective> ops = {Collective::kAllToAll, Collective::kSendRecv, Collective::kAllGather,
                                        Collective::kAllReduce};
@@ -242,18 +250,33 @@ StatusOr<std::vector<CollectiveRow>> CommSweep(Comm* comm, const std::string& li
       // nccl-tests sizes: all-to-all and all-gather move `size` bytes per rank in total.
       const size_t count = static_cast<size_t>(size / sizeof(float));
       const size_t chunk = std::max<size_t>(1, count / n);
-      std::vector<float> send(std::max(count, chunk * n), 1.0f), recv(std::max(count, chunk * n) * (c == Collective::kAllGather ? 1 : 1));
+      const size_t elems = std::max(count, chunk * n);
+      std::vector<float> host_send, host_recv;
+      std::unique_ptr<Buffer> dev_send, dev_recv;
+      float* send_p = nullptr;
+      float* recv_p = nullptr;
+      if (comm->device_memory()) {
+        DITUNE_ASSIGN_OR_RETURN(dev_send, device->Alloc(static_cast<int64_t>(elems * sizeof(float))));
+        DITUNE_ASSIGN_OR_RETURN(dev_recv, device->Alloc(static_cast<int64_t>(elems * sizeof(float))));
+        send_p = static_cast<float*>(dev_send->data());
+        recv_p = static_cast<float*>(dev_recv->data());
+      } else {
+        host_send.assign(elems, 1.0f);
+        host_recv.assign(elems, 0.0f);
+        send_p = host_send.data();
+        recv_p = host_recv.data();
+      }
       auto once = [&]() -> Status {
         switch (c) {
-          case Collective::kAllToAll: return comm->AllToAll(send.data(), recv.data(), chunk);
-          case Collective::kAllGather: return comm->AllGather(send.data(), recv.data(), chunk);
-          case Collective::kAllReduce: return comm->AllReduceSum(send.data(), count);
+          case Collective::kAllToAll: return comm->AllToAll(send_p, recv_p, chunk);
+          case Collective::kAllGather: return comm->AllGather(send_p, recv_p, chunk);
+          case Collective::kAllReduce: return comm->AllReduceSum(send_p, count);
           case Collective::kSendRecv: {
             // Pairs (0,1), (2,3), ...: each sends `size` bytes to its partner.
             const int me = comm->rank(), peer = me ^ 1;
             if (peer >= n) return Status::Ok();
-            DITUNE_ASSIGN_OR_RETURN(auto r, comm->Irecv(recv.data(), count, peer, 7));
-            DITUNE_ASSIGN_OR_RETURN(auto s, comm->Isend(send.data(), count, peer, 7));
+            DITUNE_ASSIGN_OR_RETURN(auto r, comm->Irecv(recv_p, count, peer, 7));
+            DITUNE_ASSIGN_OR_RETURN(auto s, comm->Isend(send_p, count, peer, 7));
             DITUNE_RETURN_IF_ERROR(r->Wait());
             return s->Wait();
           }
@@ -268,7 +291,7 @@ StatusOr<std::vector<CollectiveRow>> CommSweep(Comm* comm, const std::string& li
         DITUNE_RETURN_IF_ERROR(once());
         float t = static_cast<float>(comm->Now() - t0);
         std::vector<float> all(static_cast<size_t>(n));
-        DITUNE_RETURN_IF_ERROR(comm->AllGather(&t, all.data(), 1));
+        DITUNE_RETURN_IF_ERROR(host->AllGather(&t, all.data(), 1));
         slowest.push_back(*std::max_element(all.begin(), all.end()));
       }
       std::sort(slowest.begin(), slowest.end());

@@ -10,6 +10,7 @@
 
 #include "costmodels/measurement.h"
 #include "executor/comm.h"
+#include "executor/device.h"
 #include "executor/kernels.h"
 
 namespace ditune::exec {
@@ -37,9 +38,12 @@ struct CollectiveRow {
 };
 
 // Collective over `comm` (every rank calls it). Returns the table (on every rank) and the
-// measurements for the store. `link` names the link the ranks talk over.
+// measurements for the store. `link` names the link the ranks talk over. A communicator
+// whose buffers are device memory (NCCL) needs `device` to allocate them; the per-rank
+// timings are gathered over comm->host().
 StatusOr<std::vector<CollectiveRow>> CommSweep(Comm* comm, const std::string& link, int iters,
-                                               std::vector<Measurement>* measurements, const Progress& progress = {});
+                                               std::vector<Measurement>* measurements, const Progress& progress = {},
+                                               Device* device = nullptr);
 
 }  // namespace ditune::exec
 

@@ -40,8 +40,9 @@ class NcclRequest : public Request {
 
 class NcclComm : public Comm {
  public:
-  NcclComm(ncclComm_t comm, cudaStream_t stream, int rank, int size, int device)
-      : comm_(comm), stream_(stream), rank_(rank), size_(size), device_(device) {}
+  // `host`: the MPI world under the NCCL world; null for sub-communicators.
+  NcclComm(ncclComm_t comm, cudaStream_t stream, int rank, int size, int device, Comm* host)
+      : comm_(comm), stream_(stream), rank_(rank), size_(size), device_(device), host_(host) {}
   ~NcclComm() override {
     cudaSetDevice(device_);
     ncclCommDestroy(comm_);
@@ -50,6 +51,8 @@ class NcclComm : public Comm {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string_view backend() const override { return "nccl"; }
+  bool device_memory() const override { return true; }
+  Comm* host() override { return host_; }
 
   Status AllToAll(const float* send, float* recv, size_t count) override {
     // Grouped point-to-point, as NCCL has no all-to-all primitive.
@@ -99,7 +102,7 @@ class NcclComm : public Comm {
     NCCL_OK(ncclCommSplit(comm_, color, pos, &sub, nullptr));
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    return std::unique_ptr<Comm>(new NcclComm(sub, s, pos, static_cast<int>(ranks.size()), device_));
+    return std::unique_ptr<Comm>(new NcclComm(sub, s, pos, static_cast<int>(ranks.size()), device_, nullptr));
   }
   double Now() const override { return MPI_Wtime(); }
   [[noreturn]] void Abort(const std::string& why) override {
@@ -138,6 +141,7 @@ class NcclComm : public Comm {
   ncclComm_t comm_;
   cudaStream_t stream_;
   int rank_, size_, device_;
+  Comm* host_;
 };
 
 }  // namespace
@@ -161,7 +165,7 @@ StatusOr<std::unique_ptr<Comm>> NewNcclWorld(Comm* mpi_world) {
   NCCL_OK(ncclCommInitRank(&comm, mpi_world->size(), id, mpi_world->rank()));
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  return std::unique_ptr<Comm>(new NcclComm(comm, stream, mpi_world->rank(), mpi_world->size(), device));
+  return std::unique_ptr<Comm>(new NcclComm(comm, stream, mpi_world->rank(), mpi_world->size(), device, mpi_world));
 }
 
 }  // namespace ditune::exec
