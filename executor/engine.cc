@@ -94,6 +94,8 @@ struct DitEngine::Impl {
   StatusOr<void*> Scratch(const std::string& name, int64_t bytes) {
     auto& b = scratch[name];
     if (!b || b->bytes() < bytes) {
+      // Kernels queued on the stream may still read the old buffer.
+      if (b) DITUNE_RETURN_IF_ERROR(d->stream()->Synchronize());
       b.reset();
       DITUNE_ASSIGN_OR_RETURN(b, d->Alloc(std::max<int64_t>(bytes, 64)));
       DITUNE_RETURN_IF_ERROR(k->Zero(b->data(), b->bytes() / kBf16));
@@ -446,7 +448,13 @@ struct DitEngine::Impl {
     DITUNE_RETURN_IF_ERROR(Mm(ht, Ht, nt * Ht, bw.p("tqkv"), 3 * Hl, qkv, 3 * Hl, L * 3 * Hl, nt, Ht, 3 * Hl, b));
     DITUNE_RETURN_IF_ERROR(Mm(hi, H, ni * H, bw.p("wqkv"), 3 * Hl, At(qkv, nt * 3 * Hl), 3 * Hl, L * 3 * Hl, ni, H,
                               3 * Hl, b));
-    if (extras) DITUNE_RETURN_IF_ERROR(k->QkNormRope(qkv, 3 * Hl, b * L, static_cast<int>(Hl / D), static_cast<int>(D), 0));
+    if (extras) {
+      // Positions count from each sequence's first row.
+      for (int64_t i = 0; i < b; ++i) {
+        DITUNE_RETURN_IF_ERROR(
+            k->QkNormRope(At(qkv, i * L * 3 * Hl), 3 * Hl, L, static_cast<int>(Hl / D), static_cast<int>(D), 0));
+      }
+    }
     DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkv, 3 * Hl, L * 3 * Hl, o, Hl, L * Hl));
     DITUNE_RETURN_IF_ERROR(Mm(At(o, nt * Hl), Hl, L * Hl, bw.p("wo"), H, yi, H, ni * H, ni, Hl, H, b));
     DITUNE_RETURN_IF_ERROR(Mm(o, Hl, L * Hl, bw.p("to"), Ht, yt, Ht, nt * Ht, nt, Hl, Ht, b));
@@ -489,7 +497,12 @@ struct DitEngine::Impl {
     } else {
       DITUNE_RETURN_IF_ERROR(k->Activate(Activation::kGelu, At(qkvm, 3 * Hl), W1, At(qkvm, 3 * Hl), W1, rows, Ml));
     }
-    if (extras) DITUNE_RETURN_IF_ERROR(k->QkNormRope(qkvm, W1, rows, static_cast<int>(Hl / D), static_cast<int>(D), 0));
+    if (extras) {
+      for (int64_t i = 0; i < x.b; ++i) {
+        DITUNE_RETURN_IF_ERROR(
+            k->QkNormRope(At(qkvm, i * L * W1), W1, L, static_cast<int>(Hl / D), static_cast<int>(D), 0));
+      }
+    }
     DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkvm, W1, L * W1, o, Hl, L * Hl));
     DITUNE_RETURN_IF_ERROR(Mm(o, Hl, 0, bw.p("oa"), H, y, H, 0, rows, Hl, H, 1));
     DITUNE_RETURN_IF_ERROR(Mm(act, ld_act, 0, bw.p("om"), H, y, H, 0, rows, Ml, H, 1, /*accumulate=*/true));

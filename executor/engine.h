@@ -68,7 +68,8 @@ class DitEngine {
                                                      const EngineOptions& options);
   ~DitEngine();
 
-  // One whole denoising loop (text embeddings and initial noise from the seed).
+  // One whole denoising loop (text embeddings and initial noise from the seed). The first
+  // call also allocates the activations and builds the GEMM plans: time the later ones.
   StatusOr<EngineResult> Generate();
 
   int64_t weight_bytes() const;

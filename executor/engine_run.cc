@@ -12,7 +12,10 @@ StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workloa
   DITUNE_ASSIGN_OR_RETURN(EngineWork work, EngineWorkFor(model, workload, config, options.rank));
   const std::string device_backend = options.kernels == "ref" ? "cpu" : options.kernels;
   DITUNE_ASSIGN_OR_RETURN(auto device, CreateDevice(device_backend));
-  const int64_t need = EngineBytes(model, workload, work, options.engine);
+  // Headroom for what the engine does not count: the GEMM library's workspace and plans, the
+  // stream-ordered allocator's pool, the runtime.
+  constexpr int64_t kHeadroom = int64_t{1} << 30;
+  const int64_t need = EngineBytes(model, workload, work, options.engine) + kHeadroom;
   if (need > device->props().memory_bytes) {
     return Status::InvalidArgument(fmt::format(
         "{} at {}x{} (rank {} of '{}') needs about {:.1f} GB on the device; {} has {:.1f} GB", model.id,
