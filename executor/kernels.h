@@ -106,7 +106,8 @@ class Kernels {
   // Sets `count` bf16 elements to zero.
   virtual Status Zero(void* data, int64_t count) = 0;
   // Fills `count` bf16 elements with N(0, stddev^2) draws of the counter-based generator
-  // RandomNormal(seed, stream, index) (random_hash.h): identical on every backend.
+  // RandomNormal(seed, stream, index) (random_hash.h): the same on every backend (to the
+  // last bit of the math library).
   virtual Status FillRandom(void* data, int64_t count, float stddev, uint64_t seed, uint64_t stream) = 0;
   // The flow-matching Euler update with classifier-free guidance, per prompt i:
   //   x_i += dt * (u_i + guidance (c_i - u_i))   (u_i = c_i without guidance)

@@ -1,5 +1,6 @@
 // A counter-based normal generator: value `index` of stream (seed, stream) is a pure function
-// of the three, so any backend (host loop, GPU thread) draws the same weights in any order.
+// of the three, so any backend (host loop, GPU thread) draws the same weights in any order —
+// up to the last bit of the platform's logf/cosf, which can flip a rare bf16 rounding.
 // SplitMix64 finalisers give two uniforms; Box-Muller turns them into one N(0, 1) draw.
 #ifndef DITUNE_EXECUTOR_RANDOM_HASH_H_
 #define DITUNE_EXECUTOR_RANDOM_HASH_H_
