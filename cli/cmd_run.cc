@@ -44,26 +44,34 @@ StatusOr<double> PredictOnCpu(const Catalog& catalog, const Workload& w, const P
   return r.dit.value();
 }
 
-// The store's record of one measured executor run.
-Measurement DitRunMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
-                              const exec::RunMeasurement& m, const std::string& run_id, nlohmann::json extra) {
+// The store's record of a measured DiT loop (slowest rank's median, p10, p90 over `iters`).
+Measurement DitMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
+                           const std::string& backend, const std::string& device, double median_s, double p10_s,
+                           double p90_s, int iters, const std::string& run_id, nlohmann::json extra) {
   Measurement meas;
   meas.source = MeasurementSource::kExecutor;
   meas.kind = MeasurementKind::kE2e;
   meas.op = "dit";
-  meas.backend = "cpu";
-  meas.device = "cpu";
+  meas.backend = backend;
+  meas.device = device;
   meas.ranks = ranks;
   meas.link = ranks > 1 ? "shm" : "";
   meas.params = {{"model", model.id}, {"height", w.height}, {"width", w.width}, {"frames", w.frames},
                  {"steps", w.steps}, {"batch", w.batch}, {"config", ToString(config)}, {"ranks", ranks}};
   meas.params.update(extra);
-  meas.median = Seconds(m.latency_median_s);
-  meas.p10 = Seconds(std::min(m.latency_p10_s, m.latency_median_s));
-  meas.p90 = Seconds(std::max(m.latency_p90_s, m.latency_median_s));
-  meas.samples = m.iters;
+  meas.median = Seconds(median_s);
+  meas.p10 = Seconds(std::min(p10_s, median_s));
+  meas.p90 = Seconds(std::max(p90_s, median_s));
+  meas.samples = iters;
   meas.run_id = run_id;
   return meas;
+}
+
+// The store's record of one measured CPU executor run.
+Measurement DitRunMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
+                              const exec::RunMeasurement& m, const std::string& run_id, nlohmann::json extra) {
+  return DitMeasurement(model, w, config, ranks, "cpu", "cpu", m.latency_median_s, m.latency_p10_s, m.latency_p90_s,
+                        m.iters, run_id, std::move(extra));
 }
 
 StatusOr<ParallelConfig> ReadRunConfig(const cxxopts::ParseResult& args) {

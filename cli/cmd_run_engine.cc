@@ -136,22 +136,9 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
     rec.predicted_s = predicted_dit;
     rec.measured_s = r->median_s;
     rec.per_rank_s = {r->median_s};
-    Measurement meas;
-    meas.source = MeasurementSource::kExecutor;
-    meas.kind = MeasurementKind::kE2e;
-    meas.op = "dit";
-    meas.backend = backend;
-    meas.device = *gpu_id;
-    meas.ranks = 1;
-    meas.params = {{"model", model.id}, {"height", workload->height}, {"width", workload->width},
-                   {"frames", workload->frames}, {"steps", workload->steps}, {"batch", workload->batch},
-                   {"config", ToString(*config)}, {"ranks", 1}, {"backend", backend},
-                   {"device_name", r->device_name}};
-    meas.median = Seconds(r->median_s);
-    meas.p10 = Seconds(r->p10_s);
-    meas.p90 = Seconds(r->p90_s);
-    meas.samples = r->iters;
-    meas.run_id = run_id;
+    const Measurement meas =
+        DitMeasurement(model, *workload, *config, 1, backend, *gpu_id, r->median_s, r->p10_s, r->p90_s, r->iters,
+                       run_id, {{"backend", backend}, {"device_name", r->device_name}});
     Status st = (*store)->AddRun(rec);
     if (st.ok()) st = (*store)->AddMeasurements({meas}).status();
     if (!st.ok()) return Fail(cmd, st);

@@ -6,14 +6,24 @@
 #include <string>
 
 #include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
 
+#include "core/model_spec.h"
 #include "core/parallel_config.h"
 #include "core/status.h"
+#include "core/workload.h"
+#include "costmodels/measurement.h"
 
 namespace ditune::cli {
 
 // The configuration --config SPEC or --plan FILE (the best of `ditune plan --json`) names.
 StatusOr<ParallelConfig> ReadRunConfig(const cxxopts::ParseResult& args);
+
+// The store's record of a measured DiT loop on `ranks` ranks (its slowest rank's median, p10
+// and p90 over `iters` iterations), with `extra` added to its parameters.
+Measurement DitMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
+                           const std::string& backend, const std::string& device, double median_s, double p10_s,
+                           double p90_s, int iters, const std::string& run_id, nlohmann::json extra);
 
 // `ditune run --backend cuda|ref` after parsing; returns the exit status.
 int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend);

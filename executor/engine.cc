@@ -307,43 +307,43 @@ struct DitEngine::Impl {
     a.scale = scale;
     return k->NormModulate(a);
   }
+  // Attention of `batch` sequences: q rows (ldq) `q_stride` apart, k and v rows (ldkv, v at
+  // k + v_offset) `kv_stride` apart, o rows (ldo) `o_stride` apart.
+  Status Attend(const void* q, int64_t ldq, int64_t q_stride, const void* kv, int64_t v_offset, int64_t ldkv,
+                int64_t kv_stride, void* o, int64_t ldo, int64_t o_stride, int64_t q_rows, int64_t kv_rows,
+                int64_t batch, int64_t heads) {
+    AttentionArgs a;
+    a.q = q;
+    a.ldq = ldq;
+    a.q_batch_stride = q_stride;
+    a.k = kv;
+    a.v = At(kv, v_offset);
+    a.ldk = a.ldv = ldkv;
+    a.k_batch_stride = a.v_batch_stride = kv_stride;
+    a.o = o;
+    a.ldo = ldo;
+    a.o_batch_stride = o_stride;
+    a.q_rows = q_rows;
+    a.kv_rows = kv_rows;
+    a.batch = static_cast<int>(batch);
+    a.heads = static_cast<int>(heads);
+    a.head_dim = static_cast<int>(D);
+    return k->Attention(a);
+  }
   // Self/joint attention of a forward: on the projections when nothing stands between, else
   // over this rank's attention-shaped buffers (what the exchange would have delivered).
   Status SelfAttention(const Dims& x, const void* qkv, int64_t ld, int64_t seq_stride, void* o, int64_t ldo,
                        int64_t o_stride) {
-    AttentionArgs a;
-    a.heads = x.heads_attn;
-    a.head_dim = static_cast<int>(D);
-    a.batch = static_cast<int>(x.b);
     if (x.direct) {
-      a.q = qkv;
-      a.k = At(qkv, x.Hl);
-      a.v = At(qkv, 2 * x.Hl);
-      a.ldq = a.ldk = a.ldv = ld;
-      a.q_batch_stride = a.k_batch_stride = a.v_batch_stride = seq_stride;
-      a.o = o;
-      a.ldo = ldo;
-      a.o_batch_stride = o_stride;
-      a.q_rows = a.kv_rows = x.nt + x.ni;
-      return k->Attention(a);
+      return Attend(qkv, ld, seq_stride, At(qkv, x.Hl), x.Hl, ld, seq_stride, o, ldo, o_stride, x.nt + x.ni,
+                    x.nt + x.ni, x.b, x.heads_attn);
     }
     const int64_t Ha = static_cast<int64_t>(x.heads_attn) * D;
     DITUNE_ASSIGN_OR_RETURN(void* q, Scratch("attn_q", x.b * x.qa * Ha * kBf16));
     DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch("attn_kv", x.b * x.kva * 2 * Ha * kBf16));
     DITUNE_ASSIGN_OR_RETURN(void* out, Scratch("attn_o", x.b * x.qa * Ha * kBf16));
-    a.q = q;
-    a.ldq = Ha;
-    a.q_batch_stride = x.qa * Ha;
-    a.k = kv;
-    a.v = At(kv, Ha);
-    a.ldk = a.ldv = 2 * Ha;
-    a.k_batch_stride = a.v_batch_stride = x.kva * 2 * Ha;
-    a.o = out;
-    a.ldo = Ha;
-    a.o_batch_stride = x.qa * Ha;
-    a.q_rows = x.qa;
-    a.kv_rows = x.kva;
-    return k->Attention(a);
+    return Attend(q, Ha, x.qa * Ha, kv, Ha, 2 * Ha, x.kva * 2 * Ha, out, Ha, x.qa * Ha, x.qa, x.kva, x.b,
+                  x.heads_attn);
   }
   // MLP of `rows` contiguous rows of width `width`: out = act(h W1) W2.
   Status Mlp(const void* h, int64_t rows, int64_t width, int64_t inner, const void* w1, const void* w2, void* out) {
@@ -407,23 +407,8 @@ struct DitEngine::Impl {
     // Cross-attention to the text (every rank holds all of it; K/V computed once per step).
     DITUNE_RETURN_IF_ERROR(Norm(X, H, h, H, rows, H, nullptr, nullptr));
     DITUNE_RETURN_IF_ERROR(Mm(h, H, 0, bw.p("xq"), Hl, qkv, Hl, 0, rows, H, Hl, 1));
-    AttentionArgs a;
-    a.q = qkv;
-    a.ldq = Hl;
-    a.q_batch_stride = x.ni * Hl;
-    a.k = xkv;
-    a.v = At(xkv, Hl);
-    a.ldk = a.ldv = 2 * Hl;
-    a.k_batch_stride = a.v_batch_stride = x.T * 2 * Hl;
-    a.o = o;
-    a.ldo = Hl;
-    a.o_batch_stride = x.ni * Hl;
-    a.q_rows = x.ni;
-    a.kv_rows = x.T;
-    a.batch = static_cast<int>(x.b);
-    a.heads = static_cast<int>(Hl / D);
-    a.head_dim = static_cast<int>(D);
-    DITUNE_RETURN_IF_ERROR(k->Attention(a));
+    DITUNE_RETURN_IF_ERROR(Attend(qkv, Hl, x.ni * Hl, xkv, Hl, 2 * Hl, x.T * 2 * Hl, o, Hl, x.ni * Hl, x.ni, x.T, x.b,
+                                  Hl / D));
     DITUNE_RETURN_IF_ERROR(Mm(o, Hl, 0, bw.p("xo"), H, y, H, 0, rows, Hl, H, 1));
     DITUNE_RETURN_IF_ERROR(k->GatedResidual(X, H, nullptr, y, H, rows, H));
     DITUNE_RETURN_IF_ERROR(Norm(X, H, h, H, rows, H, mod + 3 * H, mod + 4 * H));

@@ -269,7 +269,11 @@ Status Gemm(Device* device, const GemmArgs& args) {
   return Status::Ok();
 }
 
-Status Gemm(Device* device, const void* a, const void* b, void* c, int64_t m, int64_t k, int64_t n) {
+namespace {
+
+// Packed operands (every leading dimension its width), c = a b or c += a b.
+Status PackedGemm(Device* device, const void* a, const void* b, void* c, int64_t m, int64_t k, int64_t n,
+                  bool accumulate) {
   GemmArgs g;
   g.a = a;
   g.lda = k;
@@ -280,22 +284,18 @@ Status Gemm(Device* device, const void* a, const void* b, void* c, int64_t m, in
   g.m = m;
   g.k = k;
   g.n = n;
+  g.accumulate = accumulate;
   return Gemm(device, g);
 }
 
+}  // namespace
+
+Status Gemm(Device* device, const void* a, const void* b, void* c, int64_t m, int64_t k, int64_t n) {
+  return PackedGemm(device, a, b, c, m, k, n, false);
+}
+
 Status GemmAdd(Device* device, const void* a, const void* b, void* c, int64_t m, int64_t k, int64_t n) {
-  GemmArgs g;
-  g.a = a;
-  g.lda = k;
-  g.b = b;
-  g.ldb = n;
-  g.c = c;
-  g.ldc = n;
-  g.m = m;
-  g.k = k;
-  g.n = n;
-  g.accumulate = true;
-  return Gemm(device, g);
+  return PackedGemm(device, a, b, c, m, k, n, true);
 }
 
 }  // namespace ditune::exec::cuda
