@@ -103,6 +103,9 @@ int RunRun(int argc, char** argv) {
       ("iters", "timed iterations", cxxopts::value<int>()->default_value("3"))
       ("warmup", "untimed iterations first", cxxopts::value<int>()->default_value("1"))
       ("seed", "weights and inputs seed", cxxopts::value<uint64_t>()->default_value("42"))
+      ("comm", "engine backends across ranks (under mpirun): nccl (GPU memory, one GPU per rank) or mpi (staged "
+               "through the host; ranks may share a GPU); default nccl for cuda where built, else mpi",
+       cxxopts::value<std::string>())
       ("db", "calibration database", cxxopts::value<std::string>())
       ("json", "one JSON document on stdout")
       ("backend", "cpu: the CPU executor (Eigen, any number of MPI ranks); cuda: the DiT engine on this process's GPU; "

@@ -1,6 +1,8 @@
-// `ditune run --backend cuda|ref`: the DiT engine on one device — the whole model, or with
-// --emulate-rank R exactly rank R's share of a multi-device plan — measured with device
-// events, compared with the simulator's prediction, and (cuda) recorded in the store.
+// `ditune run --backend cuda|ref`: the DiT engine — the whole model on one device; with
+// --emulate-rank R exactly rank R's share of a multi-device plan; or, under mpirun, every
+// rank of the plan exchanging for real (NCCL, or MPI staged through the host) — measured
+// with device events, compared with the simulator's prediction, and (cuda) recorded in the
+// store.
 #include <algorithm>
 #include <ctime>
 #include <iostream>
@@ -51,12 +53,33 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   const bool emulate = args.count("emulate-rank") > 0;
   const int rank = emulate ? args["emulate-rank"].as<int>() : 0;
   const int n = config->world_size();
-  if (!emulate && n > 1) {
-    return Fail(cmd, Status::NotSupported(fmt::format(
-                         "'{}' needs {} devices; the {} engine runs one device per process: measure one rank of it "
-                         "with --emulate-rank R (0 to {}), or run it on the CPU executor under mpirun",
-                         Label(*config), n, backend, n - 1)));
+  if (emulate && args.count("comm")) {
+    return Fail(cmd, Status::InvalidArgument("--comm is for runs across ranks; --emulate-rank runs one rank alone"));
   }
+  // Every rank of the plan, one process each: the world they exchange over.
+  std::unique_ptr<exec::Comm> world;
+  if (!emulate && n > 1) {
+    const auto built = exec::CommBackends();
+    const bool nccl = std::find(built.begin(), built.end(), "nccl") != built.end();
+    const std::string comm =
+        args.count("comm") ? args["comm"].as<std::string>() : (backend == "cuda" && nccl ? "nccl" : "mpi");
+    if (comm != "mpi" && comm != "nccl") {
+      return Fail(cmd, Status::InvalidArgument(fmt::format("--comm '{}': valid: mpi, nccl", comm)));
+    }
+    if (comm == "nccl" && backend != "cuda") {
+      return Fail(cmd, Status::InvalidArgument("--comm nccl moves GPU memory: it needs --backend cuda"));
+    }
+    if (exec::DefaultCommBackend() != "mpi") {
+      return Fail(cmd, Status::InvalidArgument(fmt::format(
+                           "'{}' needs {} ranks: launch `mpirun -np {} ditune run ...`, or measure one rank of it "
+                           "with --emulate-rank R (0 to {})",
+                           Label(*config), n, n, n - 1)));
+    }
+    auto w = exec::CreateComm(comm, nullptr, nullptr);
+    if (!w.ok()) return Fail(cmd, w.status());
+    world = std::move(*w);
+  }
+  const bool root = world == nullptr || world->rank() == 0;
   if (rank < 0 || rank >= n) {
     return Fail(cmd, Status::InvalidArgument(
                          fmt::format("--emulate-rank {}: '{}' has ranks 0 to {}", rank, Label(*config), n - 1)));
@@ -76,9 +99,19 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   ro.iters = args["iters"].as<int>();
   ro.warmup = args["warmup"].as<int>();
   ro.engine.seed = args["seed"].as<uint64_t>();
+  ro.world = world.get();
   if (ro.iters < 1 || ro.warmup < 0) return Fail(cmd, Status::InvalidArgument("--iters must be >= 1 and --warmup >= 0"));
   auto r = exec::MeasureEngineRun(model, *workload, *config, ro);
-  if (!r.ok()) return Fail(cmd, r.status());
+  if (!r.ok()) {
+    // Every rank validates the same input before any transfer; a failure after that must not
+    // leave the peers waiting in a collective.
+    if (world != nullptr && world->size() > 1 && r.status().code() != Status::Code::kInvalidArgument &&
+        r.status().code() != Status::Code::kNotSupported) {
+      world->Abort(r.status().ToString());
+    }
+    return root ? Fail(cmd, r.status()) : r.status().ExitCode();
+  }
+  if (!root) return 0;
 
   // The simulator's view of the same run: the whole plan on the CLUSTER flags' GPUs (default:
   // n of this device's GPU), DiT only.
@@ -132,13 +165,15 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
     rec.run_id = run_id;
     rec.plan = {{"model", model.id}, {"height", workload->height}, {"width", workload->width},
                 {"frames", workload->frames}, {"steps", workload->steps}, {"batch", workload->batch},
-                {"config", ToString(*config)}, {"ranks", 1}, {"backend", backend}, {"device", *gpu_id}};
+                {"config", ToString(*config)}, {"ranks", n}, {"backend", backend}, {"device", *gpu_id}};
+    if (world != nullptr) rec.plan["comm"] = std::string(world->backend());
     rec.predicted_s = predicted_dit;
     rec.measured_s = r->median_s;
-    rec.per_rank_s = {r->median_s};
-    const Measurement meas =
-        DitMeasurement(model, *workload, *config, 1, backend, *gpu_id, r->median_s, r->p10_s, r->p90_s, r->iters,
-                       run_id, {{"backend", backend}, {"device_name", r->device_name}});
+    rec.per_rank_s = r->rank_median_s.empty() ? std::vector<double>{r->median_s} : r->rank_median_s;
+    nlohmann::json extra{{"backend", backend}, {"device_name", r->device_name}};
+    if (world != nullptr) extra["comm"] = std::string(world->backend());
+    const Measurement meas = DitMeasurement(model, *workload, *config, n, backend, *gpu_id, r->median_s, r->p10_s,
+                                            r->p90_s, r->iters, run_id, extra);
     Status st = (*store)->AddRun(rec);
     if (st.ok()) st = (*store)->AddMeasurements({meas}).status();
     if (!st.ok()) return Fail(cmd, st);
@@ -149,6 +184,13 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
                      {"rank", rank},                 {"emulated", emulate},          {"measured_s", r->median_s},
                      {"p10_s", r->p10_s},            {"p90_s", r->p90_s},            {"step_s", r->step_median_s},
                      {"weight_bytes", r->weight_bytes}, {"peak_bytes", r->peak_bytes}, {"iters", r->iters}};
+    if (world != nullptr) {
+      j["ranks"] = n;
+      j["comm"] = std::string(world->backend());
+      j["rank_median_s"] = r->rank_median_s;
+      j["spread"] = r->spread;
+      j["rank0_comm_s"] = r->comm_median_s;
+    }
     if (predicted_dit > 0) {
       j["predicted_s"] = predicted_dit;
       if (emulate) {
@@ -164,13 +206,21 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   std::cout << fmt::format("{} {}x{}, {} steps, batch {} on {} ({} kernels): {}\n", model.id, workload->height,
                            workload->width, workload->steps, workload->batch, r->device_name, backend,
                            emulate ? fmt::format("rank {} of '{}' (its transfers left out)", rank, Label(*config))
-                                   : Label(*config));
+                           : world != nullptr ? fmt::format("'{}' on {} ranks over {}", Label(*config), n, world->backend())
+                                              : Label(*config));
   std::cout << fmt::format("rank work per forward: {} image + {} text tokens, {} heads, tp {}, blocks {}-{}, {} "
                            "patch(es), {} sequence(s)\n",
                            w.img_tokens, w.txt_tokens, w.heads, w.tp, r->work.first_block,
                            r->work.first_block + r->work.blocks - 1, w.patches, w.batch);
-  std::cout << fmt::format("DiT (device time, median of {}): {:.4f} s  [p10 {:.4f}, p90 {:.4f}], step {:.2f} ms; {}\n",
-                           r->iters, r->median_s, r->p10_s, r->p90_s, 1e3 * r->step_median_s, prediction);
+  std::cout << fmt::format("DiT (device time{}, median of {}): {:.4f} s  [p10 {:.4f}, p90 {:.4f}], step {:.2f} ms; {}\n",
+                           world != nullptr ? ", slowest rank" : "", r->iters, r->median_s, r->p10_s, r->p90_s,
+                           1e3 * r->step_median_s, prediction);
+  if (world != nullptr) {
+    std::string per;
+    for (size_t q = 0; q < r->rank_median_s.size(); ++q) per += fmt::format("{}{:.4f}", q ? ", " : "", r->rank_median_s[q]);
+    std::cout << fmt::format("ranks' medians: {} s (spread {:.1f}%); rank 0 in transfers {:.4f} s per loop\n", per,
+                             100 * r->spread, r->comm_median_s);
+  }
   std::cout << fmt::format("memory: weights {:.2f} GB, peak {:.2f} GB\n", r->weight_bytes / 1e9, r->peak_bytes / 1e9);
   std::cout << "text encoding and VAE decode: not run by the engine (latent output)\n";
   if (!run_id.empty()) std::cout << "recorded as " << run_id << " in " << (*store)->path() << "\n";

@@ -20,6 +20,24 @@ class Request {
   virtual Status Wait() = 0;
 };
 
+// Several pending transfers completed together.
+class RequestGroup : public Request {
+ public:
+  void Add(std::unique_ptr<Request> r) { requests_.push_back(std::move(r)); }
+  Status Wait() override {
+    Status first = Status::Ok();
+    for (auto& r : requests_) {
+      Status s = r->Wait();
+      if (first.ok() && !s.ok()) first = s;
+    }
+    requests_.clear();
+    return first;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Request>> requests_;
+};
+
 class Comm {
  public:
   virtual ~Comm() = default;
@@ -41,8 +59,26 @@ class Comm {
   virtual Status AllGather(const float* send, float* recv, size_t count) = 0;
   // data = elementwise sum over ranks.
   virtual Status AllReduceSum(float* data, size_t count) = 0;
+  // data = elementwise sum over ranks of `count` bfloat16 values (fp32 accumulation where the
+  // backend has it). Only communicators on device memory (NCCL) take bf16; the others leave
+  // it NotSupported and their callers stage through fp32.
+  virtual Status AllReduceSumBf16(void* /*data*/, size_t /*count*/) {
+    return Status::NotSupported(std::string(backend()) + " communicators reduce fp32 only");
+  }
   virtual StatusOr<std::unique_ptr<Request>> Isend(const float* data, size_t count, int peer, int tag) = 0;
   virtual StatusOr<std::unique_ptr<Request>> Irecv(float* data, size_t count, int peer, int tag) = 0;
+  // A ring shift: sends `send` to `to` and receives `recv` from `from`, nonblocking, both
+  // complete at Wait(). NCCL posts the pair as one group (a lone send and receive on one
+  // stream would wait on each other around a ring); host backends post both.
+  virtual StatusOr<std::unique_ptr<Request>> SendRecv(const float* send, size_t send_count, int to, float* recv,
+                                                      size_t recv_count, int from, int tag) {
+    auto group = std::make_unique<RequestGroup>();
+    DITUNE_ASSIGN_OR_RETURN(auto s, Isend(send, send_count, to, tag));
+    group->Add(std::move(s));
+    DITUNE_ASSIGN_OR_RETURN(auto r, Irecv(recv, recv_count, from, tag));
+    group->Add(std::move(r));
+    return std::unique_ptr<Request>(std::move(group));
+  }
   virtual Status Barrier() = 0;
   // The sub-communicator of `ranks` (this communicator's ranks, in the order given), which
   // must contain this rank. Collective: every rank calls it, each with its own group, and

@@ -9,6 +9,7 @@
 
 #include "core/rank_layout.h"
 #include "core/rank_share.h"
+#include "executor/device_comm.h"
 #include "executor/dit.h"
 
 namespace ditune::exec {
@@ -64,6 +65,8 @@ StatusOr<EngineWork> EngineWorkFor(const ModelSpec& model, const Workload& workl
   w.branches = model.uses_cfg ? (config.cfg == 2 ? 1 : 2) : 1;
   w.prompts = w.steady.batch / w.branches;
   w.exact = config.world_size() == 1 && !pipelined;
+  w.config = config;
+  w.rank = rank;
   return w;
 }
 
@@ -79,6 +82,18 @@ struct DitEngine::Impl {
   bool extras = false;
   bool unified = false;            // text and image rows share one residual buffer per sequence
   int64_t H = 0, Ht = 0, M = 0, D = 0, lat = 0;
+  RankCoords coords;               // this rank's place in the plan (all zero on one device)
+  int sp = 1;                      // sequence-parallel degree (Ulysses x Ring)
+
+  // Real transfers (a world was given): the groups the engine exchanges over.
+  bool parallel = false;
+  Comm* world = nullptr;
+  std::vector<std::unique_ptr<Comm>> owned_groups;
+  std::unique_ptr<DeviceComm> ulysses, ring, tp, cfg;
+  int ring_tag = 0;
+  // Where this forward's rows sit in the whole sequence: the first text row (split text) and
+  // the position of the first image row (after the whole text).
+  int64_t text_row0 = 0, image_pos0 = 0;
 
   struct BlockW {
     BlockFamily family = BlockFamily::kCross;
@@ -106,6 +121,38 @@ struct DitEngine::Impl {
                                            float stddev) {
     DITUNE_ASSIGN_OR_RETURN(auto b, d->Alloc(rows * cols * kBf16));
     DITUNE_RETURN_IF_ERROR(k->FillRandom(b->data(), rows * cols, stddev, opt.seed, WeightStream(block, name)));
+    weight_bytes += rows * cols * kBf16;
+    return b;
+  }
+  // This tensor-parallel rank's slice of a weight the generator draws whole: the full matrix
+  // is rows x sum(parts) (row_split: rows tp x parts[0]); the slice takes columns
+  // [t part / tp, (t + 1) part / tp) of every column part (row_split: rows [t rows, ..)), so
+  // that the ranks of a tensor-parallel group hold exactly the pieces of the one-device model.
+  StatusOr<std::unique_ptr<Buffer>> TpWeight(int block, const std::string& name, int64_t rows,
+                                             const std::vector<int64_t>& parts, bool row_split, float stddev) {
+    int64_t full_cols = 0;
+    for (int64_t c : parts) full_cols += c;
+    const int tpd = work.steady.tp;
+    if (tpd == 1) return Weight(block, name, rows, full_cols, stddev);
+    const int t = coords[Axis::kTp];
+    const int64_t full_rows = row_split ? rows * tpd : rows;
+    DITUNE_ASSIGN_OR_RETURN(auto whole, d->Alloc(full_rows * full_cols * kBf16));
+    DITUNE_RETURN_IF_ERROR(k->FillRandom(whole->data(), full_rows * full_cols, stddev, opt.seed, WeightStream(block, name)));
+    const int64_t cols = row_split ? full_cols : full_cols / tpd;
+    DITUNE_ASSIGN_OR_RETURN(auto b, d->Alloc(rows * cols * kBf16));
+    if (row_split) {
+      DITUNE_RETURN_IF_ERROR(k->Copy(b->data(), cols, At(whole->data(), t * rows * full_cols), full_cols, rows, cols));
+    } else {
+      int64_t from = 0, to = 0;
+      for (int64_t part : parts) {
+        const int64_t w = part / tpd;
+        DITUNE_RETURN_IF_ERROR(k->Copy(At(b->data(), to), cols, At(whole->data(), from + t * w), full_cols, rows, w));
+        from += part;
+        to += w;
+      }
+    }
+    // The whole matrix is freed on return: let the copies finish first.
+    DITUNE_RETURN_IF_ERROR(d->stream()->Synchronize());
     weight_bytes += rows * cols * kBf16;
     return b;
   }
@@ -139,17 +186,18 @@ struct DitEngine::Impl {
                                               m->id));
     }
     (void)has_joint;
-    const int tp = work.steady.tp;
-    const int64_t Hl = H / tp, Ml = M / tp, Mtl = M * Ht / H / tp;
-    const int64_t up = gated ? 2 : 1;
+    const int tpd = work.steady.tp;
+    const int64_t Hl = H / tpd, Ml = M / tpd, Mtl = M * Ht / H / tpd;
     host = std::make_unique<DitModel>(*m, opt.seed, opt.weights_from_cpu_model ? work.first_block : 0,
-                                      opt.weights_from_cpu_model ? work.blocks : 0, tp, 0);
+                                      opt.weights_from_cpu_model ? work.blocks : 0, tpd, coords[Axis::kTp]);
     lat = host->latent_width();
     for (const char* name : {"patch", "out", "fmod", "text"}) {
       DITUNE_ASSIGN_OR_RETURN(io[name], Upload(host->io_weights().at(name)));
     }
     auto sd = [](int64_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); };
     auto small = [](int64_t fan_in) { return 0.1f / std::sqrt(static_cast<float>(fan_in)); };
+    // An MLP input projection's column parts: [gate | up] when gated.
+    auto mlp_parts = [&](int64_t inner) { return gated ? std::vector<int64_t>{inner, inner} : std::vector<int64_t>{inner}; };
     for (int i = 0; i < work.blocks; ++i) {
       const int b = work.first_block + i;
       BlockW bw;
@@ -199,33 +247,35 @@ struct DitEngine::Impl {
         switch (bw.family) {
           case BlockFamily::kCross: {
             DITUNE_ASSIGN_OR_RETURN(w["mod"], Weight(b, "mod", H, 6 * H, small(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["wqkv"], Weight(b, "wqkv", H, 3 * Hl, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["wo"], Weight(b, "wo", Hl, H, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["xq"], Weight(b, "xq", H, Hl, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["xkv"], Weight(b, "xkv", Ht, 2 * Hl, sd(Ht)));
-            DITUNE_ASSIGN_OR_RETURN(w["xo"], Weight(b, "xo", Hl, H, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["w1"], Weight(b, "w1", H, up * Ml, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["w2"], Weight(b, "w2", Ml, H, sd(M)));
+            DITUNE_ASSIGN_OR_RETURN(w["wqkv"], TpWeight(b, "wqkv", H, {H, H, H}, false, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["wo"], TpWeight(b, "wo", Hl, {H}, true, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["xq"], TpWeight(b, "xq", H, {H}, false, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["xkv"], TpWeight(b, "xkv", Ht, {H, H}, false, sd(Ht)));
+            DITUNE_ASSIGN_OR_RETURN(w["xo"], TpWeight(b, "xo", Hl, {H}, true, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["w1"], TpWeight(b, "w1", H, mlp_parts(M), false, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["w2"], TpWeight(b, "w2", Ml, {H}, true, sd(M)));
             break;
           }
           case BlockFamily::kJoint: {
             DITUNE_ASSIGN_OR_RETURN(w["mod"], Weight(b, "mod", H, 6 * H, small(H)));
             DITUNE_ASSIGN_OR_RETURN(w["tmod"], Weight(b, "tmod", H, 6 * Ht, small(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["wqkv"], Weight(b, "wqkv", H, 3 * Hl, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["tqkv"], Weight(b, "tqkv", Ht, 3 * Hl, sd(Ht)));
-            DITUNE_ASSIGN_OR_RETURN(w["wo"], Weight(b, "wo", Hl, H, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["to"], Weight(b, "to", Hl, Ht, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["w1"], Weight(b, "w1", H, up * Ml, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["w2"], Weight(b, "w2", Ml, H, sd(M)));
-            DITUNE_ASSIGN_OR_RETURN(w["t1"], Weight(b, "t1", Ht, up * Mtl, sd(Ht)));
-            DITUNE_ASSIGN_OR_RETURN(w["t2"], Weight(b, "t2", Mtl, Ht, sd(M * Ht / H)));
+            DITUNE_ASSIGN_OR_RETURN(w["wqkv"], TpWeight(b, "wqkv", H, {H, H, H}, false, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["tqkv"], TpWeight(b, "tqkv", Ht, {H, H, H}, false, sd(Ht)));
+            DITUNE_ASSIGN_OR_RETURN(w["wo"], TpWeight(b, "wo", Hl, {H}, true, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["to"], TpWeight(b, "to", Hl, {Ht}, true, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["w1"], TpWeight(b, "w1", H, mlp_parts(M), false, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["w2"], TpWeight(b, "w2", Ml, {H}, true, sd(M)));
+            DITUNE_ASSIGN_OR_RETURN(w["t1"], TpWeight(b, "t1", Ht, mlp_parts(M * Ht / H), false, sd(Ht)));
+            DITUNE_ASSIGN_OR_RETURN(w["t2"], TpWeight(b, "t2", Mtl, {Ht}, true, sd(M * Ht / H)));
             break;
           }
           case BlockFamily::kSingle: {
             DITUNE_ASSIGN_OR_RETURN(w["mod"], Weight(b, "mod", H, 3 * H, small(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["wqkv1"], Weight(b, "wqkv1", H, 3 * Hl + up * Ml, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["oa"], Weight(b, "oa", Hl, H, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["om"], Weight(b, "om", Ml, H, sd(M)));
+            std::vector<int64_t> parts{H, H, H};
+            for (int64_t part : mlp_parts(M)) parts.push_back(part);
+            DITUNE_ASSIGN_OR_RETURN(w["wqkv1"], TpWeight(b, "wqkv1", H, parts, false, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["oa"], TpWeight(b, "oa", Hl, {H}, true, sd(H)));
+            DITUNE_ASSIGN_OR_RETURN(w["om"], TpWeight(b, "om", Ml, {H}, true, sd(M)));
             break;
           }
         }
@@ -334,6 +384,7 @@ struct DitEngine::Impl {
   // over this rank's attention-shaped buffers (what the exchange would have delivered).
   Status SelfAttention(const Dims& x, const void* qkv, int64_t ld, int64_t seq_stride, void* o, int64_t ldo,
                        int64_t o_stride) {
+    if (parallel && sp > 1) return SpAttention(x, qkv, ld, seq_stride, o, ldo, o_stride);
     if (x.direct) {
       return Attend(qkv, ld, seq_stride, At(qkv, x.Hl), x.Hl, ld, seq_stride, o, ldo, o_stride, x.nt + x.ni,
                     x.nt + x.ni, x.b, x.heads_attn);
@@ -345,6 +396,169 @@ struct DitEngine::Impl {
     return Attend(q, Ha, x.qa * Ha, kv, Ha, 2 * Ha, x.kva * 2 * Ha, out, Ha, x.qa * Ha, x.qa, x.kva, x.b,
                   x.heads_attn);
   }
+  // Sequence-parallel self/joint attention with real transfers. Per sequence, qkv holds this
+  // rank's L = nt + ni rows (its text rows, then its image rows) with q, k, v at columns 0,
+  // Hl, 2 Hl. Ulysses trades the sequence sharding for head sharding with an all-to-all;
+  // Ring then passes this rank's K/V block around its group, overlapping each shift with the
+  // attention over the block at hand, and merges the blocks' results by their log-sum-exp;
+  // a second all-to-all returns the outputs to the rows' owners.
+  Status SpAttention(const Dims& x, const void* qkv, int64_t ld, int64_t seq_stride, void* o, int64_t ldo,
+                     int64_t o_stride) {
+    const int u = work.config.ulysses, r = work.config.ring;
+    const int64_t b = x.b, nt = x.nt, ni = x.ni, L = nt + ni, Hl = x.Hl, Ha = Hl / u;
+    const int heads = static_cast<int>(Ha / D);
+    if (seq_stride != L * ld || o_stride != L * ldo) {
+      return Status::Internal("sequence-parallel attention needs the sequences back to back");
+    }
+    // Chunk j (j < u) after the exchange: rank j's L rows of every sequence, this rank's heads.
+    const void* chunks = qkv;
+    int64_t ldr = ld, koff = Hl, chunk_stride = 0;
+    if (u > 1) {
+      DITUNE_ASSIGN_OR_RETURN(void* send, Scratch("sp_send", u * b * L * 3 * Ha * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(void* recv, Scratch("sp_recv", u * b * L * 3 * Ha * kBf16));
+      for (int j = 0; j < u; ++j) {
+        for (int c = 0; c < 3; ++c) {
+          DITUNE_RETURN_IF_ERROR(
+              k->Copy(At(send, j * b * L * 3 * Ha + c * Ha), 3 * Ha, At(qkv, c * Hl + j * Ha), ld, b * L, Ha));
+        }
+      }
+      DITUNE_RETURN_IF_ERROR(ulysses->AllToAll(send, recv, b * L * 3 * Ha));
+      chunks = recv;
+      ldr = 3 * Ha;
+      koff = Ha;
+      chunk_stride = b * L * 3 * Ha;
+    }
+    // This rank's keys and values per sequence, [k | v] rows: every chunk's rows; when the text
+    // is replicated on every rank (its length does not divide), the text rows only once.
+    const bool replicated = nt > 0 && nt == x.T;
+    const int64_t kvr = replicated ? nt + u * ni : u * L;
+    const int64_t block = b * kvr * 2 * Ha;
+    DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch("sp_kv", block * kBf16));
+    for (int64_t i = 0; i < b; ++i) {
+      int64_t row = 0;
+      for (int j = 0; j < u; ++j) {
+        const int64_t skip = replicated && j > 0 ? nt : 0;
+        DITUNE_RETURN_IF_ERROR(k->Copy(At(kv, (i * kvr + row) * 2 * Ha), 2 * Ha,
+                                       At(chunks, j * chunk_stride + (i * L + skip) * ldr + koff), ldr, L - skip, 2 * Ha));
+        row += L - skip;
+      }
+    }
+    // Outputs in chunk layout (the send-back buffer with Ulysses, else o itself). One attention
+    // call covers every chunk when there is one sequence (the chunks lie back to back).
+    void* out = o;
+    int64_t ld_out = ldo, out_chunk = 0;
+    if (u > 1) {
+      DITUNE_ASSIGN_OR_RETURN(out, Scratch("sp_out", u * b * L * Ha * kBf16));
+      ld_out = Ha;
+      out_chunk = b * L * Ha;
+    }
+    const int calls = b == 1 ? 1 : u;
+    const int64_t q_rows = b == 1 ? u * L : L;
+    const int64_t lse_per_call = b * heads * q_rows;
+    float *lse = nullptr, *lse2 = nullptr;
+    void *out2 = nullptr, *kv_next = nullptr;
+    if (r > 1) {
+      DITUNE_ASSIGN_OR_RETURN(void* l1, Scratch("sp_lse", calls * lse_per_call * 4));
+      DITUNE_ASSIGN_OR_RETURN(void* l2, Scratch("sp_lse2", calls * lse_per_call * 4));
+      lse = static_cast<float*>(l1);
+      lse2 = static_cast<float*>(l2);
+      DITUNE_ASSIGN_OR_RETURN(out2, Scratch("sp_out2", u * b * L * Ha * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(kv_next, Scratch("sp_kv2", block * kBf16));
+    }
+    // Every chunk's queries over keys [key0, key0 + keys) of a K/V block.
+    auto attend = [&](const void* kvb, int64_t key0, int64_t keys, void* dst, int64_t ld_dst, int64_t dst_chunk,
+                      float* l) -> Status {
+      for (int c = 0; c < calls; ++c) {
+        AttentionArgs a;
+        a.q = At(chunks, c * chunk_stride);
+        a.ldq = ldr;
+        a.q_batch_stride = L * ldr;
+        a.k = At(kvb, key0 * 2 * Ha);
+        a.v = At(kvb, key0 * 2 * Ha + Ha);
+        a.ldk = a.ldv = 2 * Ha;
+        a.k_batch_stride = a.v_batch_stride = kvr * 2 * Ha;
+        a.o = At(dst, c * dst_chunk);
+        a.ldo = ld_dst;
+        a.o_batch_stride = L * ld_dst;
+        a.q_rows = q_rows;
+        a.kv_rows = keys;
+        a.batch = static_cast<int>(b);
+        a.heads = heads;
+        a.head_dim = static_cast<int>(D);
+        a.lse = l != nullptr ? l + c * lse_per_call : nullptr;
+        DITUNE_RETURN_IF_ERROR(k->Attention(a));
+      }
+      return Status::Ok();
+    };
+    const int me = coords[Axis::kRing];
+    const void* cur = kv;
+    void* nxt = kv_next;
+    for (int s = 0; s < r; ++s) {
+      std::unique_ptr<Request> shift;
+      if (s + 1 < r) {
+        const int tag = 31 + ring_tag++ % 1000;
+        DITUNE_ASSIGN_OR_RETURN(shift, ring->SendRecv(cur, nxt, block, (me + 1) % r, (me + r - 1) % r, tag));
+      }
+      // The block that started on ring rank `origin`; replicated text counts on rank 0's only.
+      const int origin = (me - s + r) % r;
+      const int64_t skip = replicated && origin != 0 ? nt : 0;
+      if (s == 0) {
+        DITUNE_RETURN_IF_ERROR(attend(cur, skip, kvr - skip, out, ld_out, out_chunk, lse));
+      } else {
+        DITUNE_RETURN_IF_ERROR(attend(cur, skip, kvr - skip, out2, Ha, b * L * Ha, lse2));
+        for (int c = 0; c < calls; ++c) {
+          AttentionMergeArgs mg;
+          mg.o = At(out, c * out_chunk);
+          mg.ldo = ld_out;
+          mg.o_batch_stride = L * ld_out;
+          mg.lse = lse + c * lse_per_call;
+          mg.o2 = At(out2, c * b * L * Ha);
+          mg.ldo2 = Ha;
+          mg.o2_batch_stride = L * Ha;
+          mg.lse2 = lse2 + c * lse_per_call;
+          mg.q_rows = q_rows;
+          mg.batch = static_cast<int>(b);
+          mg.heads = heads;
+          mg.head_dim = static_cast<int>(D);
+          DITUNE_RETURN_IF_ERROR(k->MergeAttention(mg));
+        }
+      }
+      if (shift) {
+        DITUNE_RETURN_IF_ERROR(shift->Wait());
+        const void* done = cur;
+        cur = nxt;
+        nxt = const_cast<void*>(done);
+      }
+    }
+    if (u == 1) return Status::Ok();
+    // Back: each owner's rows, head group j from rank j.
+    DITUNE_ASSIGN_OR_RETURN(void* back, Scratch("sp_send", u * b * L * 3 * Ha * kBf16));
+    DITUNE_RETURN_IF_ERROR(ulysses->AllToAll(out, back, b * L * Ha));
+    for (int j = 0; j < u; ++j) {
+      DITUNE_RETURN_IF_ERROR(k->Copy(At(o, j * Ha), ldo, At(back, j * b * L * Ha), Ha, b * L, Ha));
+    }
+    return Status::Ok();
+  }
+  // Sums a tensor-parallel partial result (rows x cols, packed) over the group.
+  Status TpReduce(void* y, int64_t rows, int64_t cols) {
+    if (!parallel || work.steady.tp == 1) return Status::Ok();
+    return tp->AllReduceSum(y, rows * cols);
+  }
+  // Query-key norm and rotary embedding of each sequence's rows: text rows at their positions
+  // in the prompt, image rows after the whole text at theirs in the image.
+  Status Rope(void* qk, int64_t ld, int64_t b, int64_t nt, int64_t ni, int64_t heads) {
+    const int64_t L = nt + ni;
+    for (int64_t i = 0; i < b; ++i) {
+      if (nt > 0) {
+        DITUNE_RETURN_IF_ERROR(k->QkNormRope(At(qk, i * L * ld), ld, nt, static_cast<int>(heads), static_cast<int>(D),
+                                             text_row0));
+      }
+      DITUNE_RETURN_IF_ERROR(k->QkNormRope(At(qk, (i * L + nt) * ld), ld, ni, static_cast<int>(heads),
+                                           static_cast<int>(D), image_pos0));
+    }
+    return Status::Ok();
+  }
+
   // MLP of `rows` contiguous rows of width `width`: out = act(h W1) W2.
   Status Mlp(const void* h, int64_t rows, int64_t width, int64_t inner, const void* w1, const void* w2, void* out) {
     DITUNE_ASSIGN_OR_RETURN(void* a, Scratch("mlp_a", rows * (gated ? 2 : 1) * inner * kBf16));
@@ -403,6 +617,7 @@ struct DitEngine::Impl {
     DITUNE_RETURN_IF_ERROR(Mm(h, H, 0, bw.p("wqkv"), 3 * Hl, qkv, 3 * Hl, 0, rows, H, 3 * Hl, 1));
     DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkv, 3 * Hl, x.ni * 3 * Hl, o, Hl, x.ni * Hl));
     DITUNE_RETURN_IF_ERROR(Mm(o, Hl, 0, bw.p("wo"), H, y, H, 0, rows, Hl, H, 1));
+    DITUNE_RETURN_IF_ERROR(TpReduce(y, rows, H));
     DITUNE_RETURN_IF_ERROR(k->GatedResidual(X, H, mod + 2 * H, y, H, rows, H));
     // Cross-attention to the text (every rank holds all of it; K/V computed once per step).
     DITUNE_RETURN_IF_ERROR(Norm(X, H, h, H, rows, H, nullptr, nullptr));
@@ -410,9 +625,11 @@ struct DitEngine::Impl {
     DITUNE_RETURN_IF_ERROR(Attend(qkv, Hl, x.ni * Hl, xkv, Hl, 2 * Hl, x.T * 2 * Hl, o, Hl, x.ni * Hl, x.ni, x.T, x.b,
                                   Hl / D));
     DITUNE_RETURN_IF_ERROR(Mm(o, Hl, 0, bw.p("xo"), H, y, H, 0, rows, Hl, H, 1));
+    DITUNE_RETURN_IF_ERROR(TpReduce(y, rows, H));
     DITUNE_RETURN_IF_ERROR(k->GatedResidual(X, H, nullptr, y, H, rows, H));
     DITUNE_RETURN_IF_ERROR(Norm(X, H, h, H, rows, H, mod + 3 * H, mod + 4 * H));
     DITUNE_RETURN_IF_ERROR(Mlp(h, rows, H, x.Ml, bw.p("w1"), bw.p("w2"), y));
+    DITUNE_RETURN_IF_ERROR(TpReduce(y, rows, H));
     return k->GatedResidual(X, H, mod + 5 * H, y, H, rows, H);
   }
 
@@ -433,16 +650,12 @@ struct DitEngine::Impl {
     DITUNE_RETURN_IF_ERROR(Mm(ht, Ht, nt * Ht, bw.p("tqkv"), 3 * Hl, qkv, 3 * Hl, L * 3 * Hl, nt, Ht, 3 * Hl, b));
     DITUNE_RETURN_IF_ERROR(Mm(hi, H, ni * H, bw.p("wqkv"), 3 * Hl, At(qkv, nt * 3 * Hl), 3 * Hl, L * 3 * Hl, ni, H,
                               3 * Hl, b));
-    if (extras) {
-      // Positions count from each sequence's first row.
-      for (int64_t i = 0; i < b; ++i) {
-        DITUNE_RETURN_IF_ERROR(
-            k->QkNormRope(At(qkv, i * L * 3 * Hl), 3 * Hl, L, static_cast<int>(Hl / D), static_cast<int>(D), 0));
-      }
-    }
+    if (extras) DITUNE_RETURN_IF_ERROR(Rope(qkv, 3 * Hl, b, nt, ni, Hl / D));
     DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkv, 3 * Hl, L * 3 * Hl, o, Hl, L * Hl));
     DITUNE_RETURN_IF_ERROR(Mm(At(o, nt * Hl), Hl, L * Hl, bw.p("wo"), H, yi, H, ni * H, ni, Hl, H, b));
     DITUNE_RETURN_IF_ERROR(Mm(o, Hl, L * Hl, bw.p("to"), Ht, yt, Ht, nt * Ht, nt, Hl, Ht, b));
+    DITUNE_RETURN_IF_ERROR(TpReduce(yi, b * ni, H));
+    DITUNE_RETURN_IF_ERROR(TpReduce(yt, b * nt, Ht));
     for (int64_t i = 0; i < b; ++i) {
       DITUNE_RETURN_IF_ERROR(k->GatedResidual(At(s.img, i * s.img_stride), H, mod + 2 * H, At(yi, i * ni * H), H, ni, H));
       DITUNE_RETURN_IF_ERROR(
@@ -455,6 +668,8 @@ struct DitEngine::Impl {
     }
     DITUNE_RETURN_IF_ERROR(Mlp(hi, b * ni, H, x.Ml, bw.p("w1"), bw.p("w2"), yi));
     DITUNE_RETURN_IF_ERROR(Mlp(ht, b * nt, Ht, x.Mtl, bw.p("t1"), bw.p("t2"), yt));
+    DITUNE_RETURN_IF_ERROR(TpReduce(yi, b * ni, H));
+    DITUNE_RETURN_IF_ERROR(TpReduce(yt, b * nt, Ht));
     for (int64_t i = 0; i < b; ++i) {
       DITUNE_RETURN_IF_ERROR(k->GatedResidual(At(s.img, i * s.img_stride), H, mod + 5 * H, At(yi, i * ni * H), H, ni, H));
       DITUNE_RETURN_IF_ERROR(
@@ -482,16 +697,39 @@ struct DitEngine::Impl {
     } else {
       DITUNE_RETURN_IF_ERROR(k->Activate(Activation::kGelu, At(qkvm, 3 * Hl), W1, At(qkvm, 3 * Hl), W1, rows, Ml));
     }
-    if (extras) {
-      for (int64_t i = 0; i < x.b; ++i) {
-        DITUNE_RETURN_IF_ERROR(
-            k->QkNormRope(At(qkvm, i * L * W1), W1, L, static_cast<int>(Hl / D), static_cast<int>(D), 0));
-      }
-    }
+    if (extras) DITUNE_RETURN_IF_ERROR(Rope(qkvm, W1, x.b, x.nt, x.ni, Hl / D));
     DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkvm, W1, L * W1, o, Hl, L * Hl));
     DITUNE_RETURN_IF_ERROR(Mm(o, Hl, 0, bw.p("oa"), H, y, H, 0, rows, Hl, H, 1));
     DITUNE_RETURN_IF_ERROR(Mm(act, ld_act, 0, bw.p("om"), H, y, H, 0, rows, Ml, H, 1, /*accumulate=*/true));
+    DITUNE_RETURN_IF_ERROR(TpReduce(y, rows, H));
     return k->GatedResidual(s.seq, H, mod + 2 * H, y, H, rows, H);
+  }
+
+  // Host seconds in this engine's transfers so far.
+  double CommSeconds() const {
+    double total = 0;
+    for (const auto* g : {ulysses.get(), ring.get(), tp.get(), cfg.get()}) {
+      if (g != nullptr) total += g->seconds();
+    }
+    return total;
+  }
+
+  // Every prompt's whole latent on every rank, from each rank's rows of its prompts.
+  StatusOr<std::vector<Mat>> GatherLatents(const float* xf, int64_t N, int64_t R, int P) {
+    const int64_t mine_n = static_cast<int64_t>(P) * R * lat;
+    std::vector<float> mine(static_cast<size_t>(mine_n)), all(static_cast<size_t>(mine_n * world->size()));
+    DITUNE_RETURN_IF_ERROR(k->DownloadF32(xf, mine.data(), mine_n));
+    DITUNE_RETURN_IF_ERROR(world->host()->AllGather(mine.data(), all.data(), static_cast<size_t>(mine_n)));
+    DITUNE_ASSIGN_OR_RETURN(RankLayout layout, RankLayout::Create(work.config, work.config.world_size()));
+    std::vector<Mat> latents(static_cast<size_t>(wl.batch), Mat::Zero(N, lat));
+    for (int q = 0; q < world->size(); ++q) {
+      const RankCoords c = layout.CoordsOf(q);
+      for (int i = 0; i < P; ++i) {
+        latents.at(static_cast<size_t>(c[Axis::kDp] * P + i)).middleRows(c[Axis::kSp] * R, R) =
+            Eigen::Map<const Mat>(all.data() + (q * static_cast<int64_t>(P) + i) * R * lat, R, lat);
+      }
+    }
+    return latents;
   }
 
   // ---- the loop ----
@@ -505,12 +743,16 @@ struct DitEngine::Impl {
     // This rank's image rows per step (every patch's rows).
     const int64_t R = work.warmup.img_tokens;
     const int64_t bmax = static_cast<int64_t>(P) * B;
-    const int first_prompt = 0;
+    // Data parallelism: this rank's prompts. CFG parallelism: its one branch (1 = the
+    // unconditional one).
+    const int first_prompt = coords[Axis::kDp] * P;
+    const int cfg_branch = work.config.cfg == 2 ? coords[Axis::kCfg] : 0;
+    const int sp_index = coords[Axis::kSp];
     // Prompt embeddings of every sequence (prompt i, branch j at i B + j), as the CPU executor's.
     DITUNE_ASSIGN_OR_RETURN(void* emb, Scratch("emb", bmax * T * m->text_hidden * kBf16));
     for (int i = 0; i < P; ++i) {
       for (int j = 0; j < B; ++j) {
-        const Mat e = PromptEmbedding(*m, opt.seed, first_prompt + i, j == 1);
+        const Mat e = PromptEmbedding(*m, opt.seed, first_prompt + i, (B == 2 ? j : cfg_branch) == 1);
         DITUNE_RETURN_IF_ERROR(k->UploadBf16(e.data(), At(emb, (i * B + j) * T * m->text_hidden), e.size()));
       }
     }
@@ -520,8 +762,9 @@ struct DitEngine::Impl {
     DITUNE_ASSIGN_OR_RETURN(void* xb, Scratch("latent_bf16", P * R * lat * kBf16));
     for (int i = 0; i < P; ++i) {
       const Mat full = RandomMat(tokens.image_tokens(), lat, 1.0f, opt.seed, 1000 + static_cast<uint64_t>(first_prompt + i));
-      DITUNE_RETURN_IF_ERROR(k->UploadF32(full.data(), xf + i * R * lat, R * lat));
-      DITUNE_RETURN_IF_ERROR(k->UploadBf16(full.data(), At(xb, i * R * lat), R * lat));
+      const float* mine = full.data() + sp_index * R * lat;
+      DITUNE_RETURN_IF_ERROR(k->UploadF32(mine, xf + i * R * lat, R * lat));
+      DITUNE_RETURN_IF_ERROR(k->UploadBf16(mine, At(xb, i * R * lat), R * lat));
     }
     // Conditioning of every step, computed before the loop (the host never stalls the device).
     DITUNE_ASSIGN_OR_RETURN(void* cond, Scratch("cond", S * H * kBf16));
@@ -531,9 +774,15 @@ struct DitEngine::Impl {
       DITUNE_RETURN_IF_ERROR(k->UploadBf16(c.data(), At(cond, s * H), H));
     }
     DITUNE_ASSIGN_OR_RETURN(void* pred, Scratch("pred", bmax * R * lat * kBf16));
+    const bool cfg_gather = parallel && work.config.cfg == 2;
+    void* pred_all = nullptr;
+    if (cfg_gather) {
+      DITUNE_ASSIGN_OR_RETURN(pred_all, Scratch("pred_all", 2 * bmax * R * lat * kBf16));
+    }
     DITUNE_RETURN_IF_ERROR(d->stream()->Synchronize());
 
     EngineResult out;
+    const double comm_before = CommSeconds();
     std::vector<std::unique_ptr<Event>> marks;
     DITUNE_ASSIGN_OR_RETURN(auto start, d->stream()->Record());
     for (int s = 0; s < S; ++s) {
@@ -568,9 +817,13 @@ struct DitEngine::Impl {
       for (int p = 0; p < patches; ++p) {
         DITUNE_ASSIGN_OR_RETURN(Residual st, StreamFor(rw));
         const int64_t nt = HasText() ? rw.txt_tokens : 0;
-        // This forward's text rows come from the embedded prompt (the first nt of its rows).
+        // This forward's rows: its share of the text (all of it when the text is not split)
+        // and of the image (sequence-parallel index, then patch).
+        text_row0 = nt < T ? sp_index * nt : 0;
+        image_pos0 = T + sp_index * R + p * ni;
         for (int64_t i = 0; i < b && nt > 0; ++i) {
-          DITUNE_RETURN_IF_ERROR(k->Copy(At(st.txt, i * st.txt_stride), unified ? H : Ht, At(ctx, i * T * Ht), Ht, nt, Ht));
+          DITUNE_RETURN_IF_ERROR(
+              k->Copy(At(st.txt, i * st.txt_stride), unified ? H : Ht, At(ctx, (i * T + text_row0) * Ht), Ht, nt, Ht));
         }
         if (first_stage) {
           // Patch embedding of this forward's rows, each branch of a prompt from the same latent.
@@ -600,8 +853,15 @@ struct DitEngine::Impl {
       }
       if (last_stage) {
         const float sigma = 1.0f - static_cast<float>(s) / S, next = 1.0f - static_cast<float>(s + 1) / S;
-        DITUNE_RETURN_IF_ERROR(k->EulerStep(xf, xb, pred, B * R * lat, R * lat, B == 2, opt.guidance, next - sigma, P,
-                                            R * lat));
+        if (cfg_gather) {
+          // The branches of each prompt from the CFG group: [conditional of every prompt; unconditional].
+          DITUNE_RETURN_IF_ERROR(cfg->AllGather(pred, pred_all, P * R * lat));
+          DITUNE_RETURN_IF_ERROR(k->EulerStep(xf, xb, pred_all, R * lat, P * R * lat, true, opt.guidance, next - sigma,
+                                              P, R * lat));
+        } else {
+          DITUNE_RETURN_IF_ERROR(k->EulerStep(xf, xb, pred, B * R * lat, R * lat, B == 2, opt.guidance, next - sigma,
+                                              P, R * lat));
+        }
       }
       DITUNE_ASSIGN_OR_RETURN(auto mark, d->stream()->Record());
       marks.push_back(std::move(mark));
@@ -620,7 +880,10 @@ struct DitEngine::Impl {
         DITUNE_RETURN_IF_ERROR(k->DownloadF32(xf + i * R * lat, x.data(), x.size()));
         out.latents.push_back(std::move(x));
       }
+    } else if (parallel) {
+      DITUNE_ASSIGN_OR_RETURN(out.latents, GatherLatents(xf, tokens.image_tokens(), R, P));
     }
+    out.comm_seconds = CommSeconds() - comm_before;
     out.peak_bytes = d->peak_bytes();
     return out;
   }
@@ -628,9 +891,25 @@ struct DitEngine::Impl {
 
 StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, const Workload& workload,
                                                        const EngineWork& work, Kernels* kernels,
-                                                       const EngineOptions& options) {
+                                                       const EngineOptions& options, Comm* world) {
   if (kernels == nullptr) return Status::InvalidArgument("the engine needs kernels");
   if (work.blocks < 1) return Status::InvalidArgument("the engine needs at least one block");
+  const ParallelConfig& c = work.config;
+  const int n = c.world_size();
+  const bool parallel = world != nullptr && n > 1;
+  if (world != nullptr && world->size() != n) {
+    return Status::InvalidArgument(
+        fmt::format("'{}' needs {} ranks; {} were launched", Label(c), n, world->size()));
+  }
+  if (parallel && world->rank() != work.rank) {
+    return Status::Internal(fmt::format("engine work of rank {} on world rank {}", work.rank, world->rank()));
+  }
+  if (parallel && (c.pipefusion > 1 || c.patches > 1 || c.distrifusion > 1)) {
+    return Status::NotSupported(fmt::format(
+        "'{}': the engine runs PipeFusion and DistriFusion one rank at a time (--emulate-rank), not across ranks; "
+        "the CPU executor runs PipeFusion for real",
+        Label(c)));
+  }
   std::unique_ptr<DitEngine> e(new DitEngine());
   e->impl_ = std::make_unique<Impl>();
   Impl& i = *e->impl_;
@@ -643,6 +922,24 @@ StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, c
   i.extras = options.architecture_extras;
   if (model.head_dim * model.heads != model.hidden) {
     return Status::NotSupported(fmt::format("{}: heads x head_dim != hidden", model.id));
+  }
+  DITUNE_ASSIGN_OR_RETURN(RankLayout layout, RankLayout::Create(c, n));
+  i.coords = layout.CoordsOf(work.rank);
+  i.sp = c.sp();
+  if (parallel) {
+    i.parallel = true;
+    i.world = world;
+    // Every rank splits every axis in the same order (collective).
+    auto group = [&](Axis a) -> StatusOr<std::unique_ptr<DeviceComm>> {
+      DITUNE_ASSIGN_OR_RETURN(auto g, world->Split(layout.GroupOf(work.rank, a)));
+      auto dc = std::make_unique<DeviceComm>(g.get(), kernels);
+      i.owned_groups.push_back(std::move(g));
+      return dc;
+    };
+    DITUNE_ASSIGN_OR_RETURN(i.ulysses, group(Axis::kUlysses));
+    DITUNE_ASSIGN_OR_RETURN(i.ring, group(Axis::kRing));
+    DITUNE_ASSIGN_OR_RETURN(i.tp, group(Axis::kTp));
+    DITUNE_ASSIGN_OR_RETURN(i.cfg, group(Axis::kCfg));
   }
   DITUNE_RETURN_IF_ERROR(i.Load());
   return e;
@@ -685,6 +982,10 @@ int64_t EngineBytes(const ModelSpec& model, const Workload& /*workload*/, const 
   const double Ha = static_cast<double>(rw.heads) * model.head_dim;
   const double qa = static_cast<double>(rw.ulysses) * (rw.img_tokens + rw.txt_tokens);
   act += b * (2 * qa + 2 * static_cast<double>(rw.seq_img_tokens + rw.seq_txt_tokens)) * Ha;
+  if (rw.seq_img_tokens > rw.img_tokens * rw.patches) {
+    // Real sequence-parallel exchanges: send, receive and output chunks, two K/V blocks.
+    act += b * qa * 8 * Ha + 4 * b * static_cast<double>(rw.seq_img_tokens + rw.seq_txt_tokens) * Ha;
+  }
   act += work.blocks * b * T * 2 * Hl;
   act += b * static_cast<double>(work.warmup.img_tokens) * lat * (2 + 1 + 1);
   return static_cast<int64_t>(kElementBytes * (weights + act));

@@ -7,8 +7,14 @@
 // classifier-free guidance), in bf16 with fp32 accumulation. For rank R of a multi-device
 // plan it runs exactly rank R's kernels at rank R's shapes — the RankWork the cost models
 // price (costmodels/dit_ops.h): its tokens, heads, tensor-parallel widths, blocks, patches,
-// prompts and CFG branches — with the transfers left out; the values are then meaningless
-// and only the device time counts (`ditune run --emulate-rank`).
+// prompts and CFG branches. Without a communicator the transfers are left out: the values
+// are then meaningless and only the device time counts (`ditune run --emulate-rank`). With
+// one (a world of the plan's size, one process per rank) the engine exchanges for real —
+// Ulysses all-to-alls of the heads, Ring attention passing K/V around with a log-sum-exp
+// merge, tensor-parallel all-reduces, the CFG branches gathered for the guidance step, data-
+// parallel prompts — and every rank ends with the model's output for every prompt. Over
+// NCCL the tensors move in device memory; over MPI they are staged through the host (which
+// is how several ranks share one GPU).
 #ifndef DITUNE_EXECUTOR_ENGINE_H_
 #define DITUNE_EXECUTOR_ENGINE_H_
 
@@ -20,6 +26,7 @@
 #include "core/parallel_config.h"
 #include "core/workload.h"
 #include "costmodels/dit_ops.h"
+#include "executor/comm.h"
 #include "executor/kernels.h"
 #include "executor/tensor.h"
 
@@ -35,6 +42,8 @@ struct EngineWork {
   int prompts = 1;        // prompts this rank serves
   int branches = 1;       // CFG branches it computes per prompt (steady.batch = prompts x branches)
   bool exact = false;     // one device, one patch: the output is the model's
+  ParallelConfig config;  // the plan, and this rank of it
+  int rank = 0;
 };
 
 // Rank `rank`'s work under `config` (which must have passed ValidateConfig).
@@ -55,6 +64,7 @@ struct EngineOptions {
 
 struct EngineResult {
   std::vector<Mat> latents;           // exact runs: every prompt's final latent (tokens x C p^2)
+  double comm_seconds = 0;            // host time in this rank's transfers (real multi-rank runs)
   std::vector<double> step_seconds;   // device time of each denoising step
   double dit_seconds = 0;             // device time of the denoising loop
   int64_t peak_bytes = 0;             // the device's memory high-water mark
@@ -63,9 +73,12 @@ struct EngineResult {
 class DitEngine {
  public:
   // Loads this rank's weights onto `kernels`' device (which must outlive the engine).
+  // `world`, when given for a multi-rank plan, has the plan's size and work.rank as its rank;
+  // the engine splits it into the groups of every dimension (collective: every rank creates
+  // its engine) and exchanges for real. PipeFusion and DistriFusion run only emulated.
   static StatusOr<std::unique_ptr<DitEngine>> Create(const ModelSpec& model, const Workload& workload,
                                                      const EngineWork& work, Kernels* kernels,
-                                                     const EngineOptions& options);
+                                                     const EngineOptions& options, Comm* world = nullptr);
   ~DitEngine();
 
   // One whole denoising loop (text embeddings and initial noise from the seed). The first

@@ -9,7 +9,13 @@ namespace ditune::exec {
 StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workload& workload,
                                            const ParallelConfig& config, const EngineRunOptions& options) {
   if (options.iters < 1 || options.warmup < 0) return Status::InvalidArgument("iters must be >= 1 and warmup >= 0");
-  DITUNE_ASSIGN_OR_RETURN(EngineWork work, EngineWorkFor(model, workload, config, options.rank));
+  Comm* world = options.world != nullptr && config.world_size() > 1 ? options.world : nullptr;
+  if (world != nullptr && world->size() != config.world_size()) {
+    return Status::InvalidArgument(fmt::format("'{}' needs {} ranks; {} were launched", Label(config),
+                                               config.world_size(), world->size()));
+  }
+  const int rank = world != nullptr ? world->rank() : options.rank;
+  DITUNE_ASSIGN_OR_RETURN(EngineWork work, EngineWorkFor(model, workload, config, rank));
   const std::string device_backend = options.kernels == "ref" ? "cpu" : options.kernels;
   DITUNE_ASSIGN_OR_RETURN(auto device, CreateDevice(device_backend));
   // Headroom for what the engine does not count: the GEMM library's workspace and plans, the
@@ -19,23 +25,47 @@ StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workloa
   if (need > device->props().memory_bytes) {
     return Status::InvalidArgument(fmt::format(
         "{} at {}x{} (rank {} of '{}') needs about {:.1f} GB on the device; {} has {:.1f} GB", model.id,
-        workload.height, workload.width, options.rank, Label(config), need / 1e9, device->props().name,
+        workload.height, workload.width, rank, Label(config), need / 1e9, device->props().name,
         device->props().memory_bytes / 1e9));
   }
   DITUNE_ASSIGN_OR_RETURN(auto kernels, CreateKernels(options.kernels, device.get()));
-  DITUNE_ASSIGN_OR_RETURN(auto engine, DitEngine::Create(model, workload, work, kernels.get(), options.engine));
+  DITUNE_ASSIGN_OR_RETURN(auto engine,
+                          DitEngine::Create(model, workload, work, kernels.get(), options.engine, world));
+  Comm* host = world != nullptr ? world->host() : nullptr;
   EngineRunResult r;
   r.device_name = device->props().name;
   r.work = work;
   r.weight_bytes = engine->weight_bytes();
   for (int i = 0; i < options.warmup; ++i) DITUNE_RETURN_IF_ERROR(engine->Generate().status());
-  std::vector<double> loops, steps;
+  std::vector<double> loops, steps, comms;
   for (int i = 0; i < options.iters; ++i) {
+    if (host != nullptr) DITUNE_RETURN_IF_ERROR(host->Barrier());  // every rank starts together
     DITUNE_ASSIGN_OR_RETURN(EngineResult g, engine->Generate());
     loops.push_back(g.dit_seconds);
+    comms.push_back(g.comm_seconds);
     steps.insert(steps.end(), g.step_seconds.begin(), g.step_seconds.end());
     if (i + 1 == options.iters) r.latents = std::move(g.latents);
     r.peak_bytes = std::max(r.peak_bytes, g.peak_bytes);
+  }
+  if (host != nullptr) {
+    // Every rank's loops; an iteration lasts as long as its slowest rank.
+    const int n = host->size(), iters = options.iters;
+    std::vector<float> mine(loops.begin(), loops.end()), all(static_cast<size_t>(n * iters));
+    DITUNE_RETURN_IF_ERROR(host->AllGather(mine.data(), all.data(), mine.size()));
+    double fastest = 0, slowest = 0;
+    for (int q = 0; q < n; ++q) {
+      std::vector<double> own(all.begin() + q * iters, all.begin() + (q + 1) * iters);
+      std::sort(own.begin(), own.end());
+      r.rank_median_s.push_back(own[own.size() / 2]);
+      fastest = q == 0 ? own[own.size() / 2] : std::min(fastest, own[own.size() / 2]);
+      slowest = std::max(slowest, own[own.size() / 2]);
+    }
+    r.spread = fastest > 0 ? slowest / fastest - 1 : 0;
+    for (int i = 0; i < iters; ++i) {
+      for (int q = 0; q < n; ++q) loops[i] = std::max(loops[i], static_cast<double>(all[q * iters + i]));
+    }
+    std::sort(comms.begin(), comms.end());
+    r.comm_median_s = comms[comms.size() / 2];
   }
   std::sort(loops.begin(), loops.end());
   std::sort(steps.begin(), steps.end());

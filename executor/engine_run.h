@@ -1,7 +1,9 @@
-// Measured runs of the DiT engine on one device (the cuda kernels on a GPU, or the ref
-// kernels on the host): the whole model on one device, or exactly one rank's share of a
-// multi-device plan with its transfers left out (--emulate-rank). Warm-up iterations first,
-// then timed ones with device events; median, p10 and p90 over the iterations.
+// Measured runs of the DiT engine (the cuda kernels on a GPU, or the ref kernels on the
+// host): the whole model on one device; exactly one rank's share of a multi-device plan with
+// its transfers left out (--emulate-rank); or every rank of the plan, one process each,
+// exchanging for real over a world communicator. Warm-up iterations first, then timed ones
+// with device events, the ranks aligned by a barrier before each; an iteration's latency is
+// its slowest rank's; median, p10 and p90 over the iterations.
 #ifndef DITUNE_EXECUTOR_ENGINE_RUN_H_
 #define DITUNE_EXECUTOR_ENGINE_RUN_H_
 
@@ -17,7 +19,8 @@ namespace ditune::exec {
 
 struct EngineRunOptions {
   std::string kernels = "cuda";  // "cuda" or "ref"
-  int rank = 0;                  // the rank of `config` to run (0 for one device)
+  int rank = 0;                  // the rank of `config` to run (0 for one device; the world's rank with one)
+  Comm* world = nullptr;         // every rank at once: a world of the plan's size (MPI or NCCL)
   int warmup = 1;
   int iters = 3;
   EngineOptions engine;
@@ -27,7 +30,10 @@ struct EngineRunResult {
   std::string device_name;     // the device's own name (e.g. "NVIDIA H100 80GB HBM3")
   EngineWork work;
   double median_s = 0, p10_s = 0, p90_s = 0;  // the denoising loop, device time
-  double step_median_s = 0;    // median step of the timed iterations
+  double step_median_s = 0;    // median step of the timed iterations (this rank)
+  std::vector<double> rank_median_s;  // across ranks: every rank's own median loop
+  double spread = 0;           // across ranks: slowest / fastest rank median - 1
+  double comm_median_s = 0;    // across ranks: this rank's host time in transfers, median
   int iters = 0;
   int64_t weight_bytes = 0;
   int64_t peak_bytes = 0;

@@ -61,6 +61,27 @@ struct AttentionArgs {
   int64_t q_batch_stride = 0, k_batch_stride = 0, v_batch_stride = 0, o_batch_stride = 0;
   int heads = 0;
   int head_dim = 0;
+  // Optional (f32): the log-sum-exp of each row's scaled scores, ln sum_j exp(q.k_j /
+  // sqrt(head_dim)), at lse[(i heads + h) q_rows + r] — what MergeAttention needs to combine
+  // attention over separate key blocks (Ring attention).
+  float* lse = nullptr;
+};
+
+// Combines attention over two disjoint key sets of the same queries: (o, lse) over set A and
+// (o2, lse2) over set B become (o, lse) over A and B:
+//   lse' = ln(e^lse + e^lse2),  o' = e^(lse - lse') o + e^(lse2 - lse') o2.
+// Layouts as AttentionArgs' o and lse (o: bf16 rows of ldo, sequence i at i o_batch_stride).
+struct AttentionMergeArgs {
+  void* o = nullptr;
+  int64_t ldo = 0, o_batch_stride = 0;
+  float* lse = nullptr;
+  const void* o2 = nullptr;
+  int64_t ldo2 = 0, o2_batch_stride = 0;
+  const float* lse2 = nullptr;
+  int64_t q_rows = 0;
+  int batch = 1;
+  int heads = 0;
+  int head_dim = 0;
 };
 
 // y = LayerNorm(x) (no affine, eps 1e-6) * (1 + scale) + shift per row; shift and scale are
@@ -89,6 +110,7 @@ class Kernels {
 
   virtual Status Gemm(const GemmArgs& args) = 0;
   virtual Status Attention(const AttentionArgs& args) = 0;
+  virtual Status MergeAttention(const AttentionMergeArgs& args) = 0;
   virtual Status NormModulate(const NormArgs& args) = 0;
   // x (rows x cols, ldx) += gate (f32, per column; null: 1) * y (ldy). bf16.
   virtual Status GatedResidual(void* x, int64_t ldx, const float* gate, const void* y, int64_t ldy, int64_t rows,

@@ -78,11 +78,27 @@ class NcclComm : public Comm {
       return Sync();
     });
   }
+  Status AllReduceSumBf16(void* data, size_t count) override {
+    return Checked([&]() -> Status {
+      NCCL_OK(ncclAllReduce(data, data, count, ncclBfloat16, ncclSum, comm_, stream_));
+      return Sync();
+    });
+  }
   StatusOr<std::unique_ptr<Request>> Isend(const float* data, size_t count, int peer, int) override {
     return P2p([&] { return ncclSend(data, count, ncclFloat32, peer, comm_, stream_); });
   }
   StatusOr<std::unique_ptr<Request>> Irecv(float* data, size_t count, int peer, int) override {
     return P2p([&] { return ncclRecv(data, count, ncclFloat32, peer, comm_, stream_); });
+  }
+  StatusOr<std::unique_ptr<Request>> SendRecv(const float* send, size_t send_count, int to, float* recv,
+                                              size_t recv_count, int from, int) override {
+    return P2p([&] {
+      ncclResult_t r = ncclGroupStart();
+      if (r == ncclSuccess) r = ncclSend(send, send_count, ncclFloat32, to, comm_, stream_);
+      if (r == ncclSuccess) r = ncclRecv(recv, recv_count, ncclFloat32, from, comm_, stream_);
+      const ncclResult_t end = ncclGroupEnd();
+      return r != ncclSuccess ? r : end;
+    });
   }
   Status Barrier() override {
     float* one = nullptr;

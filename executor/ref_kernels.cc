@@ -2,6 +2,7 @@
 // after every kernel like a GPU's, fp32 math (Eigen). Every access is checked against the
 // cpu device's live buffers, so an engine indexing bug fails here, on any machine, with the
 // call and the sizes named. Slow by design: for tests and tiny models.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -85,14 +86,61 @@ class RefKernels : public Kernels {
     DITUNE_RETURN_IF_ERROR(Check("attention K", a.k, a.kv_rows, w, a.ldk, a.batch, a.k_batch_stride, 2));
     DITUNE_RETURN_IF_ERROR(Check("attention V", a.v, a.kv_rows, w, a.ldv, a.batch, a.v_batch_stride, 2));
     DITUNE_RETURN_IF_ERROR(Check("attention O", a.o, a.q_rows, w, a.ldo, a.batch, a.o_batch_stride, 2));
+    if (a.lse != nullptr) {
+      DITUNE_RETURN_IF_ERROR(Check("attention lse", a.lse, 1, static_cast<int64_t>(a.batch) * a.heads * a.q_rows,
+                                   static_cast<int64_t>(a.batch) * a.heads * a.q_rows, 1, 0, 4));
+    }
     for (int i = 0; i < a.batch; ++i) {
       const Mat q = Load(a.q, a.q_rows, w, a.ldq, i * a.q_batch_stride);
       const Mat k = Load(a.k, a.kv_rows, w, a.ldk, i * a.k_batch_stride);
       const Mat v = Load(a.v, a.kv_rows, w, a.ldv, i * a.v_batch_stride);
-      Store(exec::Attention(q, k, v, a.heads, a.head_dim), a.o, a.ldo, i * a.o_batch_stride);
+      OnlineSoftmax state(a.q_rows, a.heads, a.head_dim);
+      state.Add(q, k, v);
+      Store(state.Finish(), a.o, a.ldo, i * a.o_batch_stride);
+      if (a.lse != nullptr) {
+        // m is the running maximum of the scaled scores, l the sum of exp(score - m).
+        for (int h = 0; h < a.heads; ++h) {
+          for (int64_t r = 0; r < a.q_rows; ++r) {
+            a.lse[(static_cast<int64_t>(i) * a.heads + h) * a.q_rows + r] = state.m(r, h) + std::log(state.l(r, h));
+          }
+        }
+      }
     }
     counts_.attention_flops += 4.0 * a.batch * a.q_rows * a.kv_rows * w;
     ++counts_.attentions;
+    return Status::Ok();
+  }
+
+  Status MergeAttention(const AttentionMergeArgs& a) override {
+    if (a.heads < 1 || a.head_dim < 1 || a.batch < 1 || a.q_rows < 0) {
+      return Status::InvalidArgument(fmt::format("attention merge: heads {} head_dim {} batch {} q_rows {}", a.heads,
+                                                 a.head_dim, a.batch, a.q_rows));
+    }
+    const int64_t w = static_cast<int64_t>(a.heads) * a.head_dim;
+    if (a.q_rows == 0) return Status::Ok();
+    const int64_t n = static_cast<int64_t>(a.batch) * a.heads * a.q_rows;
+    DITUNE_RETURN_IF_ERROR(Check("attention merge O", a.o, a.q_rows, w, a.ldo, a.batch, a.o_batch_stride, 2));
+    DITUNE_RETURN_IF_ERROR(Check("attention merge O2", a.o2, a.q_rows, w, a.ldo2, a.batch, a.o2_batch_stride, 2));
+    DITUNE_RETURN_IF_ERROR(Check("attention merge lse", a.lse, 1, n, n, 1, 0, 4));
+    DITUNE_RETURN_IF_ERROR(Check("attention merge lse2", a.lse2, 1, n, n, 1, 0, 4));
+    for (int i = 0; i < a.batch; ++i) {
+      Mat o = Load(a.o, a.q_rows, w, a.ldo, i * a.o_batch_stride);
+      const Mat o2 = Load(a.o2, a.q_rows, w, a.ldo2, i * a.o2_batch_stride);
+      for (int h = 0; h < a.heads; ++h) {
+        for (int64_t r = 0; r < a.q_rows; ++r) {
+          float& l1 = a.lse[(static_cast<int64_t>(i) * a.heads + h) * a.q_rows + r];
+          const float l2 = a.lse2[(static_cast<int64_t>(i) * a.heads + h) * a.q_rows + r];
+          const float mx = std::max(l1, l2);
+          const float lse = mx + std::log(std::exp(l1 - mx) + std::exp(l2 - mx));
+          const float w1 = std::exp(l1 - lse), w2 = std::exp(l2 - lse);
+          auto row = o.block(r, static_cast<int64_t>(h) * a.head_dim, 1, a.head_dim);
+          row = w1 * row + w2 * o2.block(r, static_cast<int64_t>(h) * a.head_dim, 1, a.head_dim);
+          l1 = lse;
+        }
+      }
+      Store(o, a.o, a.ldo, i * a.o_batch_stride);
+    }
+    ++counts_.elementwise;
     return Status::Ok();
   }
 

@@ -61,6 +61,7 @@ Status Gemm(Device* device, const GemmArgs& args);
 Status Attention(Device* device, const AttentionArgs& args);
 // The simple fused kernel only, whatever the environment says (for tests and comparisons).
 Status SimpleAttention(Device* device, const AttentionArgs& args);
+Status MergeAttention(Device* device, const AttentionMergeArgs& args);
 Status NormModulate(Device* device, const NormArgs& args);
 Status GatedResidual(Device* device, void* x_bf16, int64_t ldx, const float* gate, const void* y_bf16, int64_t ldy,
                      int64_t rows, int64_t cols);

@@ -22,6 +22,7 @@ class CudaKernels final : public Kernels {
 
   Status Gemm(const GemmArgs& args) override { return cuda::Gemm(device_, args); }
   Status Attention(const AttentionArgs& args) override { return cuda::Attention(device_, args); }
+  Status MergeAttention(const AttentionMergeArgs& args) override { return cuda::MergeAttention(device_, args); }
   Status NormModulate(const NormArgs& args) override { return cuda::NormModulate(device_, args); }
   Status GatedResidual(void* x, int64_t ldx, const float* gate, const void* y, int64_t ldy, int64_t rows,
                        int64_t cols) override {

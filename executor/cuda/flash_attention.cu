@@ -199,7 +199,7 @@ __device__ __forceinline__ void LoadTile(bf16* dst, const bf16* src, int64_t ld,
 template <int D>
 __global__ void __launch_bounds__(FlashConfig<D>::kThreads, FlashConfig<D>::kMinBlocksPerSm)
     FlashAttentionKernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
-                         bf16* __restrict__ o, int64_t ldq, int64_t ldk, int64_t ldv, int64_t ldo, int64_t q_rows,
+                         bf16* __restrict__ o, float* __restrict__ lse, int64_t ldq, int64_t ldk, int64_t ldv, int64_t ldo, int64_t q_rows,
                          int64_t kv_rows, int64_t q_batch_stride, int64_t k_batch_stride, int64_t v_batch_stride,
                          int64_t o_batch_stride, float scale_log2) {
   using C = FlashConfig<D>;
@@ -378,15 +378,25 @@ __global__ void __launch_bounds__(FlashConfig<D>::kThreads, FlashConfig<D>::kMin
   CpAsyncWait<0>();
 
   // O / l, rounded to bf16. Row g: acc_o[i][0..1], row g + 8: acc_o[i][2..3], cols 8i + 2t.
-  float inv[2];
+  float inv[2], total[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float l = row_sum[r];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
+    total[r] = l;
     inv[r] = l > 0.0f ? 1.0f / l : 0.0f;  // l >= 1 (the max itself contributes 2^0)
   }
   const int64_t row_g = q0 + warp * 16 + (lane >> 2);
+  if (lse != nullptr && (lane & 3) == 0) {
+    // ln sum_j e^(s_j / sqrt(D)) = row_max / sqrt(D) + ln l (row_max is a raw score).
+    float* const lse_h = lse + (seq * gridDim.y + blockIdx.y) * q_rows;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t row = row_g + 8 * r;
+      if (row < q_rows) lse_h[row] = row_max[r] * (scale_log2 * 0.6931471805599453f) + logf(total[r]);
+    }
+  }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int64_t row = row_g + 8 * r;
@@ -430,7 +440,7 @@ Status Launch(const AttentionArgs& a, cudaStream_t stream) {
   const float scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(D)));
   kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(
       static_cast<const bf16*>(a.q), static_cast<const bf16*>(a.k), static_cast<const bf16*>(a.v),
-      static_cast<bf16*>(a.o), a.ldq, a.ldk, a.ldv, a.ldo, a.q_rows, a.kv_rows, a.q_batch_stride, a.k_batch_stride,
+      static_cast<bf16*>(a.o), a.lse, a.ldq, a.ldk, a.ldv, a.ldo, a.q_rows, a.kv_rows, a.q_batch_stride, a.k_batch_stride,
       a.v_batch_stride, a.o_batch_stride, scale_log2);
   DITUNE_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();

@@ -132,6 +132,27 @@ __global__ void EulerKernel(float* x, bf16* xb, const bf16* pred, int64_t pred_s
   }
 }
 
+// Merge of attention over two key sets: grid.y strides over (sequence, row), grid.x over
+// the heads x head_dim columns; the weights come from the two log-sum-exps of the column's head.
+__global__ void MergeAttentionKernel(bf16* o, int64_t ldo, int64_t o_stride, const bf16* o2, int64_t ldo2,
+                                     int64_t o2_stride, const float* lse, const float* lse2, float* lse_out,
+                                     int64_t q_rows, int64_t batch_rows, int heads, int head_dim) {
+  DITUNE_FOR_EACH_2D(batch_rows, static_cast<int64_t>(heads) * head_dim) {
+    const int64_t seq = r / q_rows, row = r % q_rows;
+    const int64_t h = c / head_dim;
+    const int64_t at = (seq * heads + h) * q_rows + row;
+    const float l1 = lse[at], l2 = lse2[at];
+    const float mx = fmaxf(l1, l2);
+    const float merged = mx + logf(expf(l1 - mx) + expf(l2 - mx));
+    bf16* p = o + seq * o_stride + row * ldo + c;
+    const float v = expf(l1 - merged) * Load(p) + expf(l2 - merged) * Load(o2 + seq * o2_stride + row * ldo2 + c);
+    *p = __float2bfloat16(v);
+    // The first column of each head also records the merged log-sum-exp (in its own array, so
+    // that no thread reads a value another has already replaced).
+    if (c % head_dim == 0) lse_out[at] = merged;
+  }
+}
+
 #undef DITUNE_FOR_EACH_2D
 
 // One warp per head vector (2 heads per row: q then k), grid-stride over the vectors: RMS
@@ -211,6 +232,7 @@ struct AttnParams {
   const bf16* k;
   const bf16* v;
   bf16* o;
+  float* lse;  // optional: per (sequence, head, row), natural log
   int64_t ldq, ldk, ldv, ldo;
   int64_t q_rows, kv_rows;
   int64_t q_batch_stride, k_batch_stride, v_batch_stride, o_batch_stride;
@@ -283,6 +305,10 @@ __global__ void __launch_bounds__(kAttnThreads) SimpleAttentionKernel(AttnParams
     const float inv = 1.0f / l;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) o[row * p.ldo + j * kAttnGroup + g] = __float2bfloat16(acc[j] * inv);
+    if (p.lse != nullptr && g == 0) {
+      // m and the scores are in log2 units: ln sum e^s = ln 2 (m + log2 l).
+      p.lse[(seq * gridDim.y + blockIdx.y) * p.q_rows + row] = 0.6931471805599453f * (m + log2f(l));
+    }
   }
 }
 
@@ -383,6 +409,7 @@ Status LaunchSimpleAttention(CudaDevice* d, const AttentionArgs& a) {
   p.k = static_cast<const bf16*>(a.k);
   p.v = static_cast<const bf16*>(a.v);
   p.o = static_cast<bf16*>(a.o);
+  p.lse = a.lse;
   p.ldq = a.ldq;
   p.ldk = a.ldk;
   p.ldv = a.ldv;
@@ -460,6 +487,7 @@ Status RunAttention(Device* device, const AttentionArgs& args, bool allow_flash)
     c.k = static_cast<const bf16*>(args.k) + first * args.k_batch_stride;
     c.v = static_cast<const bf16*>(args.v) + first * args.v_batch_stride;
     c.o = static_cast<bf16*>(args.o) + first * args.o_batch_stride;
+    if (args.lse != nullptr) c.lse = args.lse + first * args.heads * args.q_rows;
     if (flash) {
       DITUNE_RETURN_IF_ERROR(FlashAttention(c, d->raw_stream()));
     } else {
@@ -613,6 +641,40 @@ Status EulerStep(Device* device, float* x, void* xb, const void* pred, int64_t p
       prompts, count);
   DITUNE_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
+}
+
+Status MergeAttention(Device* device, const AttentionMergeArgs& a) {
+  constexpr const char* kWhat = "attention merge";
+  DITUNE_ASSIGN_OR_RETURN(CudaDevice * d, Current(device));
+  if (a.heads < 1 || a.head_dim < 1 || a.batch < 1 || a.q_rows < 0) {
+    return Status::InvalidArgument(fmt::format("attention merge: heads {} head_dim {} batch {} q_rows {}", a.heads,
+                                               a.head_dim, a.batch, a.q_rows));
+  }
+  if (a.q_rows == 0) return Status::Ok();
+  const int64_t width = static_cast<int64_t>(a.heads) * a.head_dim;
+  DITUNE_RETURN_IF_ERROR(CheckLd(kWhat, "ldo", a.ldo, width));
+  DITUNE_RETURN_IF_ERROR(CheckLd(kWhat, "ldo2", a.ldo2, width));
+  DITUNE_RETURN_IF_ERROR(CheckPointer(kWhat, "o", a.o));
+  DITUNE_RETURN_IF_ERROR(CheckPointer(kWhat, "o2", a.o2));
+  DITUNE_RETURN_IF_ERROR(CheckPointer(kWhat, "lse", a.lse));
+  DITUNE_RETURN_IF_ERROR(CheckPointer(kWhat, "lse2", a.lse2));
+  const int64_t n = static_cast<int64_t>(a.batch) * a.heads * a.q_rows;
+  // The merged log-sum-exps go to a scratch array first, then over lse.
+  float* merged = nullptr;
+  DITUNE_CUDA_CHECK(cudaMallocAsync(&merged, static_cast<size_t>(n) * sizeof(float), d->raw_stream()));
+  const int64_t rows = static_cast<int64_t>(a.batch) * a.q_rows;
+  const int threads = RowThreads(width);
+  MergeAttentionKernel<<<Grid2D(rows, width, threads), threads, 0, d->raw_stream()>>>(
+      static_cast<bf16*>(a.o), a.ldo, a.o_batch_stride, static_cast<const bf16*>(a.o2), a.ldo2, a.o2_batch_stride,
+      a.lse, a.lse2, merged, a.q_rows, rows, a.heads, a.head_dim);
+  Status s = CudaError(cudaGetLastError(), "MergeAttentionKernel", __func__, __FILE__, __LINE__);
+  if (s.ok()) {
+    s = CudaError(cudaMemcpyAsync(a.lse, merged, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                  d->raw_stream()),
+                  "cudaMemcpyAsync", __func__, __FILE__, __LINE__);
+  }
+  DITUNE_CUDA_CHECK(cudaFreeAsync(merged, d->raw_stream()));
+  return s;
 }
 
 Status FillRandom(Device* device, void* data, int64_t count, float stddev, uint64_t seed, uint64_t stream) {

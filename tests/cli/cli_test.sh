@@ -164,7 +164,7 @@ expect engine-ref 0 "DiT \(device time, median of 2\)" -- run --backend ref --mo
 expect engine-ref-emulate 0 "rank 3 of 'ulysses=2,cfg=2' \(its transfers left out\).*|modelled compute of rank 3" -- run \
   --backend ref --model tiny-sd3 --height 128 --width 128 --steps 2 --iters 1 --config ulysses=2,cfg=2 --emulate-rank 3 \
   --gpu h100-sxm5-80gb
-expect engine-needs-one-device 1 "needs 2 devices.*--emulate-rank R \(0 to 1\)" -- run --backend ref --model tiny-flux \
+expect engine-needs-mpirun 2 "needs 2 ranks: launch .mpirun -np 2.*--emulate-rank R \(0 to 1\)" -- run --backend ref --model tiny-flux \
   --steps 2 --config ulysses=2
 expect engine-bad-rank 2 "ranks 0 to 1" -- run --backend ref --model tiny-flux --steps 2 --config ulysses=2 --emulate-rank 2
 expect engine-bad-backend 2 "--backend 'tpu': valid: cpu, cuda, ref" -- run --backend tpu --model tiny-flux --config ""

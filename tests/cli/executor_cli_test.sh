@@ -31,6 +31,19 @@ expect run-too-big 2 "refused before allocating" -- "$bin" run --model stepvideo
 expect emulate-rank 0 "rank 3 of 'ulysses=2,cfg=2' emulated on one process: compute .* \+ communication .* \(modelled over nvlink4\)" \
   -- "$bin" run --model tiny-pixart --steps 2 --iters 1 --config ulysses=2,cfg=2 --emulate-rank 3 --gpu h100-sxm5-80gb --gpus 4
 expect emulate-bad-rank 2 "ranks 0 to 1" -- "$bin" run --model tiny-pixart --steps 2 --config ulysses=2 --emulate-rank 5
+# The DiT engine across ranks (ref kernels, MPI staged through the host).
+expect engine-ranks 0 "ranks' medians: [0-9.]+, [0-9.]+ s \(spread" -- "${mpirun2[@]}" "$bin" run \
+  --backend ref --model tiny-sd3 --steps 2 --iters 2 --config ulysses=2
+expect engine-ranks-json 0 '"rank_median_s"' -- "${mpirun2[@]}" "$bin" run --backend ref --model tiny-flux --steps 2 \
+  --iters 1 --config tp=2 --json
+expect engine-ranks-nccl-ref 2 "--comm nccl moves GPU memory" -- "${mpirun2[@]}" "$bin" run --backend ref --comm nccl \
+  --model tiny-sd3 --steps 2 --config ulysses=2
+expect engine-ranks-bad-comm 2 "--comm 'gloo': valid: mpi, nccl" -- "${mpirun2[@]}" "$bin" run --backend ref \
+  --comm gloo --model tiny-sd3 --steps 2 --config ulysses=2
+expect engine-ranks-pipefusion 1 "PipeFusion and DistriFusion one rank at a time" -- "${mpirun2[@]}" "$bin" run \
+  --backend ref --model tiny-pixart --steps 2 --config pipefusion=2
+expect engine-ranks-wrong-size 2 "needs 4 ranks; 2 were launched" -- "${mpirun2[@]}" "$bin" run --backend ref \
+  --model tiny-pixart --steps 2 --config ulysses=4
 expect calibrate-compute 0 "cpu/cpu/gemm" -- "$bin" calibrate compute --reps 2
 expect calibrate-comm 0 "all_to_all +1024 " -- "${mpirun2[@]}" "$bin" calibrate comm --iters 3
 expect calibrate-comm-one-rank 2 "needs at least 2 ranks" -- "$bin" calibrate comm

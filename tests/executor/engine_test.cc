@@ -166,3 +166,85 @@ TEST(RefKernelsTest, AnAccessOutsideItsBufferIsAnError) {
 
 }  // namespace
 }  // namespace ditune::exec
+
+namespace ditune::exec {
+namespace {
+
+// Attention over keys A then B, merged by the log-sum-exps, equals attention over A and B at
+// once (what Ring attention relies on); the log-sum-exp is the row's ln sum e^(q.k/sqrt d).
+TEST(RefKernelsTest, AttentionOverTwoKeyBlocksMergesToTheWhole) {
+  auto dev = NewCpuDevice();
+  auto k = CreateKernels("ref", dev.get());
+  ASSERT_TRUE(k.ok());
+  const int heads = 2, d = 16, batch = 2;
+  const int64_t q_rows = 5, ka = 7, kb = 9, w = heads * d;
+  const Mat q = RandomMat(batch * q_rows, w, 1.0f, 7, 1), kv = RandomMat(batch * (ka + kb), 2 * w, 1.0f, 7, 2);
+  auto up = [&](const Mat& m) {
+    auto b = dev->Alloc(m.size() * 2);
+    EXPECT_TRUE((*k)->UploadBf16(m.data(), (*b)->data(), m.size()).ok());
+    return std::move(*b);
+  };
+  auto qb = up(q), kvb = up(kv);
+  auto whole = dev->Alloc(batch * q_rows * w * 2), part = dev->Alloc(batch * q_rows * w * 2),
+       part2 = dev->Alloc(batch * q_rows * w * 2);
+  auto lse = dev->Alloc(batch * heads * q_rows * 4), lse2 = dev->Alloc(batch * heads * q_rows * 4),
+       lse_whole = dev->Alloc(batch * heads * q_rows * 4);
+  auto attend = [&](int64_t key0, int64_t keys, void* o, void* l) {
+    AttentionArgs a;
+    a.q = qb->data();
+    a.ldq = w;
+    a.q_batch_stride = q_rows * w;
+    a.k = static_cast<char*>(kvb->data()) + key0 * 2 * w * 2;
+    a.v = static_cast<char*>(kvb->data()) + (key0 * 2 * w + w) * 2;
+    a.ldk = a.ldv = 2 * w;
+    a.k_batch_stride = a.v_batch_stride = (ka + kb) * 2 * w;
+    a.o = o;
+    a.ldo = w;
+    a.o_batch_stride = q_rows * w;
+    a.q_rows = q_rows;
+    a.kv_rows = keys;
+    a.batch = batch;
+    a.heads = heads;
+    a.head_dim = d;
+    a.lse = static_cast<float*>(l);
+    return (*k)->Attention(a);
+  };
+  ASSERT_TRUE(attend(0, ka + kb, (*whole)->data(), (*lse_whole)->data()).ok());
+  ASSERT_TRUE(attend(0, ka, (*part)->data(), (*lse)->data()).ok());
+  ASSERT_TRUE(attend(ka, kb, (*part2)->data(), (*lse2)->data()).ok());
+  AttentionMergeArgs m;
+  m.o = (*part)->data();
+  m.ldo = m.ldo2 = w;
+  m.o_batch_stride = m.o2_batch_stride = q_rows * w;
+  m.lse = static_cast<float*>((*lse)->data());
+  m.o2 = (*part2)->data();
+  m.lse2 = static_cast<float*>((*lse2)->data());
+  m.q_rows = q_rows;
+  m.batch = batch;
+  m.heads = heads;
+  m.head_dim = d;
+  ASSERT_TRUE((*k)->MergeAttention(m).ok());
+  Mat got(batch * q_rows, w), want(batch * q_rows, w);
+  ASSERT_TRUE((*k)->DownloadBf16((*part)->data(), got.data(), got.size()).ok());
+  ASSERT_TRUE((*k)->DownloadBf16((*whole)->data(), want.data(), want.size()).ok());
+  EXPECT_LE(MaxRelativeError(got, want), 1e-2);
+  const auto* l = static_cast<const float*>((*lse)->data());
+  const auto* lw = static_cast<const float*>((*lse_whole)->data());
+  for (int64_t i = 0; i < batch * heads * q_rows; ++i) EXPECT_NEAR(l[i], lw[i], 1e-3) << i;
+  // The first sequence's head 1, row 3 by hand (bf16-rounded inputs).
+  Mat qr(1, d), kr(ka + kb, d);
+  ASSERT_TRUE((*k)->DownloadBf16(static_cast<char*>(qb->data()) + (3 * w + d) * 2, qr.data(), d).ok());
+  double sum = 0;
+  for (int64_t j = 0; j < ka + kb; ++j) {
+    Mat row(1, d);
+    ASSERT_TRUE((*k)->DownloadBf16(static_cast<char*>(kvb->data()) + (j * 2 * w + d) * 2, row.data(), d).ok());
+    sum += std::exp(static_cast<double>((qr * row.transpose())(0, 0)) / std::sqrt(static_cast<double>(d)));
+  }
+  EXPECT_NEAR(lw[(0 * heads + 1) * q_rows + 3], std::log(sum), 1e-4);
+  // A log-sum-exp array too short for the rows is refused like any other access.
+  auto short_lse = dev->Alloc(4);
+  EXPECT_FALSE(attend(0, ka, (*part)->data(), (*short_lse)->data()).ok());
+}
+
+}  // namespace
+}  // namespace ditune::exec

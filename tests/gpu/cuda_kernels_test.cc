@@ -579,3 +579,77 @@ TEST_F(CudaKernelsIfaceTest, EulerStepWithAndWithoutGuidance) {
 
 }  // namespace
 }  // namespace ditune::exec
+
+namespace ditune::exec {
+namespace {
+
+// The log-sum-exp both attention kernels write (Ring attention's merge weights) equals the
+// host's ln sum e^(q.k / sqrt d) of the bf16 inputs, and merging the attention over two key
+// blocks gives the attention over both.
+TEST_F(CudaKernelsIfaceTest, AttentionLogSumExpAndMerge) {
+  for (int d : {16, 64, 72, 88, 128}) {
+    const int heads = 3, batch = 2;
+    const int64_t h = static_cast<int64_t>(heads) * d, sq = 77, ka = 64, kb = 86, skv = ka + kb;
+    const Mat q = Bf16(RandomMat(batch * sq, h, 1.0f, 46, d)), kv = Bf16(RandomMat(batch * skv, 2 * h, 1.0f, 47, d));
+    auto dq = Up(q), dkv = Up(kv);
+    const int64_t n_lse = batch * heads * sq;
+    for (int path = 0; path < 2; ++path) {  // the Kernels (FlashAttention where it applies), the simple kernel
+      auto whole = Alloc(batch * sq * h * 2), pa = Alloc(batch * sq * h * 2), pb = Alloc(batch * sq * h * 2);
+      auto lw = Alloc(n_lse * 4), la = Alloc(n_lse * 4), lb = Alloc(n_lse * 4);
+      auto attend = [&](int64_t key0, int64_t keys, Buffer* o, Buffer* l) {
+        AttentionArgs a;
+        a.q = dq->data();
+        a.ldq = h;
+        a.q_batch_stride = sq * h;
+        a.k = ElementPtr(dkv.get(), key0 * 2 * h);
+        a.v = ElementPtr(dkv.get(), key0 * 2 * h + h);
+        a.ldk = a.ldv = 2 * h;
+        a.k_batch_stride = a.v_batch_stride = skv * 2 * h;
+        a.o = o->data();
+        a.ldo = h;
+        a.o_batch_stride = sq * h;
+        a.q_rows = sq;
+        a.kv_rows = keys;
+        a.batch = batch;
+        a.heads = heads;
+        a.head_dim = d;
+        a.lse = static_cast<float*>(l->data());
+        return path == 0 ? k_->Attention(a) : cuda::SimpleAttention(dev_.get(), a);
+      };
+      ASSERT_TRUE(attend(0, skv, whole.get(), lw.get()).ok()) << "d " << d << " path " << path;
+      ASSERT_TRUE(attend(0, ka, pa.get(), la.get()).ok());
+      ASSERT_TRUE(attend(ka, kb, pb.get(), lb.get()).ok());
+      AttentionMergeArgs m;
+      m.o = pa->data();
+      m.ldo = m.ldo2 = h;
+      m.o_batch_stride = m.o2_batch_stride = sq * h;
+      m.lse = static_cast<float*>(la->data());
+      m.o2 = pb->data();
+      m.lse2 = static_cast<const float*>(lb->data());
+      m.q_rows = sq;
+      m.batch = batch;
+      m.heads = heads;
+      m.head_dim = d;
+      ASSERT_TRUE(k_->MergeAttention(m).ok());
+      ASSERT_TRUE(Sync().ok());
+      EXPECT_LE(MaxRelativeError(Down(pa.get(), batch * sq, h), Down(whole.get(), batch * sq, h)), 2e-2)
+          << "d " << d << " path " << path;
+      const Mat got_whole = DownF32(lw.get(), 1, n_lse), got_merged = DownF32(la.get(), 1, n_lse);
+      for (int i = 0; i < batch; ++i) {
+        OnlineSoftmax s(sq, heads, d);
+        s.Add(q.middleRows(i * sq, sq), kv.middleRows(i * skv, skv).leftCols(h), kv.middleRows(i * skv, skv).rightCols(h));
+        for (int hh = 0; hh < heads; ++hh) {
+          for (int64_t r = 0; r < sq; ++r) {
+            const double want = s.m(r, hh) + std::log(s.l(r, hh));
+            const int64_t at = (i * heads + hh) * sq + r;
+            ASSERT_NEAR(got_whole(0, at), want, 2e-3 * std::max(1.0, std::abs(want))) << "d " << d << " path " << path;
+            ASSERT_NEAR(got_merged(0, at), want, 2e-3 * std::max(1.0, std::abs(want))) << "d " << d << " path " << path;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ditune::exec

@@ -27,3 +27,23 @@ if command -v compute-sanitizer >/dev/null || [[ -x /usr/local/cuda/bin/compute-
 fi
 echo "== kernel throughput"
 build-gpu/bench/bench_cuda | tee "$out/bench_cuda.txt"
+# The engine across ranks on the GPU: two and four processes share it, MPI staging the
+# transfers through the host; each rank's gathered output against the one-GPU run. Needs MPI
+# on the machine (skipped otherwise); NCCL needs one GPU per rank.
+if command -v mpirun >/dev/null; then
+  echo "== engine across ranks (cuda kernels, MPI)"
+  cmake -S . -B build-gpu-mpi -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${arch:-90}" \
+    -DDITUNE_GPU_TESTS=ON >"$out/configure-mpi.log" 2>&1 &&
+    cmake --build build-gpu-mpi -j "$(nproc)" --target engine_mpi_test >"$out/build-mpi.log" 2>&1 || {
+      echo "MPI build failed (see build-mpi.log)"; tail -5 "$out/build-mpi.log"; }
+  if [[ -x build-gpu-mpi/tests/engine_mpi_test ]]; then
+    for np in 2 4; do
+      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 DITUNE_ENGINE_KERNELS=cuda \
+        mpirun -np $np --oversubscribe build-gpu-mpi/tests/engine_mpi_test --gtest_filter="Engine$np.*" \
+        >"$out/engine_mpi_$np.log" 2>&1
+      echo "$np ranks: exit $? — $(grep -E 'PASSED|FAILED' "$out/engine_mpi_$np.log" | sort -u | tr '\n' ' ')"
+    done
+  fi
+else
+  echo "== engine across ranks: no mpirun on this machine, skipped"
+fi

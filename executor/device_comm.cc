@@ -1,0 +1,134 @@
+#include "executor/device_comm.h"
+
+#include <chrono>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace ditune::exec {
+namespace {
+
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Adds the time from construction to destruction to a counter.
+class Timed {
+ public:
+  explicit Timed(double* total) : total_(total), start_(Now()) {}
+  ~Timed() { *total_ += Now() - start_; }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  double* total_;
+  double start_;
+};
+
+// A staged ring shift: the host buffers live until Wait(), which then uploads what arrived.
+class StagedShift : public Request {
+ public:
+  StagedShift(Kernels* k, void* dst, std::vector<float> out, std::vector<float> in, double* seconds)
+      : k_(k), dst_(dst), out_(std::move(out)), in_(std::move(in)), seconds_(seconds) {}
+  void Start(std::unique_ptr<Request> r) { inner_ = std::move(r); }
+  float* out() { return out_.data(); }
+  float* in() { return in_.data(); }
+  Status Wait() override {
+    Timed t(seconds_);
+    if (inner_ == nullptr) return Status::Ok();
+    DITUNE_RETURN_IF_ERROR(inner_->Wait());
+    inner_.reset();
+    return k_->UploadBf16(in_.data(), dst_, static_cast<int64_t>(in_.size()));
+  }
+
+ private:
+  Kernels* k_;
+  void* dst_;
+  std::vector<float> out_, in_;
+  double* seconds_;
+  std::unique_ptr<Request> inner_;
+};
+
+// A direct ring shift: completes the communicator's request under the timer.
+class TimedRequest : public Request {
+ public:
+  TimedRequest(std::unique_ptr<Request> r, double* seconds) : inner_(std::move(r)), seconds_(seconds) {}
+  Status Wait() override {
+    Timed t(seconds_);
+    return inner_->Wait();
+  }
+
+ private:
+  std::unique_ptr<Request> inner_;
+  double* seconds_;
+};
+
+}  // namespace
+
+Status DeviceComm::Even(const char* what, int64_t count) const {
+  if (count < 0) return Status::InvalidArgument(fmt::format("{} of {} elements", what, count));
+  if (direct() && count % 2 != 0) {
+    return Status::Internal(fmt::format("{} of {} bf16 elements over {}: device transfers move pairs", what, count,
+                                        comm_->backend()));
+  }
+  return Status::Ok();
+}
+
+Status DeviceComm::AllToAll(const void* send, void* recv, int64_t count) {
+  DITUNE_RETURN_IF_ERROR(Even("all-to-all", count));
+  Timed t(&seconds_);
+  const int64_t n = count * size();
+  if (direct()) {
+    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    return comm_->AllToAll(static_cast<const float*>(send), static_cast<float*>(recv), static_cast<size_t>(count / 2));
+  }
+  std::vector<float> out(static_cast<size_t>(n)), in(static_cast<size_t>(n));
+  DITUNE_RETURN_IF_ERROR(k_->DownloadBf16(send, out.data(), n));
+  DITUNE_RETURN_IF_ERROR(comm_->AllToAll(out.data(), in.data(), static_cast<size_t>(count)));
+  return k_->UploadBf16(in.data(), recv, n);
+}
+
+Status DeviceComm::AllGather(const void* send, void* recv, int64_t count) {
+  DITUNE_RETURN_IF_ERROR(Even("all-gather", count));
+  Timed t(&seconds_);
+  if (direct()) {
+    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    return comm_->AllGather(static_cast<const float*>(send), static_cast<float*>(recv), static_cast<size_t>(count / 2));
+  }
+  std::vector<float> out(static_cast<size_t>(count)), in(static_cast<size_t>(count * size()));
+  DITUNE_RETURN_IF_ERROR(k_->DownloadBf16(send, out.data(), count));
+  DITUNE_RETURN_IF_ERROR(comm_->AllGather(out.data(), in.data(), static_cast<size_t>(count)));
+  return k_->UploadBf16(in.data(), recv, count * size());
+}
+
+Status DeviceComm::AllReduceSum(void* data, int64_t count) {
+  DITUNE_RETURN_IF_ERROR(Even("all-reduce", count));
+  Timed t(&seconds_);
+  if (direct()) {
+    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    return comm_->AllReduceSumBf16(data, static_cast<size_t>(count));
+  }
+  std::vector<float> v(static_cast<size_t>(count));
+  DITUNE_RETURN_IF_ERROR(k_->DownloadBf16(data, v.data(), count));
+  DITUNE_RETURN_IF_ERROR(comm_->AllReduceSum(v.data(), v.size()));
+  return k_->UploadBf16(v.data(), data, count);
+}
+
+StatusOr<std::unique_ptr<Request>> DeviceComm::SendRecv(const void* send, void* recv, int64_t count, int to, int from,
+                                                        int tag) {
+  DITUNE_RETURN_IF_ERROR(Even("ring shift", count));
+  Timed t(&seconds_);
+  if (direct()) {
+    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    DITUNE_ASSIGN_OR_RETURN(auto r, comm_->SendRecv(static_cast<const float*>(send), static_cast<size_t>(count / 2), to,
+                                                    static_cast<float*>(recv), static_cast<size_t>(count / 2), from, tag));
+    return std::unique_ptr<Request>(new TimedRequest(std::move(r), &seconds_));
+  }
+  auto shift = std::make_unique<StagedShift>(k_, recv, std::vector<float>(static_cast<size_t>(count)),
+                                             std::vector<float>(static_cast<size_t>(count)), &seconds_);
+  DITUNE_RETURN_IF_ERROR(k_->DownloadBf16(send, shift->out(), count));
+  DITUNE_ASSIGN_OR_RETURN(auto r, comm_->SendRecv(shift->out(), static_cast<size_t>(count), to, shift->in(),
+                                                  static_cast<size_t>(count), from, tag));
+  shift->Start(std::move(r));
+  return std::unique_ptr<Request>(std::move(shift));
+}
+
+}  // namespace ditune::exec

@@ -1,0 +1,52 @@
+// Transfers of the engine's bf16 device tensors over a Comm (counts in bf16 elements).
+//
+// A communicator on device memory (NCCL) moves the tensors where they are: bf16 pairs as
+// 32-bit words for the data movements (every count even), sums in bf16. Any other
+// communicator (MPI) is staged through host memory in fp32 — lossless for bf16 values; the
+// sum is then taken in fp32 and rounded once — which is also how several ranks share one GPU.
+// Every call first drains the kernels' stream, so what a kernel wrote is complete before it
+// moves, and a receive is complete on the device when its call (or its Wait) returns.
+#ifndef DITUNE_EXECUTOR_DEVICE_COMM_H_
+#define DITUNE_EXECUTOR_DEVICE_COMM_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "executor/comm.h"
+#include "executor/kernels.h"
+
+namespace ditune::exec {
+
+class DeviceComm {
+ public:
+  // Neither is owned; both must outlive this.
+  DeviceComm(Comm* comm, Kernels* kernels) : comm_(comm), k_(kernels) {}
+
+  int rank() const { return comm_->rank(); }
+  int size() const { return comm_->size(); }
+  Comm* comm() { return comm_; }
+
+  // Rank i's send[j count ..) goes to rank j's recv[i count ..).
+  Status AllToAll(const void* send, void* recv, int64_t count);
+  // recv = every rank's `count` elements, in rank order.
+  Status AllGather(const void* send, void* recv, int64_t count);
+  // data = the elementwise sum over the ranks.
+  Status AllReduceSum(void* data, int64_t count);
+  // A ring shift (Comm::SendRecv): `recv` holds `from`'s data once Wait() returns.
+  StatusOr<std::unique_ptr<Request>> SendRecv(const void* send, void* recv, int64_t count, int to, int from, int tag);
+
+  // Host seconds spent in this communicator's calls and waits.
+  double seconds() const { return seconds_; }
+
+ private:
+  bool direct() const { return comm_->device_memory(); }
+  Status Even(const char* what, int64_t count) const;
+
+  Comm* comm_;
+  Kernels* k_;
+  double seconds_ = 0;
+};
+
+}  // namespace ditune::exec
+
+#endif  // DITUNE_EXECUTOR_DEVICE_COMM_H_
