@@ -23,7 +23,8 @@ class Timed {
   double start_;
 };
 
-// A staged ring shift: the host buffers live until Wait(), which then uploads what arrived.
+// A staged transfer (ring shift, send or receive): the host buffers live until Wait(), which
+// then uploads what arrived.
 class StagedShift : public Request {
  public:
   StagedShift(Kernels* k, void* dst, std::vector<float> out, std::vector<float> in, double* seconds)
@@ -36,6 +37,7 @@ class StagedShift : public Request {
     if (inner_ == nullptr) return Status::Ok();
     DITUNE_RETURN_IF_ERROR(inner_->Wait());
     inner_.reset();
+    if (dst_ == nullptr || in_.empty()) return Status::Ok();  // a send
     return k_->UploadBf16(in_.data(), dst_, static_cast<int64_t>(in_.size()));
   }
 
@@ -129,6 +131,39 @@ StatusOr<std::unique_ptr<Request>> DeviceComm::SendRecv(const void* send, void* 
                                                   static_cast<size_t>(count), from, tag));
   shift->Start(std::move(r));
   return std::unique_ptr<Request>(std::move(shift));
+}
+
+StatusOr<std::unique_ptr<Request>> DeviceComm::Isend(const void* data, int64_t count, int peer, int tag) {
+  DITUNE_RETURN_IF_ERROR(Even("send", count));
+  Timed t(&seconds_);
+  if (direct()) {
+    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    DITUNE_ASSIGN_OR_RETURN(auto r, comm_->Isend(static_cast<const float*>(data), static_cast<size_t>(count / 2), peer, tag));
+    return std::unique_ptr<Request>(new TimedRequest(std::move(r), &seconds_));
+  }
+  // The host copy is the send buffer: the device data is free at once.
+  auto send = std::make_unique<StagedShift>(k_, nullptr, std::vector<float>(static_cast<size_t>(count)),
+                                            std::vector<float>(), &seconds_);
+  DITUNE_RETURN_IF_ERROR(k_->DownloadBf16(data, send->out(), count));
+  DITUNE_ASSIGN_OR_RETURN(auto r, comm_->Isend(send->out(), static_cast<size_t>(count), peer, tag));
+  send->Start(std::move(r));
+  return std::unique_ptr<Request>(std::move(send));
+}
+
+StatusOr<std::unique_ptr<Request>> DeviceComm::Irecv(void* data, int64_t count, int peer, int tag) {
+  DITUNE_RETURN_IF_ERROR(Even("receive", count));
+  Timed t(&seconds_);
+  if (direct()) {
+    // Kernels still reading `data` must finish before the transfer overwrites it.
+    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    DITUNE_ASSIGN_OR_RETURN(auto r, comm_->Irecv(static_cast<float*>(data), static_cast<size_t>(count / 2), peer, tag));
+    return std::unique_ptr<Request>(new TimedRequest(std::move(r), &seconds_));
+  }
+  auto recv = std::make_unique<StagedShift>(k_, data, std::vector<float>(),
+                                            std::vector<float>(static_cast<size_t>(count)), &seconds_);
+  DITUNE_ASSIGN_OR_RETURN(auto r, comm_->Irecv(recv->in(), static_cast<size_t>(count), peer, tag));
+  recv->Start(std::move(r));
+  return std::unique_ptr<Request>(std::move(recv));
 }
 
 }  // namespace ditune::exec

@@ -35,6 +35,11 @@ class DeviceComm {
   // A ring shift (Comm::SendRecv): `recv` holds `from`'s data once Wait() returns.
   StatusOr<std::unique_ptr<Request>> SendRecv(const void* send, void* recv, int64_t count, int to, int from, int tag);
 
+  // Point to point (PipeFusion's stage hand-offs): `data` may be reused once Wait() returns;
+  // a receive holds `peer`'s data then. Messages between two ranks arrive in order.
+  StatusOr<std::unique_ptr<Request>> Isend(const void* data, int64_t count, int peer, int tag);
+  StatusOr<std::unique_ptr<Request>> Irecv(void* data, int64_t count, int peer, int tag);
+
   // Host seconds spent in this communicator's calls and waits.
   double seconds() const { return seconds_; }
 

@@ -16,6 +16,7 @@ namespace ditune::exec {
 namespace {
 
 constexpr int64_t kBf16 = 2;
+constexpr int kTagActivation = 21, kTagLatent = 22;
 
 // A stable stream id per (block, weight name) for the device-side generator.
 uint64_t WeightStream(int block, const std::string& name) {
@@ -91,6 +92,16 @@ struct DitEngine::Impl {
   std::vector<std::unique_ptr<Comm>> owned_groups;
   std::unique_ptr<DeviceComm> ulysses, ring, tp, cfg;
   int ring_tag = 0;
+  // PipeFusion computed for real (on one device, or across stages): patches attend over
+  // per-block K/V buffers of the whole sequence, fresh for the rows already done this step
+  // and one step stale for the rest; stages hand activations forward (pp_fwd) and the last
+  // stage hands the updated latent rows back to the first (pp_back).
+  bool pipeline = false;
+  int stage = 0, stages = 1;
+  std::unique_ptr<DeviceComm> pp_fwd, pp_back;
+  int cur_block = 0;        // the block being computed (index in this rank's blocks)
+  int64_t patch_row0 = 0;   // the first image row of the patch being computed
+  bool exact = false;       // this rank ends with the model's output
   // Where this forward's rows sit in the whole sequence: the first text row (split text) and
   // the position of the first image row (after the whole text).
   int64_t text_row0 = 0, image_pos0 = 0;
@@ -615,7 +626,18 @@ struct DitEngine::Impl {
     DITUNE_ASSIGN_OR_RETURN(void* y, Scratch("y", rows * H * kBf16));
     DITUNE_RETURN_IF_ERROR(Norm(X, H, h, H, rows, H, mod, mod + H));
     DITUNE_RETURN_IF_ERROR(Mm(h, H, 0, bw.p("wqkv"), 3 * Hl, qkv, 3 * Hl, 0, rows, H, 3 * Hl, 1));
-    DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkv, 3 * Hl, x.ni * 3 * Hl, o, Hl, x.ni * Hl));
+    if (pipeline) {
+      // This patch's fresh K/V rows into the block's buffer, then its queries over all of it.
+      DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", cur_block), x.b * x.N * 2 * Hl * kBf16));
+      for (int64_t i = 0; i < x.b; ++i) {
+        DITUNE_RETURN_IF_ERROR(k->Copy(At(kv, (i * x.N + patch_row0) * 2 * Hl), 2 * Hl, At(qkv, i * x.ni * 3 * Hl + Hl),
+                                       3 * Hl, x.ni, 2 * Hl));
+      }
+      DITUNE_RETURN_IF_ERROR(
+          Attend(qkv, 3 * Hl, x.ni * 3 * Hl, kv, Hl, 2 * Hl, x.N * 2 * Hl, o, Hl, x.ni * Hl, x.ni, x.N, x.b, Hl / D));
+    } else {
+      DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkv, 3 * Hl, x.ni * 3 * Hl, o, Hl, x.ni * Hl));
+    }
     DITUNE_RETURN_IF_ERROR(Mm(o, Hl, 0, bw.p("wo"), H, y, H, 0, rows, Hl, H, 1));
     DITUNE_RETURN_IF_ERROR(TpReduce(y, rows, H));
     DITUNE_RETURN_IF_ERROR(k->GatedResidual(X, H, mod + 2 * H, y, H, rows, H));
@@ -708,7 +730,7 @@ struct DitEngine::Impl {
   // Host seconds in this engine's transfers so far.
   double CommSeconds() const {
     double total = 0;
-    for (const auto* g : {ulysses.get(), ring.get(), tp.get(), cfg.get()}) {
+    for (const auto* g : {ulysses.get(), ring.get(), tp.get(), cfg.get(), pp_fwd.get(), pp_back.get()}) {
       if (g != nullptr) total += g->seconds();
     }
     return total;
@@ -724,6 +746,7 @@ struct DitEngine::Impl {
     std::vector<Mat> latents(static_cast<size_t>(wl.batch), Mat::Zero(N, lat));
     for (int q = 0; q < world->size(); ++q) {
       const RankCoords c = layout.CoordsOf(q);
+      if (c[Axis::kPipeFusion] != stages - 1) continue;  // the last stage holds the latents
       for (int i = 0; i < P; ++i) {
         latents.at(static_cast<size_t>(c[Axis::kDp] * P + i)).middleRows(c[Axis::kSp] * R, R) =
             Eigen::Map<const Mat>(all.data() + (q * static_cast<int64_t>(P) + i) * R * lat, R, lat);
@@ -774,6 +797,14 @@ struct DitEngine::Impl {
       DITUNE_RETURN_IF_ERROR(k->UploadBf16(c.data(), At(cond, s * H), H));
     }
     DITUNE_ASSIGN_OR_RETURN(void* pred, Scratch("pred", bmax * R * lat * kBf16));
+    if (pipeline) {
+      // The K/V buffers start empty every generation (warm-up steps fill them).
+      for (int i = 0; i < work.blocks; ++i) {
+        const int64_t n_kv = bmax * tokens.image_tokens() * 2 * (H / work.steady.tp);
+        DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", i), n_kv * kBf16));
+        DITUNE_RETURN_IF_ERROR(k->Zero(kv, n_kv));
+      }
+    }
     const bool cfg_gather = parallel && work.config.cfg == 2;
     void* pred_all = nullptr;
     if (cfg_gather) {
@@ -825,6 +856,25 @@ struct DitEngine::Impl {
           DITUNE_RETURN_IF_ERROR(
               k->Copy(At(st.txt, i * st.txt_stride), unified ? H : Ht, At(ctx, (i * T + text_row0) * Ht), Ht, nt, Ht));
         }
+        patch_row0 = p * ni;
+        if (pipeline && first_stage && stages > 1 && s > 0) {
+          // The latest latent rows from the last stage: the whole latent after a warm-up
+          // step (received before the first patch), else this patch's rows.
+          const bool prev_warm = s - 1 < work.warmup_steps;
+          if (!prev_warm || p == 0) {
+            const int64_t row0 = prev_warm ? 0 : p * ni, rows = prev_warm ? R : ni;
+            for (int i = 0; i < P; ++i) {
+              DITUNE_ASSIGN_OR_RETURN(auto r, pp_back->Irecv(At(xb, i * R * lat + row0 * lat), rows * lat, stages - 1,
+                                                             kTagLatent));
+              DITUNE_RETURN_IF_ERROR(r->Wait());
+            }
+          }
+        }
+        if (pipeline && !first_stage) {
+          // This patch's activations from the previous stage (cross blocks: image rows only).
+          DITUNE_ASSIGN_OR_RETURN(auto r, pp_fwd->Irecv(st.img, b * ni * H, stage - 1, kTagActivation));
+          DITUNE_RETURN_IF_ERROR(r->Wait());
+        }
         if (first_stage) {
           // Patch embedding of this forward's rows, each branch of a prompt from the same latent.
           for (int j = 0; j < B; ++j) {
@@ -836,6 +886,7 @@ struct DitEngine::Impl {
           auto& bw = blocks[i];
           const Dims x = DimsOf(rw, bw.family);
           float* mb = mods + i * per_block;
+          cur_block = i;
           switch (bw.family) {
             case BlockFamily::kCross: DITUNE_RETURN_IF_ERROR(Cross(bw, mb, xkv[i], x, st)); break;
             case BlockFamily::kJoint: DITUNE_RETURN_IF_ERROR(Joint(bw, mb, mb + 6 * H, x, st)); break;
@@ -850,8 +901,36 @@ struct DitEngine::Impl {
           DITUNE_RETURN_IF_ERROR(Mm(h, H, ni * H, io.at("out")->data(), lat, At(pred, p * ni * lat), lat, R * lat, ni, H,
                                     lat, b));
         }
+        if (pipeline && !last_stage) {
+          DITUNE_ASSIGN_OR_RETURN(auto r, pp_fwd->Isend(st.img, b * ni * H, stage + 1, kTagActivation));
+          DITUNE_RETURN_IF_ERROR(r->Wait());  // the residual buffer is the next patch's
+        }
+        if (pipeline && last_stage) {
+          // The Euler step of this patch's rows as soon as they are done, then (several
+          // stages, more steps to come) the rows back to the first stage.
+          const float sigma = 1.0f - static_cast<float>(s) / S, next = 1.0f - static_cast<float>(s + 1) / S;
+          const int64_t row0 = p * ni;
+          for (int i = 0; i < P; ++i) {
+            float* xi = xf + i * R * lat + row0 * lat;
+            void* xbi = At(xb, i * R * lat + row0 * lat);
+            if (cfg_gather) {
+              DITUNE_RETURN_IF_ERROR(cfg->AllGather(At(pred, i * R * lat + row0 * lat), pred_all, ni * lat));
+              DITUNE_RETURN_IF_ERROR(
+                  k->EulerStep(xi, xbi, pred_all, ni * lat, ni * lat, true, opt.guidance, next - sigma, 1, ni * lat));
+            } else {
+              DITUNE_RETURN_IF_ERROR(k->EulerStep(xi, xbi, At(pred, (i * B) * R * lat + row0 * lat), B * R * lat, R * lat, B == 2,
+                                                  opt.guidance, next - sigma, 1, ni * lat));
+            }
+          }
+          if (stages > 1 && s + 1 < S) {
+            for (int i = 0; i < P; ++i) {
+              DITUNE_ASSIGN_OR_RETURN(auto r, pp_back->Isend(At(xb, i * R * lat + row0 * lat), ni * lat, 0, kTagLatent));
+              DITUNE_RETURN_IF_ERROR(r->Wait());
+            }
+          }
+        }
       }
-      if (last_stage) {
+      if (last_stage && !pipeline) {
         const float sigma = 1.0f - static_cast<float>(s) / S, next = 1.0f - static_cast<float>(s + 1) / S;
         if (cfg_gather) {
           // The branches of each prompt from the CFG group: [conditional of every prompt; unconditional].
@@ -874,7 +953,7 @@ struct DitEngine::Impl {
       prev = e.get();
     }
     DITUNE_ASSIGN_OR_RETURN(out.dit_seconds, marks.back()->SecondsSince(*start));
-    if (work.exact) {
+    if (exact && !parallel) {
       for (int i = 0; i < P; ++i) {
         Mat x(R, lat);
         DITUNE_RETURN_IF_ERROR(k->DownloadF32(xf + i * R * lat, x.data(), x.size()));
@@ -904,11 +983,30 @@ StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, c
   if (parallel && world->rank() != work.rank) {
     return Status::Internal(fmt::format("engine work of rank {} on world rank {}", work.rank, world->rank()));
   }
-  if (parallel && (c.pipefusion > 1 || c.patches > 1 || c.distrifusion > 1)) {
+  const bool pipelined = c.pipefusion > 1 || c.patches > 1;
+  if (parallel && c.distrifusion > 1) {
     return Status::NotSupported(fmt::format(
-        "'{}': the engine runs PipeFusion and DistriFusion one rank at a time (--emulate-rank), not across ranks; "
-        "the CPU executor runs PipeFusion for real",
-        Label(c)));
+        "'{}': the engine runs DistriFusion one rank at a time (--emulate-rank), not across ranks", Label(c)));
+  }
+  // PipeFusion for real: cross-attention models (the K/V buffers hold image rows only), no
+  // sequence or tensor parallelism inside the stages.
+  const bool real_pipeline = pipelined && (parallel || n == 1);
+  if (real_pipeline) {
+    if (model.num_blocks(BlockFamily::kCross) != model.num_blocks()) {
+      if (parallel) {
+        return Status::NotSupported(fmt::format(
+            "'{}': the engine runs PipeFusion across ranks for cross-attention models (PixArt family); {} has joint "
+            "or single blocks: measure one rank with --emulate-rank",
+            Label(c), model.id));
+      }
+    } else if (c.sp() > 1 || c.tp > 1 || c.distrifusion > 1) {
+      if (parallel) {
+        return Status::NotSupported(fmt::format(
+            "'{}': the engine runs PipeFusion with CFG and data parallelism, not with sequence or tensor "
+            "parallelism inside the stages: measure one rank with --emulate-rank",
+            Label(c)));
+      }
+    }
   }
   std::unique_ptr<DitEngine> e(new DitEngine());
   e->impl_ = std::make_unique<Impl>();
@@ -926,6 +1024,11 @@ StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, c
   DITUNE_ASSIGN_OR_RETURN(RankLayout layout, RankLayout::Create(c, n));
   i.coords = layout.CoordsOf(work.rank);
   i.sp = c.sp();
+  i.pipeline = real_pipeline && model.num_blocks(BlockFamily::kCross) == model.num_blocks() && c.sp() == 1 &&
+               c.tp == 1 && c.distrifusion == 1;
+  i.stages = c.pipefusion;
+  i.stage = i.coords[Axis::kPipeFusion];
+  i.exact = work.exact || parallel || i.pipeline;
   if (parallel) {
     i.parallel = true;
     i.world = world;
@@ -940,6 +1043,11 @@ StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, c
     DITUNE_ASSIGN_OR_RETURN(i.ring, group(Axis::kRing));
     DITUNE_ASSIGN_OR_RETURN(i.tp, group(Axis::kTp));
     DITUNE_ASSIGN_OR_RETURN(i.cfg, group(Axis::kCfg));
+    // Two communicators over the stages, one per direction, so that hand-offs forward and
+    // latents back never queue behind each other (NCCL runs a communicator's transfers in
+    // order on its stream).
+    DITUNE_ASSIGN_OR_RETURN(i.pp_fwd, group(Axis::kPipeFusion));
+    DITUNE_ASSIGN_OR_RETURN(i.pp_back, group(Axis::kPipeFusion));
   }
   DITUNE_RETURN_IF_ERROR(i.Load());
   return e;

@@ -14,7 +14,11 @@
 // merge, tensor-parallel all-reduces, the CFG branches gathered for the guidance step, data-
 // parallel prompts — and every rank ends with the model's output for every prompt. Over
 // NCCL the tensors move in device memory; over MPI they are staged through the host (which
-// is how several ranks share one GPU).
+// is how several ranks share one GPU). PipeFusion runs for real for cross-attention models
+// (on one device too): patches attend over per-block K/V buffers of the whole sequence, one
+// step stale for the patches not yet done, stages hand activations forward and the last hands
+// the updated latent rows back; DistriFusion, and PipeFusion of joint or single blocks or
+// with sequence or tensor parallelism inside the stages, run only emulated.
 #ifndef DITUNE_EXECUTOR_ENGINE_H_
 #define DITUNE_EXECUTOR_ENGINE_H_
 
@@ -75,7 +79,7 @@ class DitEngine {
   // Loads this rank's weights onto `kernels`' device (which must outlive the engine).
   // `world`, when given for a multi-rank plan, has the plan's size and work.rank as its rank;
   // the engine splits it into the groups of every dimension (collective: every rank creates
-  // its engine) and exchanges for real. PipeFusion and DistriFusion run only emulated.
+  // its engine) and exchanges for real (NotSupported, named, for what runs only emulated).
   static StatusOr<std::unique_ptr<DitEngine>> Create(const ModelSpec& model, const Workload& workload,
                                                      const EngineWork& work, Kernels* kernels,
                                                      const EngineOptions& options, Comm* world = nullptr);

@@ -40,8 +40,10 @@ expect engine-ranks-nccl-ref 2 "--comm nccl moves GPU memory" -- "${mpirun2[@]}"
   --model tiny-sd3 --steps 2 --config ulysses=2
 expect engine-ranks-bad-comm 2 "--comm 'gloo': valid: mpi, nccl" -- "${mpirun2[@]}" "$bin" run --backend ref \
   --comm gloo --model tiny-sd3 --steps 2 --config ulysses=2
-expect engine-ranks-pipefusion 1 "PipeFusion and DistriFusion one rank at a time" -- "${mpirun2[@]}" "$bin" run \
-  --backend ref --model tiny-pixart --steps 2 --config pipefusion=2
+expect engine-ranks-pipefusion 0 "'pipefusion=2' on 2 ranks over mpi" -- "${mpirun2[@]}" "$bin" run \
+  --backend ref --model tiny-pixart --steps 3 --iters 1 --config pipefusion=2,patches=2,warmup=1
+expect engine-ranks-pipefusion-joint 1 "PipeFusion across ranks for cross-attention models" -- "${mpirun2[@]}" "$bin" \
+  run --backend ref --model tiny-sd3 --steps 2 --config pipefusion=2
 expect engine-ranks-wrong-size 2 "needs 4 ranks; 2 were launched" -- "${mpirun2[@]}" "$bin" run --backend ref \
   --model tiny-pixart --steps 2 --config ulysses=4
 expect calibrate-compute 0 "cpu/cpu/gemm" -- "$bin" calibrate compute --reps 2
