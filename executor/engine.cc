@@ -918,8 +918,9 @@ struct DitEngine::Impl {
               DITUNE_RETURN_IF_ERROR(
                   k->EulerStep(xi, xbi, pred_all, ni * lat, ni * lat, true, opt.guidance, next - sigma, 1, ni * lat));
             } else {
-              DITUNE_RETURN_IF_ERROR(k->EulerStep(xi, xbi, At(pred, (i * B) * R * lat + row0 * lat), B * R * lat, R * lat, B == 2,
-                                                  opt.guidance, next - sigma, 1, ni * lat));
+              const void* cond = At(pred, (i * B) * R * lat + row0 * lat);  // the unconditional R lat after it
+              DITUNE_RETURN_IF_ERROR(k->EulerStep(xi, xbi, cond, B * R * lat, R * lat, B == 2, opt.guidance,
+                                                  next - sigma, 1, ni * lat));
             }
           }
           if (stages > 1 && s + 1 < S) {
@@ -1095,6 +1096,10 @@ int64_t EngineBytes(const ModelSpec& model, const Workload& /*workload*/, const 
     act += b * qa * 8 * Ha + 4 * b * static_cast<double>(rw.seq_img_tokens + rw.seq_txt_tokens) * Ha;
   }
   act += work.blocks * b * T * 2 * Hl;
+  if (work.steady.patches > 1) {
+    // PipeFusion's K/V buffers: the whole sequence's image keys and values per block.
+    act += work.blocks * b * static_cast<double>(rw.seq_img_tokens) * 2 * Hl;
+  }
   act += b * static_cast<double>(work.warmup.img_tokens) * lat * (2 + 1 + 1);
   return static_cast<int64_t>(kElementBytes * (weights + act));
 }
