@@ -122,6 +122,11 @@ int RunRun(int argc, char** argv) {
     }
     return RunOnEngine(*args, backend);
   }
+  if (args->count("comm")) {
+    return Fail("run", Status::InvalidArgument(
+                           "--comm chooses the engine's transport (--backend cuda|ref); the CPU executor uses MPI "
+                           "under mpirun"));
+  }
   const bool emulate = args->count("emulate-rank") > 0;
   double charged = 0;  // modelled communication seconds of an emulated rank
   std::unique_ptr<exec::Comm> world_owner;

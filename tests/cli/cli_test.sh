@@ -166,6 +166,7 @@ expect engine-ref-emulate 0 "rank 3 of 'ulysses=2,cfg=2' \(its transfers left ou
   --gpu h100-sxm5-80gb
 expect engine-needs-mpirun 2 "needs 2 ranks: launch .mpirun -np 2.*--emulate-rank R \(0 to 1\)" -- run --backend ref --model tiny-flux \
   --steps 2 --config ulysses=2
+expect cpu-comm 2 "--comm chooses the engine's transport" -- run --model tiny-flux --steps 2 --config "" --comm nccl
 expect engine-bad-rank 2 "ranks 0 to 1" -- run --backend ref --model tiny-flux --steps 2 --config ulysses=2 --emulate-rank 2
 expect engine-bad-backend 2 "--backend 'tpu': valid: cpu, cuda, ref" -- run --backend tpu --model tiny-flux --config ""
 expect engine-auto 2 "with --backend ref give --config SPEC or --plan FILE" -- run --backend ref --model tiny-flux --auto
