@@ -2,7 +2,7 @@
 // kernels (host memory, every access checked; DITUNE_ENGINE_KERNELS=cuda runs the GPU's) and
 // the engine exchanges over MPI for real —
 // Ulysses all-to-alls, Ring shifts with the log-sum-exp merge, tensor-parallel all-reduces,
-// CFG branches and data-parallel prompts. Each rank's gathered output must equal the engine's
+// CFG branches, data-parallel prompts, PipeFusion's stage hand-offs. Each rank's gathered output must equal the engine's
 // own one-device run of the same model (bf16 tolerance), with the architecture's query-key
 // norm and rotary embedding on, so that the rows' positions must be right too.
 #include <gtest/gtest.h>
@@ -16,26 +16,10 @@
 #include "executor/device.h"
 #include "executor/engine.h"
 #include "executor/kernels.h"
+#include "tests/executor/mpi_test_util.h"
 
 namespace ditune::exec {
 namespace {
-
-Comm* World() {
-  static Comm* w = [] {
-    auto c = CreateComm("mpi", nullptr, nullptr);
-    if (!c.ok()) {
-      ADD_FAILURE() << c.status().ToString();
-      std::abort();
-    }
-    return c->release();
-  }();
-  return w;
-}
-
-const Catalog& Cat() {
-  static const Catalog* c = new Catalog(*Catalog::Load(DITUNE_TEST_DATA_DIR));
-  return *c;
-}
 
 // What the loop added to prompt p's noise (the latent itself is dominated by the noise).
 Mat Delta(const Mat& latent, const ModelSpec& m, const Workload& w, int p) {

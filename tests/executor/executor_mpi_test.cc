@@ -5,26 +5,10 @@
 #include "core/catalog.h"
 #include "executor/comm.h"
 #include "executor/parallel.h"
+#include "tests/executor/mpi_test_util.h"
 
 namespace ditune::exec {
 namespace {
-
-Comm* World() {
-  static Comm* w = [] {
-    auto c = CreateComm("mpi", nullptr, nullptr);
-    if (!c.ok()) {
-      ADD_FAILURE() << c.status().ToString();
-      std::abort();
-    }
-    return c->release();
-  }();
-  return w;
-}
-
-const Catalog& Cat() {
-  static const Catalog* c = new Catalog(*Catalog::Load(DITUNE_TEST_DATA_DIR));
-  return *c;
-}
 
 struct Case {
   const char* model;
