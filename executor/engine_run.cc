@@ -22,16 +22,30 @@ StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workloa
   // stream-ordered allocator's pool, the runtime.
   constexpr int64_t kHeadroom = int64_t{1} << 30;
   const int64_t need = EngineBytes(model, workload, work, options.engine) + kHeadroom;
+  Status fits = Status::Ok();
   if (need > device->props().memory_bytes) {
-    return Status::InvalidArgument(fmt::format(
+    fits = Status::InvalidArgument(fmt::format(
         "{} at {}x{} (rank {} of '{}') needs about {:.1f} GB on the device; {} has {:.1f} GB", model.id,
         workload.height, workload.width, rank, Label(config), need / 1e9, device->props().name,
         device->props().memory_bytes / 1e9));
   }
+  Comm* host = world != nullptr ? world->host() : nullptr;
+  if (host != nullptr) {
+    // The ranks' shares differ (PipeFusion stages): every rank refuses if one must, rather
+    // than the others waiting for it in the collectives that follow.
+    float refused = fits.ok() ? 0.0f : 1.0f;
+    DITUNE_RETURN_IF_ERROR(host->AllReduceSum(&refused, 1));
+    if (fits.ok() && refused > 0) {
+      fits = Status::InvalidArgument(fmt::format(
+          "{} at {}x{}: {:.0f} rank(s) of '{}' do not fit their device (rank 0's message, or that rank's, names the "
+          "sizes)",
+          model.id, workload.height, workload.width, refused, Label(config)));
+    }
+  }
+  DITUNE_RETURN_IF_ERROR(fits);
   DITUNE_ASSIGN_OR_RETURN(auto kernels, CreateKernels(options.kernels, device.get()));
   DITUNE_ASSIGN_OR_RETURN(auto engine,
                           DitEngine::Create(model, workload, work, kernels.get(), options.engine, world));
-  Comm* host = world != nullptr ? world->host() : nullptr;
   EngineRunResult r;
   r.device_name = device->props().name;
   r.work = work;

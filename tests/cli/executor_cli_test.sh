@@ -46,6 +46,8 @@ expect engine-ranks-pipefusion-joint 1 "PipeFusion across ranks for cross-attent
   run --backend ref --model tiny-sd3 --steps 2 --config pipefusion=2
 expect engine-ranks-wrong-size 2 "needs 4 ranks; 2 were launched" -- "${mpirun2[@]}" "$bin" run --backend ref \
   --model tiny-pixart --steps 2 --config ulysses=4
+expect engine-ranks-too-big 2 "needs about [0-9.]+ GB on the device" -- "${mpirun2[@]}" "$bin" run --backend ref \
+  --model stepvideo-t2v --steps 1 --config ulysses=2
 expect calibrate-compute 0 "cpu/cpu/gemm" -- "$bin" calibrate compute --reps 2
 expect calibrate-comm 0 "all_to_all +1024 " -- "${mpirun2[@]}" "$bin" calibrate comm --iters 3
 expect calibrate-comm-one-rank 2 "needs at least 2 ranks" -- "$bin" calibrate comm
