@@ -369,10 +369,11 @@ struct DitEngine::Impl {
     return k->NormModulate(a);
   }
   // Attention of `batch` sequences: q rows (ldq) `q_stride` apart, k and v rows (ldkv, v at
-  // k + v_offset) `kv_stride` apart, o rows (ldo) `o_stride` apart.
+  // k + v_offset) `kv_stride` apart, o rows (ldo) `o_stride` apart; `lse`, when given, receives
+  // the rows' log-sum-exps.
   Status Attend(const void* q, int64_t ldq, int64_t q_stride, const void* kv, int64_t v_offset, int64_t ldkv,
                 int64_t kv_stride, void* o, int64_t ldo, int64_t o_stride, int64_t q_rows, int64_t kv_rows,
-                int64_t batch, int64_t heads) {
+                int64_t batch, int64_t heads, float* lse = nullptr) {
     AttentionArgs a;
     a.q = q;
     a.ldq = ldq;
@@ -389,6 +390,7 @@ struct DitEngine::Impl {
     a.batch = static_cast<int>(batch);
     a.heads = static_cast<int>(heads);
     a.head_dim = static_cast<int>(D);
+    a.lse = lse;
     return k->Attention(a);
   }
   // Self/joint attention of a forward: on the projections when nothing stands between, else
@@ -480,24 +482,9 @@ struct DitEngine::Impl {
     auto attend = [&](const void* kvb, int64_t key0, int64_t keys, void* dst, int64_t ld_dst, int64_t dst_chunk,
                       float* l) -> Status {
       for (int c = 0; c < calls; ++c) {
-        AttentionArgs a;
-        a.q = At(chunks, c * chunk_stride);
-        a.ldq = ldr;
-        a.q_batch_stride = L * ldr;
-        a.k = At(kvb, key0 * 2 * Ha);
-        a.v = At(kvb, key0 * 2 * Ha + Ha);
-        a.ldk = a.ldv = 2 * Ha;
-        a.k_batch_stride = a.v_batch_stride = kvr * 2 * Ha;
-        a.o = At(dst, c * dst_chunk);
-        a.ldo = ld_dst;
-        a.o_batch_stride = L * ld_dst;
-        a.q_rows = q_rows;
-        a.kv_rows = keys;
-        a.batch = static_cast<int>(b);
-        a.heads = heads;
-        a.head_dim = static_cast<int>(D);
-        a.lse = l != nullptr ? l + c * lse_per_call : nullptr;
-        DITUNE_RETURN_IF_ERROR(k->Attention(a));
+        DITUNE_RETURN_IF_ERROR(Attend(At(chunks, c * chunk_stride), ldr, L * ldr, At(kvb, key0 * 2 * Ha), Ha, 2 * Ha,
+                                      kvr * 2 * Ha, At(dst, c * dst_chunk), ld_dst, L * ld_dst, q_rows, keys, b, heads,
+                                      l != nullptr ? l + c * lse_per_call : nullptr));
       }
       return Status::Ok();
     };
