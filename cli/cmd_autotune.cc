@@ -67,7 +67,6 @@ int RunAutotune(int argc, char** argv) {
   // 1. Predict every valid configuration the executor implements.
   PlanOptions po;
   po.top_k = 100000;
-  po.enumerate.distrifusion = false;
   auto plan = MakePlan(**catalog, *workload, *cluster, *fits, po);
   if (!plan.ok()) return fail(plan.status());
   std::vector<ParallelConfig> configs;

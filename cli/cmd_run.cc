@@ -168,7 +168,6 @@ int RunRun(int argc, char** argv) {
     if (!cluster.ok()) return fail(cluster.status());
     PlanOptions po;
     po.top_k = 1000;
-    po.enumerate.distrifusion = false;
     auto plan = MakePlan(**catalog, *workload, *cluster, *fits, po);
     if (!plan.ok()) return fail(plan.status());
     bool found = false;

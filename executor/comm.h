@@ -79,6 +79,11 @@ class Comm {
     group->Add(std::move(r));
     return std::unique_ptr<Request>(std::move(group));
   }
+  // A nonblocking all-gather in place: `data` holds size() chunks of `count` floats with this
+  // rank's own at rank() * count; once Wait() returns every chunk holds its rank's. `data`
+  // must stay untouched until then. The default runs the blocking AllGather (through a copy
+  // of this rank's chunk) and returns a completed request.
+  virtual StatusOr<std::unique_ptr<Request>> IAllGatherInPlace(float* data, size_t count);
   virtual Status Barrier() = 0;
   // The sub-communicator of `ranks` (this communicator's ranks, in the order given), which
   // must contain this rank. Collective: every rank calls it, each with its own group, and
@@ -90,6 +95,13 @@ class Comm {
   // Ends the whole job after a fatal error on this rank, so that no peer waits forever.
   [[noreturn]] virtual void Abort(const std::string& why) = 0;
 };
+
+inline StatusOr<std::unique_ptr<Request>> Comm::IAllGatherInPlace(float* data, size_t count) {
+  const std::vector<float> mine(data + static_cast<size_t>(rank()) * count,
+                                data + static_cast<size_t>(rank() + 1) * count);
+  DITUNE_RETURN_IF_ERROR(AllGather(mine.data(), data, count));
+  return std::unique_ptr<Request>(new RequestGroup());  // nothing left to wait for
+}
 
 // The registry: "local", and "mpi" when built with MPI. `argc`/`argv` go to the backend's
 // initialisation. InvalidArgument naming the built backends for an unknown name.

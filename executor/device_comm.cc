@@ -49,6 +49,38 @@ class StagedShift : public Request {
   std::unique_ptr<Request> inner_;
 };
 
+// A staged in-place all-gather: the host copy of every chunk lives until Wait(), which then
+// uploads the other ranks' chunks.
+class StagedGather : public Request {
+ public:
+  StagedGather(Kernels* k, void* dst, int64_t count, int rank, int ranks, double* seconds)
+      : k_(k), dst_(dst), count_(count), rank_(rank), ranks_(ranks), host_(static_cast<size_t>(count * ranks)),
+        seconds_(seconds) {}
+  void Start(std::unique_ptr<Request> r) { inner_ = std::move(r); }
+  float* host() { return host_.data(); }
+  Status Wait() override {
+    Timed t(seconds_);
+    if (inner_ == nullptr) return Status::Ok();
+    DITUNE_RETURN_IF_ERROR(inner_->Wait());
+    inner_.reset();
+    for (int j = 0; j < ranks_; ++j) {
+      if (j == rank_) continue;
+      DITUNE_RETURN_IF_ERROR(
+          k_->UploadBf16(host_.data() + j * count_, static_cast<char*>(dst_) + j * count_ * 2, count_));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Kernels* k_;
+  void* dst_;
+  int64_t count_;
+  int rank_, ranks_;
+  std::vector<float> host_;
+  double* seconds_;
+  std::unique_ptr<Request> inner_;
+};
+
 // A direct ring shift: completes the communicator's request under the timer.
 class TimedRequest : public Request {
  public:
@@ -131,6 +163,24 @@ StatusOr<std::unique_ptr<Request>> DeviceComm::SendRecv(const void* send, void* 
                                                   static_cast<size_t>(count), from, tag));
   shift->Start(std::move(r));
   return std::unique_ptr<Request>(std::move(shift));
+}
+
+StatusOr<std::unique_ptr<Request>> DeviceComm::IAllGatherInPlace(void* data, int64_t count) {
+  DITUNE_RETURN_IF_ERROR(Even("all-gather", count));
+  Timed t(&seconds_);
+  if (direct()) {
+    // What the kernels wrote into this rank's chunk must be complete, and nothing may still
+    // read the others'.
+    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    DITUNE_ASSIGN_OR_RETURN(auto r, comm_->IAllGatherInPlace(static_cast<float*>(data), static_cast<size_t>(count / 2)));
+    return std::unique_ptr<Request>(new TimedRequest(std::move(r), &seconds_));
+  }
+  auto gather = std::make_unique<StagedGather>(k_, data, count, rank(), size(), &seconds_);
+  DITUNE_RETURN_IF_ERROR(
+      k_->DownloadBf16(static_cast<const char*>(data) + rank() * count * 2, gather->host() + rank() * count, count));
+  DITUNE_ASSIGN_OR_RETURN(auto r, comm_->IAllGatherInPlace(gather->host(), static_cast<size_t>(count)));
+  gather->Start(std::move(r));
+  return std::unique_ptr<Request>(std::move(gather));
 }
 
 StatusOr<std::unique_ptr<Request>> DeviceComm::Isend(const void* data, int64_t count, int peer, int tag) {

@@ -35,6 +35,11 @@ class DeviceComm {
   // A ring shift (Comm::SendRecv): `recv` holds `from`'s data once Wait() returns.
   StatusOr<std::unique_ptr<Request>> SendRecv(const void* send, void* recv, int64_t count, int to, int from, int tag);
 
+  // A nonblocking all-gather in place (DistriFusion's K/V): `data` holds size() chunks of
+  // `count` elements, this rank's own at rank() * count; every chunk holds its rank's once
+  // Wait() returns. Until then the transfer may read this rank's chunk and write the others.
+  StatusOr<std::unique_ptr<Request>> IAllGatherInPlace(void* data, int64_t count);
+
   // Point to point (PipeFusion's stage hand-offs): `data` may be reused once Wait() returns;
   // a receive holds `peer`'s data then. Messages between two ranks arrive in order.
   StatusOr<std::unique_ptr<Request>> Isend(const void* data, int64_t count, int peer, int tag);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 #include <string>
 
 #include <fmt/format.h>
@@ -60,7 +61,13 @@ StatusOr<EngineWork> EngineWorkFor(const ModelSpec& model, const Workload& workl
   w.warmup = ComputeRankWork(model, tokens, workload, whole);
   const bool pipelined = config.pipefusion > 1 || config.patches > 1;
   w.steady = pipelined ? ComputeRankWork(model, tokens, workload, config) : w.warmup;
-  w.warmup_steps = pipelined ? std::min(workload.steps, config.warmup) : 0;
+  // Synchronous warm-up steps: PipeFusion's as configured; DistriFusion's at least one (its
+  // stale K/V must come from somewhere).
+  if (pipelined) {
+    w.warmup_steps = std::min(workload.steps, config.warmup);
+  } else if (config.distrifusion > 1) {
+    w.warmup_steps = std::min(workload.steps, std::max(1, config.warmup));
+  }
   w.first_block = s.first_block;
   w.blocks = s.blocks;
   w.branches = model.uses_cfg ? (config.cfg == 2 ? 1 : 2) : 1;
@@ -90,7 +97,7 @@ struct DitEngine::Impl {
   bool parallel = false;
   Comm* world = nullptr;
   std::vector<std::unique_ptr<Comm>> owned_groups;
-  std::unique_ptr<DeviceComm> ulysses, ring, tp, cfg;
+  std::unique_ptr<DeviceComm> ulysses, ring, tp, cfg, distri;
   int ring_tag = 0;
   // PipeFusion computed for real (on one device, or across stages): patches attend over
   // per-block K/V buffers of the whole sequence, fresh for the rows already done this step
@@ -99,9 +106,19 @@ struct DitEngine::Impl {
   bool pipeline = false;
   int stage = 0, stages = 1;
   std::unique_ptr<DeviceComm> pp_fwd, pp_back;
+  // DistriFusion across ranks: the same per-block K/V buffers, this rank's rows fresh and the
+  // others' one step stale, refreshed by a nonblocking in-place all-gather launched after
+  // each block's attention and completed before that block's attention in the next step
+  // (synchronous warm-up steps gather before attending).
+  bool distri_real = false;
+  bool distri_in_turn = false;  // every rank's share in turn on one device (EngineOptions)
+  bool kv_sync = false;          // this step gathers before attending
+  bool kv_gather_after = false;  // this step refreshes the others' buffers for the next
+  std::vector<std::unique_ptr<Request>> kv_pending;  // per block: the gather in flight
   int cur_block = 0;        // the block being computed (index in this rank's blocks)
-  int64_t patch_row0 = 0;   // the first image row of the patch being computed
+  int64_t kv_img_row0 = 0;  // where this forward's image rows sit among the sequence's
   bool exact = false;       // this rank ends with the model's output
+  int seq_index = 0;        // this rank's share of the sequence (sequence parallel, DistriFusion)
   // Where this forward's rows sit in the whole sequence: the first text row (split text) and
   // the position of the first image row (after the whole text).
   int64_t text_row0 = 0, image_pos0 = 0;
@@ -397,6 +414,7 @@ struct DitEngine::Impl {
   // over this rank's attention-shaped buffers (what the exchange would have delivered).
   Status SelfAttention(const Dims& x, const void* qkv, int64_t ld, int64_t seq_stride, void* o, int64_t ldo,
                        int64_t o_stride) {
+    if (pipeline || distri_real || distri_in_turn) return BufferedAttention(x, qkv, ld, seq_stride, o, ldo, o_stride);
     if (parallel && sp > 1) return SpAttention(x, qkv, ld, seq_stride, o, ldo, o_stride);
     if (x.direct) {
       return Attend(qkv, ld, seq_stride, At(qkv, x.Hl), x.Hl, ld, seq_stride, o, ldo, o_stride, x.nt + x.ni,
@@ -409,6 +427,74 @@ struct DitEngine::Impl {
     return Attend(q, Ha, x.qa * Ha, kv, Ha, 2 * Ha, x.kva * 2 * Ha, out, Ha, x.qa * Ha, x.qa, x.kva, x.b,
                   x.heads_attn);
   }
+  // Rows of block i's K/V buffer per sequence: [the whole text (joint, single); the whole image].
+  int64_t KvRows(int i, int64_t T, int64_t N) const { return N + (blocks[i].family == BlockFamily::kCross ? 0 : T); }
+
+  // PipeFusion's and DistriFusion's attention: the forward's fresh K/V rows (this patch's, or
+  // this rank's) go into the block's buffer of the whole sequence, and its queries attend over
+  // all of it — the rows not computed here are as fresh as the method makes them: PipeFusion's
+  // from this step's earlier patches or one step stale, DistriFusion's from the all-gather.
+  // Row order in the buffer is [text; image] per sequence (keys need no order, but the
+  // gathers need each rank's rows in place). K is stored after its rotary embedding.
+  Status BufferedAttention(const Dims& x, const void* qkv, int64_t ld, int64_t seq_stride, void* o, int64_t ldo,
+                           int64_t o_stride) {
+    const int64_t b = x.b, nt = x.nt, ni = x.ni, Hl = x.Hl;
+    const int64_t rows = x.kva, Tk = x.kva - x.N;  // keys per sequence, of which text
+    DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", cur_block), b * rows * 2 * Hl * kBf16));
+    auto& pending = kv_pending[static_cast<size_t>(cur_block)];
+    if (pending) {
+      // The other ranks' rows of the previous step, before this step's land beside them.
+      DITUNE_RETURN_IF_ERROR(pending->Wait());
+      pending.reset();
+    }
+    auto put_fresh = [&](void* dst) -> Status {
+      for (int64_t i = 0; i < b; ++i) {
+        if (nt > 0) {
+          DITUNE_RETURN_IF_ERROR(
+              k->Copy(At(dst, (i * rows + text_row0) * 2 * Hl), 2 * Hl, At(qkv, i * seq_stride + Hl), ld, nt, 2 * Hl));
+        }
+        DITUNE_RETURN_IF_ERROR(k->Copy(At(dst, (i * rows + Tk + kv_img_row0) * 2 * Hl), 2 * Hl,
+                                       At(qkv, i * seq_stride + nt * ld + Hl), ld, ni, 2 * Hl));
+      }
+      return Status::Ok();
+    };
+    if (distri_in_turn && !kv_sync) {
+      // One rank's share: the others' rows as the last step left them (the buffer is only
+      // read), its own fresh; its fresh rows collect in the next step's buffer.
+      DITUNE_ASSIGN_OR_RETURN(void* fresh, Scratch(fmt::format("fresh_kv{}", cur_block), b * rows * 2 * Hl * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(void* view, Scratch("kv_view", b * rows * 2 * Hl * kBf16));
+      DITUNE_RETURN_IF_ERROR(k->Copy(view, 2 * Hl, kv, 2 * Hl, b * rows, 2 * Hl));
+      DITUNE_RETURN_IF_ERROR(put_fresh(view));
+      DITUNE_RETURN_IF_ERROR(put_fresh(fresh));
+      return Attend(qkv, ld, seq_stride, view, Hl, 2 * Hl, rows * 2 * Hl, o, ldo, o_stride, nt + ni, rows, b, Hl / D);
+    }
+    DITUNE_RETURN_IF_ERROR(put_fresh(kv));
+    // DistriFusion: every rank's image rows (and text rows where the text is split; replicated
+    // text is fresh everywhere), one in-place all-gather per sequence and region.
+    auto gather = [&]() -> StatusOr<std::unique_ptr<Request>> {
+      auto group = std::make_unique<RequestGroup>();
+      for (int64_t i = 0; i < b; ++i) {
+        DITUNE_ASSIGN_OR_RETURN(auto r, distri->IAllGatherInPlace(At(kv, (i * rows + Tk) * 2 * Hl), ni * 2 * Hl));
+        group->Add(std::move(r));
+        if (nt > 0 && nt < Tk) {
+          DITUNE_ASSIGN_OR_RETURN(auto t, distri->IAllGatherInPlace(At(kv, i * rows * 2 * Hl), nt * 2 * Hl));
+          group->Add(std::move(t));
+        }
+      }
+      return std::unique_ptr<Request>(std::move(group));
+    };
+    if (distri_real && kv_sync) {
+      DITUNE_ASSIGN_OR_RETURN(auto r, gather());
+      DITUNE_RETURN_IF_ERROR(r->Wait());
+    }
+    DITUNE_RETURN_IF_ERROR(
+        Attend(qkv, ld, seq_stride, kv, Hl, 2 * Hl, rows * 2 * Hl, o, ldo, o_stride, nt + ni, rows, b, Hl / D));
+    if (distri_real && !kv_sync && kv_gather_after) {
+      DITUNE_ASSIGN_OR_RETURN(pending, gather());
+    }
+    return Status::Ok();
+  }
+
   // Sequence-parallel self/joint attention with real transfers. Per sequence, qkv holds this
   // rank's L = nt + ni rows (its text rows, then its image rows) with q, k, v at columns 0,
   // Hl, 2 Hl. Ulysses trades the sequence sharding for head sharding with an all-to-all;
@@ -613,18 +699,7 @@ struct DitEngine::Impl {
     DITUNE_ASSIGN_OR_RETURN(void* y, Scratch("y", rows * H * kBf16));
     DITUNE_RETURN_IF_ERROR(Norm(X, H, h, H, rows, H, mod, mod + H));
     DITUNE_RETURN_IF_ERROR(Mm(h, H, 0, bw.p("wqkv"), 3 * Hl, qkv, 3 * Hl, 0, rows, H, 3 * Hl, 1));
-    if (pipeline) {
-      // This patch's fresh K/V rows into the block's buffer, then its queries over all of it.
-      DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", cur_block), x.b * x.N * 2 * Hl * kBf16));
-      for (int64_t i = 0; i < x.b; ++i) {
-        DITUNE_RETURN_IF_ERROR(k->Copy(At(kv, (i * x.N + patch_row0) * 2 * Hl), 2 * Hl, At(qkv, i * x.ni * 3 * Hl + Hl),
-                                       3 * Hl, x.ni, 2 * Hl));
-      }
-      DITUNE_RETURN_IF_ERROR(
-          Attend(qkv, 3 * Hl, x.ni * 3 * Hl, kv, Hl, 2 * Hl, x.N * 2 * Hl, o, Hl, x.ni * Hl, x.ni, x.N, x.b, Hl / D));
-    } else {
-      DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkv, 3 * Hl, x.ni * 3 * Hl, o, Hl, x.ni * Hl));
-    }
+    DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkv, 3 * Hl, x.ni * 3 * Hl, o, Hl, x.ni * Hl));
     DITUNE_RETURN_IF_ERROR(Mm(o, Hl, 0, bw.p("wo"), H, y, H, 0, rows, Hl, H, 1));
     DITUNE_RETURN_IF_ERROR(TpReduce(y, rows, H));
     DITUNE_RETURN_IF_ERROR(k->GatedResidual(X, H, mod + 2 * H, y, H, rows, H));
@@ -714,10 +789,33 @@ struct DitEngine::Impl {
     return k->GatedResidual(s.seq, H, mod + 2 * H, y, H, rows, H);
   }
 
+  // A patch's activations to the next stage (send) or from the previous one: the text rows
+  // (where the patch has them) and the image rows of every sequence. A send completes before
+  // it returns: the residual buffer is the next patch's.
+  Status Handoff(const Residual& st, int64_t b, int64_t nt, int64_t ni, bool send) {
+    std::vector<std::pair<void*, int64_t>> parts;
+    if (unified) {
+      parts.emplace_back(st.seq != nullptr ? st.seq : st.img, b * (nt + ni) * H);
+    } else {
+      if (nt > 0) parts.emplace_back(st.txt, b * nt * Ht);
+      parts.emplace_back(st.img, b * ni * H);
+    }
+    for (const auto& [data, count] : parts) {
+      std::unique_ptr<Request> r;
+      if (send) {
+        DITUNE_ASSIGN_OR_RETURN(r, pp_fwd->Isend(data, count, stage + 1, kTagActivation));
+      } else {
+        DITUNE_ASSIGN_OR_RETURN(r, pp_fwd->Irecv(data, count, stage - 1, kTagActivation));
+      }
+      DITUNE_RETURN_IF_ERROR(r->Wait());
+    }
+    return Status::Ok();
+  }
+
   // Host seconds in this engine's transfers so far.
   double CommSeconds() const {
     double total = 0;
-    for (const auto* g : {ulysses.get(), ring.get(), tp.get(), cfg.get(), pp_fwd.get(), pp_back.get()}) {
+    for (const auto* g : {ulysses.get(), ring.get(), tp.get(), cfg.get(), distri.get(), pp_fwd.get(), pp_back.get()}) {
       if (g != nullptr) total += g->seconds();
     }
     return total;
@@ -735,7 +833,8 @@ struct DitEngine::Impl {
       const RankCoords c = layout.CoordsOf(q);
       if (c[Axis::kPipeFusion] != stages - 1) continue;  // the last stage holds the latents
       for (int i = 0; i < P; ++i) {
-        latents.at(static_cast<size_t>(c[Axis::kDp] * P + i)).middleRows(c[Axis::kSp] * R, R) =
+        const int share = c[Axis::kSp] + sp * c[Axis::kDistriFusion];
+        latents.at(static_cast<size_t>(c[Axis::kDp] * P + i)).middleRows(share * R, R) =
             Eigen::Map<const Mat>(all.data() + (q * static_cast<int64_t>(P) + i) * R * lat, R, lat);
       }
     }
@@ -757,7 +856,6 @@ struct DitEngine::Impl {
     // unconditional one).
     const int first_prompt = coords[Axis::kDp] * P;
     const int cfg_branch = work.config.cfg == 2 ? coords[Axis::kCfg] : 0;
-    const int sp_index = coords[Axis::kSp];
     // Prompt embeddings of every sequence (prompt i, branch j at i B + j), as the CPU executor's.
     DITUNE_ASSIGN_OR_RETURN(void* emb, Scratch("emb", bmax * T * m->text_hidden * kBf16));
     for (int i = 0; i < P; ++i) {
@@ -772,7 +870,7 @@ struct DitEngine::Impl {
     DITUNE_ASSIGN_OR_RETURN(void* xb, Scratch("latent_bf16", P * R * lat * kBf16));
     for (int i = 0; i < P; ++i) {
       const Mat full = RandomMat(tokens.image_tokens(), lat, 1.0f, opt.seed, 1000 + static_cast<uint64_t>(first_prompt + i));
-      const float* mine = full.data() + sp_index * R * lat;
+      const float* mine = full.data() + seq_index * R * lat;
       DITUNE_RETURN_IF_ERROR(k->UploadF32(mine, xf + i * R * lat, R * lat));
       DITUNE_RETURN_IF_ERROR(k->UploadBf16(mine, At(xb, i * R * lat), R * lat));
     }
@@ -784,10 +882,12 @@ struct DitEngine::Impl {
       DITUNE_RETURN_IF_ERROR(k->UploadBf16(c.data(), At(cond, s * H), H));
     }
     DITUNE_ASSIGN_OR_RETURN(void* pred, Scratch("pred", bmax * R * lat * kBf16));
-    if (pipeline) {
+    kv_pending.clear();
+    kv_pending.resize(static_cast<size_t>(work.blocks));
+    if (pipeline || distri_real || distri_in_turn) {
       // The K/V buffers start empty every generation (warm-up steps fill them).
       for (int i = 0; i < work.blocks; ++i) {
-        const int64_t n_kv = bmax * tokens.image_tokens() * 2 * (H / work.steady.tp);
+        const int64_t n_kv = bmax * KvRows(i, T, tokens.image_tokens()) * 2 * (H / work.steady.tp);
         DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", i), n_kv * kBf16));
         DITUNE_RETURN_IF_ERROR(k->Zero(kv, n_kv));
       }
@@ -808,6 +908,8 @@ struct DitEngine::Impl {
       const RankWork& rw = warm ? work.warmup : work.steady;
       const int patches = warm ? 1 : rw.patches;
       const int64_t b = rw.batch, ni = rw.img_tokens;
+      kv_sync = warm;
+      kv_gather_after = s + 1 < S;
       const void* c = At(cond, s * H);
       // Modulation of every block and the final layer for this step (shared by all sequences).
       const int64_t per_block = 6 * H + 6 * Ht;
@@ -833,17 +935,21 @@ struct DitEngine::Impl {
         DITUNE_RETURN_IF_ERROR(Mm(ctx, Ht, 0, blocks[i].p("xkv"), 2 * Hl, xkv[i], 2 * Hl, 0, b * T, Ht, 2 * Hl, 1));
       }
       for (int p = 0; p < patches; ++p) {
-        DITUNE_ASSIGN_OR_RETURN(Residual st, StreamFor(rw));
-        const int64_t nt = HasText() ? rw.txt_tokens : 0;
         // This forward's rows: its share of the text (all of it when the text is not split)
-        // and of the image (sequence-parallel index, then patch).
-        text_row0 = nt < T ? sp_index * nt : 0;
-        image_pos0 = T + sp_index * R + p * ni;
-        for (int64_t i = 0; i < b && nt > 0; ++i) {
+        // and of the image (sequence-parallel or DistriFusion index, then patch). PipeFusion's
+        // patches carry no text but the first, which carries all of it; the later patches
+        // attend over the text K/V the first left in the buffers (xDiT's scheme).
+        RankWork fw = rw;
+        if (pipeline && !warm) fw.txt_tokens = p == 0 ? T : 0;
+        const int64_t nt = HasText() ? fw.txt_tokens : 0;
+        DITUNE_ASSIGN_OR_RETURN(Residual st, StreamFor(fw));
+        text_row0 = nt < T ? (distri_in_turn ? p : seq_index) * nt : 0;
+        image_pos0 = T + seq_index * R + p * ni;
+        kv_img_row0 = seq_index * R + p * ni;
+        for (int64_t i = 0; i < b && nt > 0 && (first_stage || !pipeline); ++i) {
           DITUNE_RETURN_IF_ERROR(
               k->Copy(At(st.txt, i * st.txt_stride), unified ? H : Ht, At(ctx, (i * T + text_row0) * Ht), Ht, nt, Ht));
         }
-        patch_row0 = p * ni;
         if (pipeline && first_stage && stages > 1 && s > 0) {
           // The latest latent rows from the last stage: the whole latent after a warm-up
           // step (received before the first patch), else this patch's rows.
@@ -858,9 +964,8 @@ struct DitEngine::Impl {
           }
         }
         if (pipeline && !first_stage) {
-          // This patch's activations from the previous stage (cross blocks: image rows only).
-          DITUNE_ASSIGN_OR_RETURN(auto r, pp_fwd->Irecv(st.img, b * ni * H, stage - 1, kTagActivation));
-          DITUNE_RETURN_IF_ERROR(r->Wait());
+          // This patch's activations from the previous stage.
+          DITUNE_RETURN_IF_ERROR(Handoff(st, b, nt, ni, false));
         }
         if (first_stage) {
           // Patch embedding of this forward's rows, each branch of a prompt from the same latent.
@@ -871,7 +976,7 @@ struct DitEngine::Impl {
         }
         for (int i = 0; i < work.blocks; ++i) {
           auto& bw = blocks[i];
-          const Dims x = DimsOf(rw, bw.family);
+          const Dims x = DimsOf(fw, bw.family);
           float* mb = mods + i * per_block;
           cur_block = i;
           switch (bw.family) {
@@ -888,10 +993,7 @@ struct DitEngine::Impl {
           DITUNE_RETURN_IF_ERROR(Mm(h, H, ni * H, io.at("out")->data(), lat, At(pred, p * ni * lat), lat, R * lat, ni, H,
                                     lat, b));
         }
-        if (pipeline && !last_stage) {
-          DITUNE_ASSIGN_OR_RETURN(auto r, pp_fwd->Isend(st.img, b * ni * H, stage + 1, kTagActivation));
-          DITUNE_RETURN_IF_ERROR(r->Wait());  // the residual buffer is the next patch's
-        }
+        if (pipeline && !last_stage) DITUNE_RETURN_IF_ERROR(Handoff(st, b, nt, ni, true));
         if (pipeline && last_stage) {
           // The Euler step of this patch's rows as soon as they are done, then (several
           // stages, more steps to come) the rows back to the first stage.
@@ -905,8 +1007,8 @@ struct DitEngine::Impl {
               DITUNE_RETURN_IF_ERROR(
                   k->EulerStep(xi, xbi, pred_all, ni * lat, ni * lat, true, opt.guidance, next - sigma, 1, ni * lat));
             } else {
-              const void* cond = At(pred, (i * B) * R * lat + row0 * lat);  // the unconditional R lat after it
-              DITUNE_RETURN_IF_ERROR(k->EulerStep(xi, xbi, cond, B * R * lat, R * lat, B == 2, opt.guidance,
+              const void* cond_pred = At(pred, (i * B) * R * lat + row0 * lat);  // the unconditional R lat after it
+              DITUNE_RETURN_IF_ERROR(k->EulerStep(xi, xbi, cond_pred, B * R * lat, R * lat, B == 2, opt.guidance,
                                                   next - sigma, 1, ni * lat));
             }
           }
@@ -929,6 +1031,10 @@ struct DitEngine::Impl {
           DITUNE_RETURN_IF_ERROR(k->EulerStep(xf, xb, pred, B * R * lat, R * lat, B == 2, opt.guidance, next - sigma,
                                               P, R * lat));
         }
+      }
+      if (distri_in_turn && !warm) {
+        // Every share's fresh rows become the next step's stale ones.
+        for (int i = 0; i < work.blocks; ++i) std::swap(scratch[fmt::format("stale_kv{}", i)], scratch[fmt::format("fresh_kv{}", i)]);
       }
       DITUNE_ASSIGN_OR_RETURN(auto mark, d->stream()->Record());
       marks.push_back(std::move(mark));
@@ -972,29 +1078,14 @@ StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, c
     return Status::Internal(fmt::format("engine work of rank {} on world rank {}", work.rank, world->rank()));
   }
   const bool pipelined = c.pipefusion > 1 || c.patches > 1;
-  if (parallel && c.distrifusion > 1) {
-    return Status::NotSupported(fmt::format(
-        "'{}': the engine runs DistriFusion one rank at a time (--emulate-rank), not across ranks", Label(c)));
-  }
-  // PipeFusion for real: cross-attention models (the K/V buffers hold image rows only), no
+  // PipeFusion for real (every block family), with CFG and data parallelism beside it but no
   // sequence or tensor parallelism inside the stages.
   const bool real_pipeline = pipelined && (parallel || n == 1);
-  if (real_pipeline) {
-    if (model.num_blocks(BlockFamily::kCross) != model.num_blocks()) {
-      if (parallel) {
-        return Status::NotSupported(fmt::format(
-            "'{}': the engine runs PipeFusion across ranks for cross-attention models (PixArt family); {} has joint "
-            "or single blocks: measure one rank with --emulate-rank",
-            Label(c), model.id));
-      }
-    } else if (c.sp() > 1 || c.tp > 1 || c.distrifusion > 1) {
-      if (parallel) {
-        return Status::NotSupported(fmt::format(
-            "'{}': the engine runs PipeFusion with CFG and data parallelism, not with sequence or tensor "
-            "parallelism inside the stages: measure one rank with --emulate-rank",
-            Label(c)));
-      }
-    }
+  if (real_pipeline && parallel && (c.sp() > 1 || c.tp > 1)) {
+    return Status::NotSupported(fmt::format(
+        "'{}': the engine runs PipeFusion with CFG and data parallelism, not with sequence or tensor "
+        "parallelism inside the stages: measure one rank with --emulate-rank",
+        Label(c)));
   }
   std::unique_ptr<DitEngine> e(new DitEngine());
   e->impl_ = std::make_unique<Impl>();
@@ -1002,6 +1093,17 @@ StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, c
   i.m = &model;
   i.wl = workload;
   i.work = work;
+  if (options.distrifusion_in_turn) {
+    if (world != nullptr || c.distrifusion < 2) {
+      return Status::InvalidArgument("computing DistriFusion's shares in turn needs a DistriFusion plan and no communicator");
+    }
+    // The whole sequence on this device: synchronous steps run it at once; the others run
+    // each rank's share (its RankWork) as a patch.
+    DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(model, workload));
+    i.work.warmup = ComputeRankWork(model, tokens, workload, ParallelConfig{});
+    i.work.steady.patches = c.distrifusion;
+    i.distri_in_turn = true;
+  }
   i.k = kernels;
   i.d = kernels->device();
   i.opt = options;
@@ -1012,11 +1114,12 @@ StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, c
   DITUNE_ASSIGN_OR_RETURN(RankLayout layout, RankLayout::Create(c, n));
   i.coords = layout.CoordsOf(work.rank);
   i.sp = c.sp();
-  i.pipeline = real_pipeline && model.num_blocks(BlockFamily::kCross) == model.num_blocks() && c.sp() == 1 &&
-               c.tp == 1 && c.distrifusion == 1;
+  i.pipeline = real_pipeline && c.sp() == 1 && c.tp == 1 && c.distrifusion == 1;
+  i.distri_real = parallel && c.distrifusion > 1;
+  i.seq_index = i.coords[Axis::kSp] + i.sp * i.coords[Axis::kDistriFusion];
   i.stages = c.pipefusion;
   i.stage = i.coords[Axis::kPipeFusion];
-  i.exact = work.exact || parallel || i.pipeline;
+  i.exact = work.exact || parallel || i.pipeline || i.distri_in_turn;
   if (parallel) {
     i.parallel = true;
     i.world = world;
@@ -1031,6 +1134,7 @@ StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, c
     DITUNE_ASSIGN_OR_RETURN(i.ring, group(Axis::kRing));
     DITUNE_ASSIGN_OR_RETURN(i.tp, group(Axis::kTp));
     DITUNE_ASSIGN_OR_RETURN(i.cfg, group(Axis::kCfg));
+    DITUNE_ASSIGN_OR_RETURN(i.distri, group(Axis::kDistriFusion));
     // Two communicators over the stages, one per direction, so that hand-offs forward and
     // latents back never queue behind each other (NCCL runs a communicator's transfers in
     // order on its stream).
@@ -1078,14 +1182,19 @@ int64_t EngineBytes(const ModelSpec& model, const Workload& /*workload*/, const 
   const double Ha = static_cast<double>(rw.heads) * model.head_dim;
   const double qa = static_cast<double>(rw.ulysses) * (rw.img_tokens + rw.txt_tokens);
   act += b * (2 * qa + 2 * static_cast<double>(rw.seq_img_tokens + rw.seq_txt_tokens)) * Ha;
-  if (rw.seq_img_tokens > rw.img_tokens * rw.patches) {
+  const bool distri = work.config.distrifusion > 1;
+  if (rw.seq_img_tokens > rw.img_tokens * rw.patches && !distri) {
     // Real sequence-parallel exchanges: send, receive and output chunks, two K/V blocks.
     act += b * qa * 8 * Ha + 4 * b * static_cast<double>(rw.seq_img_tokens + rw.seq_txt_tokens) * Ha;
   }
   act += work.blocks * b * T * 2 * Hl;
-  if (work.steady.patches > 1) {
-    // PipeFusion's K/V buffers: the whole sequence's image keys and values per block.
-    act += work.blocks * b * static_cast<double>(rw.seq_img_tokens) * 2 * Hl;
+  if (work.steady.patches > 1 || distri) {
+    // PipeFusion's and DistriFusion's K/V buffers: the whole sequence's keys and values per
+    // block (the text's too in joint and single blocks).
+    for (int i = work.first_block; i < work.first_block + work.blocks; ++i) {
+      const double kv_rows = static_cast<double>(rw.seq_img_tokens) + (model.family_of(i) == BlockFamily::kCross ? 0 : T);
+      act += b * kv_rows * 2 * Hl;
+    }
   }
   act += b * static_cast<double>(work.warmup.img_tokens) * lat * (2 + 1 + 1);
   return static_cast<int64_t>(kElementBytes * (weights + act));

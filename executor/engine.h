@@ -14,11 +14,15 @@
 // merge, tensor-parallel all-reduces, the CFG branches gathered for the guidance step, data-
 // parallel prompts — and every rank ends with the model's output for every prompt. Over
 // NCCL the tensors move in device memory; over MPI they are staged through the host (which
-// is how several ranks share one GPU). PipeFusion runs for real for cross-attention models
-// (on one device too): patches attend over per-block K/V buffers of the whole sequence, one
-// step stale for the patches not yet done, stages hand activations forward and the last hands
-// the updated latent rows back; DistriFusion, and PipeFusion of joint or single blocks or
-// with sequence or tensor parallelism inside the stages, run only emulated.
+// is how several ranks share one GPU). PipeFusion runs for real (on one device too): patches
+// attend over per-block K/V buffers of the whole sequence, one step stale for the patches not
+// yet done; in joint and single blocks the first patch of a step carries the whole text and
+// leaves its K/V for the later patches (xDiT's scheme); stages hand activations forward and
+// the last hands the updated latent rows back. DistriFusion runs for real across ranks: each
+// rank computes its share of the sequence attending over K/V buffers whose other rows are one
+// step stale, refreshed by nonblocking all-gathers that overlap the next blocks (warm-up steps,
+// at least one, gather synchronously). PipeFusion with sequence or tensor parallelism inside
+// the stages runs only emulated.
 #ifndef DITUNE_EXECUTOR_ENGINE_H_
 #define DITUNE_EXECUTOR_ENGINE_H_
 
@@ -64,6 +68,10 @@ struct EngineOptions {
   // timing runs; off to compute what the CPU executor computes.
   bool architecture_extras = true;
   float guidance = 4.0f;  // as the CPU executor
+  // DistriFusion without a communicator: compute every rank's share in turn on this device,
+  // each over K/V buffers whose other rows are from the step before — what the ranks compute
+  // together, with the same kernels on the same rows (for checking the real runs).
+  bool distrifusion_in_turn = false;
 };
 
 struct EngineResult {

@@ -74,6 +74,13 @@ class MpiComm : public Comm {
         MpiStatus(MPI_Irecv(data, static_cast<int>(count), MPI_FLOAT, peer, tag, comm_, &r), "receive"));
     return std::unique_ptr<Request>(new MpiRequest(r));
   }
+  StatusOr<std::unique_ptr<Request>> IAllGatherInPlace(float* data, size_t count) override {
+    MPI_Request r;
+    DITUNE_RETURN_IF_ERROR(MpiStatus(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(count),
+                                                    MPI_FLOAT, comm_, &r),
+                                     "nonblocking all-gather"));
+    return std::unique_ptr<Request>(new MpiRequest(r));
+  }
   Status Barrier() override { return MpiStatus(MPI_Barrier(comm_), "barrier"); }
   StatusOr<std::unique_ptr<Comm>> Split(const std::vector<int>& ranks) override {
     int pos = -1;

@@ -100,6 +100,10 @@ class NcclComm : public Comm {
       return r != ncclSuccess ? r : end;
     });
   }
+  StatusOr<std::unique_ptr<Request>> IAllGatherInPlace(float* data, size_t count) override {
+    // In place: NCCL takes the send buffer at this rank's offset of the receive buffer.
+    return P2p([&] { return ncclAllGather(data + rank_ * count, data, count, ncclFloat32, comm_, stream_); });
+  }
   Status Barrier() override {
     float* one = nullptr;
     CUDA_OK(cudaMallocAsync(&one, sizeof(float), stream_));
@@ -146,7 +150,7 @@ class NcclComm : public Comm {
     CUDA_OK(cudaSetDevice(device_));
     if (ncclResult_t r = launch(); r != ncclSuccess) {
       ncclCommAbort(comm_);
-      return NcclStatus(r, "ncclSend/ncclRecv", __LINE__);
+      return NcclStatus(r, "nonblocking NCCL transfer", __LINE__);
     }
     cudaEvent_t e;
     CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));

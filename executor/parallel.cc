@@ -16,7 +16,6 @@ Mat RowBlock(const Mat& m, int64_t start, int64_t n) { return m.middleRows(start
 }  // namespace
 
 Status ExecutorSupports(const ModelSpec& model, const ParallelConfig& c) {
-  if (c.distrifusion > 1) return Status::NotSupported("DistriFusion is not implemented in the CPU executor yet");
   if (c.pipefusion > 1 || c.patches > 1) {
     if (c.sp() > 1 || c.tp > 1) {
       return Status::NotSupported(
@@ -41,16 +40,24 @@ struct ParallelRunner::Impl {
   uint64_t seed = 0;
   RankLayout layout;
   RankCoords coords;
-  std::unique_ptr<Comm> ulysses, ring, tp, cfg, dp, sp, pp;
+  std::unique_ptr<Comm> ulysses, ring, tp, cfg, dp, sp, pp, distri;
   std::unique_ptr<DitModel> dit;
   int stage = 0, stages = 1;
   OpTimers timers;
   int ring_tag = 0;
 
+  // DistriFusion: per branch and block, K and V of the whole sequence ([text; image] rows,
+  // text where the block attends over it); this rank's rows fresh, the others' as of the
+  // last all-gather (one step stale after the synchronous warm-up steps).
+  std::vector<std::vector<std::pair<Mat, Mat>>> df_kv;
+  int cur_block = 0, cur_branch = 0;
+  bool df_sync = false, df_gather_after = false;
+
   int64_t n() const { return tokens.image_tokens(); }
-  int sp_degree() const { return config.sp(); }
-  int sp_index() const { return coords[Axis::kSp]; }
-  int64_t n_local() const { return n() / sp_degree(); }
+  // The sequence's split: sequence parallelism, or DistriFusion's patches (which stand alone).
+  int seq_degree() const { return config.sp() * config.distrifusion; }
+  int seq_index() const { return coords[Axis::kSp] + config.sp() * coords[Axis::kDistriFusion]; }
+  int64_t n_local() const { return n() / seq_degree(); }
   bool cfg_branches_here(int branch) const { return config.cfg == 1 || coords[Axis::kCfg] == branch; }
 
   // Sequence-parallel attention over this rank's rows (text rows first, on every rank).
@@ -132,8 +139,63 @@ struct ParallelRunner::Impl {
     return out;
   }
 
+  // DistriFusion's attention of this rank's rows (the first T of q, k, v the text, replicated
+  // here): its fresh rows into the block's buffer, queries over the whole buffer. Where the
+  // text splits evenly over the ranks, each rank's share of it is its own and the others' are
+  // gathered like the image rows (as the engine splits it); otherwise every rank's text is
+  // fresh. Warm-up steps gather before attending; later ones after, for the next step.
+  StatusOr<Mat> DfAttention(const Mat& q, const Mat& k, const Mat& v, int64_t T) {
+    const int nd = config.distrifusion, me = coords[Axis::kDistriFusion];
+    const int64_t nl = q.rows() - T, N = n(), width = k.cols();
+    const bool split_text = T > 0 && T % nd == 0;
+    const int64_t tl = split_text ? T / nd : 0;  // text rows this rank owns
+    auto& per_branch = df_kv[static_cast<size_t>(cur_branch)];
+    if (per_branch.size() <= static_cast<size_t>(cur_block)) per_branch.resize(static_cast<size_t>(cur_block) + 1);
+    auto& [K, V] = per_branch[static_cast<size_t>(cur_block)];
+    if (K.rows() != T + N) {
+      K = Mat::Zero(T + N, width);
+      V = Mat::Zero(T + N, width);
+    }
+    if (split_text) {
+      K.middleRows(me * tl, tl) = k.middleRows(me * tl, tl);
+      V.middleRows(me * tl, tl) = v.middleRows(me * tl, tl);
+    } else if (T > 0) {
+      K.topRows(T) = k.topRows(T);
+      V.topRows(T) = v.topRows(T);
+    }
+    K.middleRows(T + me * nl, nl) = k.bottomRows(nl);
+    V.middleRows(T + me * nl, nl) = v.bottomRows(nl);
+    auto gather = [&]() -> Status {
+      const int64_t own = tl + nl;  // rows per rank: its text share, then its image rows
+      std::vector<float> mine(static_cast<size_t>(2 * own * width)), all(mine.size() * nd);
+      Eigen::Map<Mat> mk(mine.data(), own, width), mv(mine.data() + own * width, own, width);
+      mk.topRows(tl) = K.middleRows(me * tl, tl);
+      mk.bottomRows(nl) = K.middleRows(T + me * nl, nl);
+      mv.topRows(tl) = V.middleRows(me * tl, tl);
+      mv.bottomRows(nl) = V.middleRows(T + me * nl, nl);
+      const double t0 = world->Now();
+      DITUNE_RETURN_IF_ERROR(distri->AllGather(mine.data(), all.data(), mine.size()));
+      timers.comm += world->Now() - t0;
+      for (int j = 0; j < nd; ++j) {
+        Eigen::Map<const Mat> jk(all.data() + j * mine.size(), own, width), jv(all.data() + j * mine.size() + own * width, own, width);
+        K.middleRows(j * tl, tl) = jk.topRows(tl);
+        V.middleRows(j * tl, tl) = jv.topRows(tl);
+        K.middleRows(T + j * nl, nl) = jk.bottomRows(nl);
+        V.middleRows(T + j * nl, nl) = jv.bottomRows(nl);
+      }
+      return Status::Ok();
+    };
+    if (df_sync) DITUNE_RETURN_IF_ERROR(gather());
+    Mat out = Attention(q, K, V, dit->heads_local(), model->head_dim);
+    if (!df_sync && df_gather_after) DITUNE_RETURN_IF_ERROR(gather());
+    return out;
+  }
+
   ParallelHooks Hooks() {
     ParallelHooks h;
+    if (config.distrifusion > 1) {
+      h.attention = [this](const Mat& q, const Mat& k, const Mat& v, int64_t T) { return DfAttention(q, k, v, T); };
+    }
     if (config.sp() > 1) {
       h.attention = [this](const Mat& q, const Mat& k, const Mat& v, int64_t T) { return SpAttention(q, k, v, T); };
     }
@@ -147,7 +209,10 @@ struct ParallelRunner::Impl {
   StatusOr<Mat> Predict(const Mat& latent_rows, const Vec& c, Mat ctx) {
     Mat x = dit->Embed(latent_rows, &timers);
     const ParallelHooks hooks = Hooks();
-    for (int b = 0; b < dit->num_blocks(); ++b) DITUNE_RETURN_IF_ERROR(dit->Block(b, c, &x, &ctx, hooks, &timers));
+    for (int b = 0; b < dit->num_blocks(); ++b) {
+      cur_block = b;
+      DITUNE_RETURN_IF_ERROR(dit->Block(b, c, &x, &ctx, hooks, &timers));
+    }
     return dit->Final(x, c, &timers);
   }
 
@@ -173,17 +238,22 @@ struct ParallelRunner::Impl {
   StatusOr<Mat> GenerateSync(int prompt, std::vector<double>* step_seconds) {
     const int64_t nl = n_local();
     const Mat full = RandomMat(n(), dit->latent_width(), 1.0f, seed, 1000 + static_cast<uint64_t>(prompt));
-    Mat x = RowBlock(full, sp_index() * nl, nl);
+    Mat x = RowBlock(full, seq_index() * nl, nl);
     const std::vector<int> branches = Branches();
     std::vector<Mat> ctx;
     for (int b : branches) ctx.push_back(dit->ProjectText(PromptEmbedding(*model, seed, prompt, b == 1), &timers));
     const int S = workload.steps;
+    const int df_warmup = std::min(S, std::max(1, config.warmup));
+    df_kv.assign(branches.size(), {});
     for (int k = 0; k < S; ++k) {
       const double t0 = world->Now();
       const float sigma = 1.0f - static_cast<float>(k) / S, next = 1.0f - static_cast<float>(k + 1) / S;
       const Vec c = dit->Conditioning(sigma * 1000.0f, &timers);
+      df_sync = k < df_warmup;
+      df_gather_after = k + 1 < S;
       std::vector<Mat> v;
       for (size_t i = 0; i < branches.size(); ++i) {
+        cur_branch = static_cast<int>(i);
         DITUNE_ASSIGN_OR_RETURN(Mat p, Predict(x, c, ctx[i]));
         v.push_back(std::move(p));
       }
@@ -191,9 +261,10 @@ struct ParallelRunner::Impl {
       x += (next - sigma) * g;
       step_seconds->push_back(world->Now() - t0);
     }
-    if (sp_degree() == 1) return x;
+    if (seq_degree() == 1) return x;
     std::vector<float> all(static_cast<size_t>(n() * x.cols()));
-    DITUNE_RETURN_IF_ERROR(sp->AllGather(x.data(), all.data(), static_cast<size_t>(x.size())));
+    Comm* seq = config.distrifusion > 1 ? distri.get() : sp.get();
+    DITUNE_RETURN_IF_ERROR(seq->AllGather(x.data(), all.data(), static_cast<size_t>(x.size())));
     return Mat(Eigen::Map<Mat>(all.data(), n(), x.cols()));
   }
 
@@ -332,6 +403,7 @@ StatusOr<std::unique_ptr<ParallelRunner>> ParallelRunner::Create(const ModelSpec
   DITUNE_ASSIGN_OR_RETURN(impl->cfg, split(Axis::kCfg));
   DITUNE_ASSIGN_OR_RETURN(impl->dp, split(Axis::kDp));
   DITUNE_ASSIGN_OR_RETURN(impl->pp, split(Axis::kPipeFusion));
+  DITUNE_ASSIGN_OR_RETURN(impl->distri, split(Axis::kDistriFusion));
   impl->stages = config.pipefusion;
   impl->stage = impl->coords[Axis::kPipeFusion];
   int first = 0, count = 0;

@@ -2,7 +2,8 @@
 // Ulysses (all-to-all between sequence and head sharding), Ring (K/V passed around with
 // nonblocking sends overlapping the blockwise attention), USP, tensor parallel, CFG
 // parallel, data parallel, and PipeFusion (stages, patches, one-step-stale K/V, synchronous
-// warm-up steps, asynchronous patch sends, latents back to stage 0).
+// warm-up steps, asynchronous patch sends, latents back to stage 0), and DistriFusion (each
+// rank its share of the sequence, attending over K/V whose other rows are one step stale).
 #ifndef DITUNE_EXECUTOR_PARALLEL_H_
 #define DITUNE_EXECUTOR_PARALLEL_H_
 
@@ -47,7 +48,7 @@ class ParallelRunner {
 };
 
 // Whether the CPU executor implements `config` for `model` (PipeFusion: cross blocks, no
-// sequence or tensor parallelism inside it; DistriFusion: not yet), with the reason if not.
+// sequence or tensor parallelism inside it), with the reason if not.
 Status ExecutorSupports(const ModelSpec& model, const ParallelConfig& config);
 
 }  // namespace ditune::exec

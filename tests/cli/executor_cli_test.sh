@@ -27,6 +27,8 @@ expect run-wrong-size 2 "needs 4 ranks; 2 were launched|product-equals-gpus" -- 
   --model tiny-pixart --steps 2 --config ulysses=4
 expect run-unsupported 1 "PipeFusion for cross-attention models" -- "${mpirun2[@]}" "$bin" run --model tiny-sd3 \
   --steps 2 --config pipefusion=2
+expect run-distrifusion 0 "^1 +[0-9.]+" -- "${mpirun2[@]}" "$bin" run --model tiny-flux --steps 3 --iters 1 \
+  --config distrifusion=2
 expect run-too-big 2 "refused before allocating" -- "$bin" run --model stepvideo-t2v --steps 1 --config ""
 expect emulate-rank 0 "rank 3 of 'ulysses=2,cfg=2' emulated on one process: compute .* \+ communication .* \(modelled over nvlink4\)" \
   -- "$bin" run --model tiny-pixart --steps 2 --iters 1 --config ulysses=2,cfg=2 --emulate-rank 3 --gpu h100-sxm5-80gb --gpus 4
@@ -42,8 +44,10 @@ expect engine-ranks-bad-comm 2 "--comm 'gloo': valid: mpi, nccl" -- "${mpirun2[@
   --comm gloo --model tiny-sd3 --steps 2 --config ulysses=2
 expect engine-ranks-pipefusion 0 "'pipefusion=2' on 2 ranks over mpi" -- "${mpirun2[@]}" "$bin" run \
   --backend ref --model tiny-pixart --steps 3 --iters 1 --config pipefusion=2,patches=2,warmup=1
-expect engine-ranks-pipefusion-joint 1 "PipeFusion across ranks for cross-attention models" -- "${mpirun2[@]}" "$bin" \
-  run --backend ref --model tiny-sd3 --steps 2 --config pipefusion=2
+expect engine-ranks-pipefusion-joint 0 "'pipefusion=2,patches=4' on 2 ranks over mpi" -- "${mpirun2[@]}" "$bin" \
+  run --backend ref --model tiny-flux --steps 3 --iters 1 --config pipefusion=2,patches=4
+expect engine-ranks-distrifusion 0 "'distrifusion=2' on 2 ranks over mpi" -- "${mpirun2[@]}" "$bin" \
+  run --backend ref --model tiny-sd3 --steps 3 --iters 2 --config distrifusion=2
 expect engine-ranks-wrong-size 2 "needs 4 ranks; 2 were launched" -- "${mpirun2[@]}" "$bin" run --backend ref \
   --model tiny-pixart --steps 2 --config ulysses=4
 expect engine-ranks-too-big 2 "needs about [0-9.]+ GB on the device" -- "${mpirun2[@]}" "$bin" run --backend ref \

@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include "core/catalog.h"
+#include <algorithm>
+#include <vector>
+
 #include "executor/comm.h"
+#include "executor/dit.h"
 #include "executor/parallel.h"
 #include "tests/executor/mpi_test_util.h"
 
@@ -38,7 +42,99 @@ void Check(const Case& c) {
   }
 }
 
+// DistriFusion computed serially, the textbook way, for comparison: synchronous steps run the
+// whole sequence and record every block's K/V; each later step runs every patch (its image
+// rows, with the whole text) on its own, attending over the K/V recorded in the step before
+// with its own rows fresh, and records those for the next step. Where the text splits evenly
+// over the patches each patch owns its share of the text's K/V too; otherwise every patch's
+// text K/V are fresh.
+Mat SerialDistriFusion(const ModelSpec& m, const Workload& w, int n, int warmup, uint64_t seed, int prompt) {
+  DitModel dit(m, seed, 0, m.num_blocks(), 1, 0);
+  const int64_t N = ComputeTokenGeometry(m, w)->image_tokens(), T = m.text_tokens, nl = N / n;
+  const int L = m.num_blocks(), S = w.steps;
+  Mat latent = RandomMat(N, dit.latent_width(), 1.0f, seed, 1000 + static_cast<uint64_t>(prompt));
+  const std::vector<int> branches = m.uses_cfg ? std::vector<int>{0, 1} : std::vector<int>{0};
+  using Kv = std::pair<Mat, Mat>;
+  std::vector<std::vector<Kv>> kv(branches.size(), std::vector<Kv>(static_cast<size_t>(L)));
+  for (int k = 0; k < S; ++k) {
+    const float sigma = 1.0f - static_cast<float>(k) / S, next = 1.0f - static_cast<float>(k + 1) / S;
+    const Vec c = dit.Conditioning(sigma * 1000.0f, nullptr);
+    const bool sync = k < std::max(1, warmup);
+    std::vector<Mat> v;
+    for (size_t bi = 0; bi < branches.size(); ++bi) {
+      const Mat ctx0 = dit.ProjectText(PromptEmbedding(m, seed, prompt, branches[bi] == 1), nullptr);
+      auto recorded = kv[bi];
+      Mat pred(N, dit.latent_width());
+      for (int r = 0; r < (sync ? 1 : n); ++r) {
+        const int64_t row0 = sync ? 0 : r * nl, rows = sync ? N : nl;
+        Mat x = dit.Embed(latent.middleRows(row0, rows), nullptr), ctx = ctx0;
+        for (int b = 0; b < L; ++b) {
+          ParallelHooks hooks;
+          hooks.attention = [&](const Mat& q, const Mat& kk, const Mat& vv, int64_t Tq) -> StatusOr<Mat> {
+            auto& [K, V] = recorded[static_cast<size_t>(b)];
+            if (sync) {
+              K = kk;
+              V = vv;
+              return Attention(q, kk, vv, m.heads, m.head_dim);
+            }
+            Mat Kb = kv[bi][static_cast<size_t>(b)].first, Vb = kv[bi][static_cast<size_t>(b)].second;
+            const int64_t tl = Tq > 0 && Tq % n == 0 ? Tq / n : 0;
+            const int64_t t0 = tl > 0 ? r * tl : 0, tn = tl > 0 ? tl : Tq;
+            for (Mat* dst : {&Kb, &K}) {
+              dst->middleRows(t0, tn) = kk.middleRows(t0, tn);
+              dst->middleRows(Tq + row0, rows) = kk.bottomRows(rows);
+            }
+            for (Mat* dst : {&Vb, &V}) {
+              dst->middleRows(t0, tn) = vv.middleRows(t0, tn);
+              dst->middleRows(Tq + row0, rows) = vv.bottomRows(rows);
+            }
+            return Attention(q, Kb, Vb, m.heads, m.head_dim);
+          };
+          EXPECT_TRUE(dit.Block(b, c, &x, &ctx, hooks, nullptr).ok());
+        }
+        pred.middleRows(row0, rows) = dit.Final(x, c, nullptr);
+      }
+      kv[bi] = std::move(recorded);
+      v.push_back(std::move(pred));
+    }
+    const Mat g = m.uses_cfg ? Mat(v[1] + 4.0f * (v[0] - v[1])) : v[0];
+    latent += (next - sigma) * g;
+  }
+  return latent;
+}
+
+// DistriFusion across ranks equals its serial computation, synchronous steps equal the model,
+// and the stale ones differ from it.
+void CheckDistriFusion(const char* model, const char* config_text, int text_tokens) {
+  const ParallelConfig config = *ParseParallelConfig(config_text);
+  if (config.world_size() != World()->size()) GTEST_SKIP() << "needs " << config.world_size() << " ranks";
+  ModelSpec m = **Cat().Model(model);
+  if (text_tokens > 0) m.text_tokens = text_tokens;
+  const Workload w{model, 64, 64, 1, 3, 1, OutputType::kLatent};
+  auto runner = ParallelRunner::Create(m, w, config, World(), 42);
+  ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+  auto par = (*runner)->Generate();
+  ASSERT_TRUE(par.ok()) << par.status().ToString();
+  const Mat serial = SerialDistriFusion(m, w, config.distrifusion, config.warmup, 42, 0);
+  EXPECT_LE(MaxRelativeError(par->latents[0], serial), 1e-4) << model << " " << config_text;
+  auto local = CreateComm("local", nullptr, nullptr);
+  auto exact = (*ParallelRunner::Create(m, w, ParallelConfig{}, local->get(), 42))->Generate();
+  ASSERT_TRUE(exact.ok());
+  const Mat noise = RandomMat(serial.rows(), serial.cols(), 1.0f, 42, 1000);
+  const double stale = MaxRelativeError(Mat(par->latents[0] - noise), Mat(exact->latents[0] - noise));
+  if (config.warmup >= w.steps) {
+    EXPECT_LE(stale, 1e-4) << model << " " << config_text;
+  } else {
+    EXPECT_GT(stale, 1e-4) << model << " " << config_text;  // the stale K/V show
+    EXPECT_LT(stale, 5e-2) << model << " " << config_text;  // and stay close to the model
+  }
+}
+
 // 2 ranks.
+TEST(Parallel2, DistriFusionWarm) { CheckDistriFusion("tiny-sd3", "distrifusion=2,warmup=3", 0); }
+TEST(Parallel2, DistriFusionStaleCross) { CheckDistriFusion("tiny-pixart", "distrifusion=2,warmup=1", 0); }
+TEST(Parallel2, DistriFusionStaleJoint) { CheckDistriFusion("tiny-sd3", "distrifusion=2,warmup=1", 0); }
+TEST(Parallel2, DistriFusionStaleReplicatedText) { CheckDistriFusion("tiny-flux", "distrifusion=2,warmup=1", 7); }
 TEST(Parallel2, Ulysses) { Check({"tiny-pixart", "ulysses=2", "", 1}); }
 TEST(Parallel2, UlyssesJoint) { Check({"tiny-sd3", "ulysses=2", "", 1}); }
 TEST(Parallel2, UlyssesSingle) { Check({"tiny-flux", "ulysses=2", "", 1}); }
@@ -60,6 +156,8 @@ TEST(Parallel4, Ring4) { Check({"tiny-sd3", "ring=4", "", 1}); }
 TEST(Parallel4, UlyssesCfg) { Check({"tiny-pixart", "ulysses=2,cfg=2", "", 1}); }
 TEST(Parallel4, TpUlysses) { Check({"tiny-sd3", "ulysses=2,tp=2", "", 1}); }
 TEST(Parallel4, RingDp) { Check({"tiny-pixart", "ring=2,dp=2", "", 2}); }
+TEST(Parallel4, DistriFusionStaleSingle) { CheckDistriFusion("tiny-flux", "distrifusion=4,warmup=1", 0); }
+TEST(Parallel4, DistriFusionStaleReplicatedText) { CheckDistriFusion("tiny-sd3", "distrifusion=4,warmup=2", 6); }
 TEST(Parallel4, PipeFusionCfg) {
   Check({"tiny-pixart", "pipefusion=2,patches=2,warmup=1,cfg=2", "patches=2,warmup=1", 1});
 }
