@@ -254,29 +254,6 @@ Status DitModel::CrossTail(const BlockWeights& bw, const Vec& m, Mat* x, const M
   return Status::Ok();
 }
 
-Status DitModel::BlockWithKv(int index, const Vec& c, Mat* x, const Mat& ctx, const KvFn& kv_fn,
-                             OpTimers* timers) const {
-  const BlockWeights& bw = blocks_[index];
-  if (bw.family != BlockFamily::kCross) {
-    return Status::NotSupported("PipeFusion in the CPU executor supports cross-attention blocks (PixArt family)");
-  }
-  const auto& w = bw.w;
-  const int64_t H = spec_.hidden;
-  const int hl = heads_local();
-  const Vec m = c * w.at("mod");
-  Mat q, k, v;
-  SelfQkv(bw, m, *x, &q, &k, &v, timers);
-  Mat k_all, v_all;
-  kv_fn(first_block_ + index, k, v, &k_all, &v_all);
-  Mat y;
-  {
-    Scoped s(Slot(timers, &OpTimers::attention));
-    y = Attention(q, k_all, v_all, hl, spec_.head_dim) * w.at("wo");
-  }
-  AddGated(x, Chunk(m, 2, H), y);
-  return CrossTail(bw, m, x, ctx, [](Mat*) { return Status::Ok(); }, timers);
-}
-
 Mat PromptEmbedding(const ModelSpec& spec, uint64_t seed, int prompt, bool negative) {
   return RandomMat(spec.text_tokens, spec.text_hidden, 1.0f, seed + 7919ULL * static_cast<uint64_t>(prompt + 1),
                    negative ? 0xBADC0FFEULL : 0x5EEDULL);

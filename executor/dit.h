@@ -55,14 +55,8 @@ class DitModel {
   Mat Final(const Mat& x, const Vec& c, OpTimers* timers) const;
 
   // One block (index relative to this model's first block). `ctx` is the projected text;
-  // joint and single blocks update it too. `self_kv`, when given, receives the block's
-  // self-attention keys and values of the image rows (PipeFusion's buffers).
+  // joint and single blocks update it too.
   Status Block(int index, const Vec& c, Mat* x, Mat* ctx, const ParallelHooks& hooks, OpTimers* timers) const;
-
-  // Cross-family self-attention with an external K/V source: `kv_fn` receives this block's
-  // fresh image K and V rows and returns the K and V to attend over (PipeFusion).
-  using KvFn = std::function<void(int block, const Mat& k, const Mat& v, Mat* k_all, Mat* v_all)>;
-  Status BlockWithKv(int index, const Vec& c, Mat* x, const Mat& ctx, const KvFn& kv_fn, OpTimers* timers) const;
 
   int first_block() const { return first_block_; }
   // The weights, for backends that run the same model elsewhere (the CUDA backend uploads them).

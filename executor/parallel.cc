@@ -15,17 +15,12 @@ Mat RowBlock(const Mat& m, int64_t start, int64_t n) { return m.middleRows(start
 
 }  // namespace
 
-Status ExecutorSupports(const ModelSpec& model, const ParallelConfig& c) {
+Status ExecutorSupports(const ModelSpec& /*model*/, const ParallelConfig& c) {
   if (c.pipefusion > 1 || c.patches > 1) {
     if (c.sp() > 1 || c.tp > 1) {
       return Status::NotSupported(
           "the CPU executor runs PipeFusion with CFG and data parallelism, not with sequence or tensor parallelism "
           "inside the stages");
-    }
-    if (model.num_blocks(BlockFamily::kCross) != model.num_blocks()) {
-      return Status::NotSupported(fmt::format(
-          "the CPU executor runs PipeFusion for cross-attention models (PixArt family); {} has joint or single blocks",
-          model.id));
     }
   }
   return Status::Ok();
@@ -283,9 +278,17 @@ struct ParallelRunner::Impl {
     const std::vector<int> branches = Branches();
     std::vector<Mat> ctx;
     for (int b : branches) ctx.push_back(dit->ProjectText(PromptEmbedding(*model, seed, prompt, b == 1), &timers));
-    // K/V buffers per branch and block: N x H.
+    // K/V buffers per branch and block: [text; image] rows (text where the block attends over
+    // it) x this rank's heads.
+    const int64_t T = model->text_tokens, Ht = model->text_stream_hidden;
     std::vector<std::vector<std::pair<Mat, Mat>>> kv(branches.size());
-    for (auto& per_branch : kv) per_branch.assign(dit->num_blocks(), {Mat::Zero(N, H), Mat::Zero(N, H)});
+    for (auto& per_branch : kv) {
+      for (int b = 0; b < dit->num_blocks(); ++b) {
+        const bool text = model->family_of(dit->first_block() + b) != BlockFamily::kCross;
+        const int64_t rows = N + (text ? T : 0);
+        per_branch.emplace_back(Mat::Zero(rows, H), Mat::Zero(rows, H));
+      }
+    }
     std::vector<std::unique_ptr<Request>> pending;
     std::vector<std::vector<float>> send_buffers;
     auto send = [&](const Mat& m, int to, int tag) -> Status {
@@ -302,18 +305,32 @@ struct ParallelRunner::Impl {
       timers.comm += world->Now() - t0;
       return m;
     };
-    // One forward of this stage's blocks over rows [row0, row0 + rows) for branch bi.
-    auto forward = [&](size_t bi, int64_t row0, int64_t rows, const Vec& c, Mat h) -> StatusOr<Mat> {
-      DitModel::KvFn kv_fn = [&](int block, const Mat& k, const Mat& v, Mat* k_all, Mat* v_all) {
-        auto& buf = kv[bi][block - dit->first_block()];
-        buf.first.middleRows(row0, rows) = k;
-        buf.second.middleRows(row0, rows) = v;
-        *k_all = buf.first;
-        *v_all = buf.second;
+    // One forward of this stage's blocks over image rows [row0, row0 + rows) of branch bi,
+    // with the text rows in `text` (all of them in the first patch of a step, none in the
+    // later ones, which attend over the text K/V the first left: xDiT's scheme). Cross
+    // blocks take the whole projected text for their cross-attention instead.
+    auto forward = [&](size_t bi, int64_t row0, int64_t rows, const Vec& c, Mat* h, Mat* text) -> Status {
+      int cur = 0;
+      ParallelHooks hooks;
+      hooks.attention = [&](const Mat& q, const Mat& k, const Mat& v, int64_t Tq) -> StatusOr<Mat> {
+        auto& [K, V] = kv[bi][static_cast<size_t>(cur)];
+        const int64_t Tk = K.rows() - N;
+        K.topRows(Tq) = k.topRows(Tq);
+        V.topRows(Tq) = v.topRows(Tq);
+        K.middleRows(Tk + row0, rows) = k.bottomRows(rows);
+        V.middleRows(Tk + row0, rows) = v.bottomRows(rows);
+        return Attention(q, K, V, dit->heads_local(), model->head_dim);
       };
-      for (int b = 0; b < dit->num_blocks(); ++b) DITUNE_RETURN_IF_ERROR(dit->BlockWithKv(b, c, &h, ctx[bi], kv_fn, &timers));
-      return h;
+      Mat whole = ctx[bi];
+      for (cur = 0; cur < dit->num_blocks(); ++cur) {
+        const bool cross = model->family_of(dit->first_block() + cur) == BlockFamily::kCross;
+        DITUNE_RETURN_IF_ERROR(dit->Block(cur, c, h, cross ? &whole : text, hooks, &timers));
+      }
+      return Status::Ok();
     };
+    // Whether the residual stream carries text rows (joint and single blocks).
+    bool stream_text = false;
+    for (int b = 0; b < model->num_blocks(); ++b) stream_text |= model->family_of(b) != BlockFamily::kCross;
     for (int k = 0; k < S; ++k) {
       const double t0 = world->Now();
       const float sigma = 1.0f - static_cast<float>(k) / S, next = 1.0f - static_cast<float>(k + 1) / S;
@@ -334,16 +351,22 @@ struct ParallelRunner::Impl {
           }
         }
         std::vector<Mat> v;
+        const int64_t text_rows = stream_text && (warm || p == 0) ? T : 0;
         for (size_t bi = 0; bi < branches.size(); ++bi) {
-          Mat h;
+          Mat h, text(0, Ht);
           if (first) {
             h = dit->Embed(RowBlock(latent, row0, rows), &timers);
+            if (text_rows > 0) text = ctx[bi];
           } else {
             DITUNE_ASSIGN_OR_RETURN(h, recv(rows, H, prev_stage, kTagActivation));
+            if (text_rows > 0) {
+              DITUNE_ASSIGN_OR_RETURN(text, recv(text_rows, Ht, prev_stage, kTagActivation));
+            }
           }
-          DITUNE_ASSIGN_OR_RETURN(h, forward(bi, row0, rows, c, std::move(h)));
+          DITUNE_RETURN_IF_ERROR(forward(bi, row0, rows, c, &h, &text));
           if (!last) {
             DITUNE_RETURN_IF_ERROR(send(h, next_stage, kTagActivation));
+            if (text_rows > 0) DITUNE_RETURN_IF_ERROR(send(text, next_stage, kTagActivation));
           } else {
             v.push_back(dit->Final(h, c, &timers));
           }

@@ -25,8 +25,10 @@ expect run-ulysses 0 "^1 +[0-9.]+" -- "${mpirun2[@]}" "$bin" run --model tiny-pi
 expect run-auto 0 "on 2 CPU rank\(s\) \(mpi\)" -- "${mpirun2[@]}" "$bin" run --model tiny-sd3 --steps 2 --iters 1 --auto
 expect run-wrong-size 2 "needs 4 ranks; 2 were launched|product-equals-gpus" -- "${mpirun2[@]}" "$bin" run \
   --model tiny-pixart --steps 2 --config ulysses=4
-expect run-unsupported 1 "PipeFusion for cross-attention models" -- "${mpirun2[@]}" "$bin" run --model tiny-sd3 \
-  --steps 2 --config pipefusion=2
+expect run-pipefusion-joint 0 "^1 +[0-9.]+" -- "${mpirun2[@]}" "$bin" run --model tiny-sd3 --steps 3 --iters 1 \
+  --config pipefusion=2,patches=2
+expect run-unsupported 1 "not with sequence or tensor parallelism inside the stages" -- "$mpi" -np 4 --oversubscribe \
+  --allow-run-as-root "$bin" run --model tiny-sd3 --steps 2 --config pipefusion=2,ulysses=2
 expect run-distrifusion 0 "^1 +[0-9.]+" -- "${mpirun2[@]}" "$bin" run --model tiny-flux --steps 3 --iters 1 \
   --config distrifusion=2
 expect run-too-big 2 "refused before allocating" -- "$bin" run --model stepvideo-t2v --steps 1 --config ""

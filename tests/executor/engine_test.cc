@@ -71,9 +71,10 @@ TEST(EngineTest, OneDeviceEqualsTheCpuExecutor) {
 
 // PipeFusion on one device: patches attend over one-step-stale K/V of the others (zero before
 // the first step when there is no warm-up), as the CPU executor computes it.
-TEST(EngineTest, PipelinedPatchesEqualTheCpuExecutorsStaleKv) {
-  const ModelSpec& m = **Cat().Model("tiny-pixart");
-  const Workload w = Tiny("tiny-pixart", 64, 3, 2);
+void CheckPatchesAgainstCpu(const char* model) {
+  SCOPED_TRACE(model);
+  const ModelSpec& m = **Cat().Model(model);
+  const Workload w = Tiny(model, 64, 3, 2);
   const char* kStale = "patches=4,warmup=0";
   auto comm = CreateComm("local", nullptr, nullptr);
   ASSERT_TRUE(comm.ok());
@@ -106,6 +107,13 @@ TEST(EngineTest, PipelinedPatchesEqualTheCpuExecutorsStaleKv) {
     EXPECT_GT(MaxRelativeError(got, Delta(sync.latents[p], m, w, p)), 1e-3) << "prompt " << p;
   }
 }
+
+// PipeFusion's patches on one device equal the CPU executor's (each with its own code) for
+// every block family: cross blocks, and joint and single blocks, whose first patch of a step
+// carries the text.
+TEST(EngineTest, PipelinedPatchesEqualTheCpuExecutorsStaleKv) { CheckPatchesAgainstCpu("tiny-pixart"); }
+TEST(EngineTest, PipelinedJointPatchesEqualTheCpuExecutorsStaleKv) { CheckPatchesAgainstCpu("tiny-sd3"); }
+TEST(EngineTest, PipelinedSinglePatchesEqualTheCpuExecutorsStaleKv) { CheckPatchesAgainstCpu("tiny-flux"); }
 
 // GEMM and attention FLOPs of one steady step of rank `rank`, as the cost models count them
 // (modulation and time embedding, one-row GEMMs the engine counts apart, left out).

@@ -50,7 +50,7 @@ void Check(const Case& c) {
 // text K/V are fresh.
 Mat SerialDistriFusion(const ModelSpec& m, const Workload& w, int n, int warmup, uint64_t seed, int prompt) {
   DitModel dit(m, seed, 0, m.num_blocks(), 1, 0);
-  const int64_t N = ComputeTokenGeometry(m, w)->image_tokens(), T = m.text_tokens, nl = N / n;
+  const int64_t N = ComputeTokenGeometry(m, w)->image_tokens(), nl = N / n;
   const int L = m.num_blocks(), S = w.steps;
   Mat latent = RandomMat(N, dit.latent_width(), 1.0f, seed, 1000 + static_cast<uint64_t>(prompt));
   const std::vector<int> branches = m.uses_cfg ? std::vector<int>{0, 1} : std::vector<int>{0};
@@ -144,6 +144,10 @@ TEST(Parallel2, TensorParallel) { Check({"tiny-sd3", "tp=2", "", 1}); }
 TEST(Parallel2, Cfg) { Check({"tiny-pixart", "cfg=2", "", 1}); }
 TEST(Parallel2, DataParallel) { Check({"tiny-sd3", "dp=2", "", 2}); }
 TEST(Parallel2, PipeFusionWarm) { Check({"tiny-pixart", "pipefusion=2,patches=2,warmup=3", "", 1}); }
+TEST(Parallel2, PipeFusionJointWarm) { Check({"tiny-sd3", "pipefusion=2,patches=2,warmup=3", "", 1}); }
+TEST(Parallel2, PipeFusionJointSingleStale) {
+  Check({"tiny-flux", "pipefusion=2,patches=4,warmup=1", "patches=4,warmup=1", 1});
+}
 TEST(Parallel2, PipeFusionStale) {
   Check({"tiny-pixart", "pipefusion=2,patches=4,warmup=1", "patches=4,warmup=1", 1});
 }
@@ -158,6 +162,9 @@ TEST(Parallel4, TpUlysses) { Check({"tiny-sd3", "ulysses=2,tp=2", "", 1}); }
 TEST(Parallel4, RingDp) { Check({"tiny-pixart", "ring=2,dp=2", "", 2}); }
 TEST(Parallel4, DistriFusionStaleSingle) { CheckDistriFusion("tiny-flux", "distrifusion=4,warmup=1", 0); }
 TEST(Parallel4, DistriFusionStaleReplicatedText) { CheckDistriFusion("tiny-sd3", "distrifusion=4,warmup=2", 6); }
+TEST(Parallel4, PipeFusionJointCfg) {
+  Check({"tiny-sd3", "pipefusion=2,patches=4,warmup=1,cfg=2", "patches=4,warmup=1", 1});
+}
 TEST(Parallel4, PipeFusionCfg) {
   Check({"tiny-pixart", "pipefusion=2,patches=2,warmup=1,cfg=2", "patches=2,warmup=1", 1});
 }

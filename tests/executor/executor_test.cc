@@ -73,8 +73,21 @@ TEST(ExecutorTest, PipeFusionWithFullWarmupEqualsSerial) {
   EXPECT_GT(MaxRelativeError(stale->latents[0], serial->latents[0]), 1e-6);
 }
 
+// Joint and single blocks: the first patch of a step carries the text.
+TEST(ExecutorTest, PipeFusionOfJointAndSingleBlocksWithFullWarmupEqualsSerial) {
+  for (const char* model : {"tiny-sd3", "tiny-flux"}) {
+    auto serial = Generate1(model, "", 4);
+    auto patched = Generate1(model, "patches=4,warmup=4", 4);
+    ASSERT_TRUE(serial.ok() && patched.ok()) << patched.status().ToString();
+    EXPECT_LT(MaxRelativeError(patched->latents[0], serial->latents[0]), 1e-5) << model;
+    auto stale = Generate1(model, "patches=4,warmup=1", 4);
+    ASSERT_TRUE(stale.ok());
+    EXPECT_GT(MaxRelativeError(stale->latents[0], serial->latents[0]), 1e-6) << model;
+  }
+}
+
 TEST(ExecutorTest, UnsupportedAndWrongSizesAreClearErrors) {
-  auto pf = Generate1("tiny-sd3", "patches=2");
+  auto pf = Generate1("tiny-sd3", "patches=2,ulysses=2");
   ASSERT_FALSE(pf.ok());
   EXPECT_EQ(pf.status().code(), Status::Code::kNotSupported);
   auto size = Generate1("tiny-pixart", "ulysses=2");
