@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <utility>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -1034,7 +1034,9 @@ struct DitEngine::Impl {
       }
       if (distri_in_turn && !warm) {
         // Every share's fresh rows become the next step's stale ones.
-        for (int i = 0; i < work.blocks; ++i) std::swap(scratch[fmt::format("stale_kv{}", i)], scratch[fmt::format("fresh_kv{}", i)]);
+        for (int i = 0; i < work.blocks; ++i) {
+          std::swap(scratch[fmt::format("stale_kv{}", i)], scratch[fmt::format("fresh_kv{}", i)]);
+        }
       }
       DITUNE_ASSIGN_OR_RETURN(auto mark, d->stream()->Record());
       marks.push_back(std::move(mark));

@@ -243,9 +243,14 @@ class GraphBuilder {
     const int w = std::min(steps, std::max(1, c_.warmup));
     const auto group = layout_.GroupOf(rep_[0], Axis::kDistriFusion);
     const double share = in_.comm->Sharing(group, layout_.Groups(Axis::kDistriFusion));
-    // Every layer gathers the fresh K and V of all patches for the next step.
+    // Every layer gathers the fresh K and V of all patches for the next step: the image rows,
+    // and the text rows where each rank holds a share of the text (its length divides) and
+    // the blocks attend over it (joint, single), as the executor does.
     const RankWork& work = costs_.Work(false);
-    const double kv = 2.0 * kElementBytes * work.batch * static_cast<double>(work.seq_img_tokens) * in_.model->hidden;
+    const bool text_split = work.txt_tokens < work.seq_txt_tokens &&
+                            in_.model->num_blocks(BlockFamily::kCross) < in_.model->num_blocks();
+    const double rows = static_cast<double>(work.seq_img_tokens + (text_split ? work.seq_txt_tokens : 0));
+    const double kv = 2.0 * kElementBytes * work.batch * rows * in_.model->hidden;
     const Seconds gather = in_.comm->Time(Collective::kAllGather, Bytes(kv), group, share);
     std::vector<int> gathered(L, -1);
     int prev = text_task_[0];
