@@ -439,7 +439,8 @@ struct DitEngine::Impl {
   Status BufferedAttention(const Dims& x, const void* qkv, int64_t ld, int64_t seq_stride, void* o, int64_t ldo,
                            int64_t o_stride) {
     const int64_t b = x.b, nt = x.nt, ni = x.ni, Hl = x.Hl;
-    const int64_t rows = x.kva, Tk = x.kva - x.N;  // keys per sequence, of which text
+    // Keys per sequence, of which text: the buffer's rows, sized where Generate zeroes it.
+    const int64_t rows = KvRows(cur_block, x.T, x.N), Tk = rows - x.N;
     DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", cur_block), b * rows * 2 * Hl * kBf16));
     auto& pending = kv_pending[static_cast<size_t>(cur_block)];
     if (pending) {
