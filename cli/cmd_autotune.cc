@@ -64,15 +64,13 @@ int RunAutotune(int argc, char** argv) {
   auto cluster = CpuCluster(**catalog, comm.size());
   if (!cluster.ok()) return fail(cluster.status());
 
-  // 1. Predict every valid configuration the executor implements.
+  // 1. Predict every valid configuration.
   PlanOptions po;
   po.top_k = 100000;
   auto plan = MakePlan(**catalog, *workload, *cluster, *fits, po);
   if (!plan.ok()) return fail(plan.status());
   std::vector<ParallelConfig> configs;
-  for (const auto& c : plan->ranked) {
-    if (exec::ExecutorSupports(model, c.config).ok()) configs.push_back(c.config);
-  }
+  for (const auto& c : plan->ranked) configs.push_back(c.config);
   const int k = std::min<int>((*args)["candidates"].as<int>(), static_cast<int>(configs.size()));
   if (k < 1) return fail(Status::Infeasible("no configuration of this workload runs on the CPU executor"));
   configs.resize(k);

@@ -170,15 +170,8 @@ int RunRun(int argc, char** argv) {
     po.top_k = 1000;
     auto plan = MakePlan(**catalog, *workload, *cluster, *fits, po);
     if (!plan.ok()) return fail(plan.status());
-    bool found = false;
-    for (const auto& c : plan->ranked) {
-      if (exec::ExecutorSupports(model, c.config).ok()) {
-        config = c.config;
-        found = true;
-        break;
-      }
-    }
-    if (!found) return fail(Status::Infeasible("no planned configuration is implemented by the CPU executor"));
+    if (plan->ranked.empty()) return fail(Status::Infeasible("no configuration of this workload fits the CPU ranks"));
+    config = plan->ranked.front().config;
   }
   std::optional<Cluster> emulated_cluster;
   std::unique_ptr<CommModel> emulated_comm_model;

@@ -116,12 +116,17 @@ struct DitEngine::Impl {
   bool kv_gather_after = false;  // this step refreshes the others' buffers for the next
   std::vector<std::unique_ptr<Request>> kv_pending;  // per block: the gather in flight
   int cur_block = 0;        // the block being computed (index in this rank's blocks)
-  int64_t kv_img_row0 = 0;  // where this forward's image rows sit among the sequence's
   bool exact = false;       // this rank ends with the model's output
   int seq_index = 0;        // this rank's share of the sequence (sequence parallel, DistriFusion)
-  // Where this forward's rows sit in the whole sequence: the first text row (split text) and
-  // the position of the first image row (after the whole text).
-  int64_t text_row0 = 0, image_pos0 = 0;
+  // Which image rows a rank holds. The image is cut into `row_patches` patches (PipeFusion's;
+  // else one), each patch into `shares` equal shares (sequence parallel x DistriFusion) of
+  // `share_rows` rows — xDiT's order: patch, then sequence-parallel rank. A rank holds its
+  // share of every patch, in patch order (GlobalImageRow).
+  int row_patches = 1, shares = 1;
+  int64_t share_rows = 0;
+  // This forward: its first text row in the prompt (split text) and its first image row
+  // among the rank's rows.
+  int64_t text_row0 = 0, fwd_row0 = 0;
 
   struct BlockW {
     BlockFamily family = BlockFamily::kCross;
@@ -429,6 +434,45 @@ struct DitEngine::Impl {
   }
   // Rows of block i's K/V buffer per sequence: [the whole text (joint, single); the whole image].
   int64_t KvRows(int i, int64_t T, int64_t N) const { return N + (blocks[i].family == BlockFamily::kCross ? 0 : T); }
+  // Columns of a K/V buffer row, [k | v]: this rank's heads (tensor parallel, then Ulysses).
+  int64_t KvWidth() const { return 2 * H / (work.steady.tp * work.config.ulysses); }
+
+  // The image row of the whole sequence that local row j of the rank with share s holds.
+  int64_t GlobalImageRow(int s, int64_t j) const {
+    return (j / share_rows) * share_rows * shares + s * share_rows + j % share_rows;
+  }
+  // Local rows [j0, j0 + n) of share s as runs contiguous in the whole image: one per patch
+  // they cross (a patch forward: one; a whole step of a PipeFusion rank: one per patch).
+  struct Segment {
+    int64_t local = 0, global = 0, rows = 0;
+  };
+  std::vector<Segment> ImageSegments(int s, int64_t j0, int64_t n) const {
+    std::vector<Segment> out;
+    for (int64_t j = j0; j < j0 + n;) {
+      const int64_t run = std::min(j0 + n - j, share_rows - j % share_rows);
+      out.push_back({j, GlobalImageRow(s, j), run});
+      j += run;
+    }
+    return out;
+  }
+  // Writes the K/V of `b` sequences of share s to their rows of a K/V buffer `dst` (`rows`
+  // per sequence, the first Tk of them text; rows of KvWidth() columns, [k | v]). Sequence i
+  // of the source starts at src + i src_stride: nt text rows (the prompt's from text_row),
+  // then this forward's image rows, [k | v] at the first KvWidth() columns (leading ld_src).
+  Status PutKv(void* dst, int64_t rows, int64_t Tk, const void* src, int64_t ld_src, int64_t src_stride, int64_t b,
+               int64_t nt, int64_t ni, int s, int64_t text_row) {
+    const int64_t w = KvWidth();
+    const std::vector<Segment> segs = ImageSegments(s, fwd_row0, ni);
+    for (int64_t i = 0; i < b; ++i) {
+      const void* seq = At(src, i * src_stride);
+      if (nt > 0) DITUNE_RETURN_IF_ERROR(k->Copy(At(dst, (i * rows + text_row) * w), w, seq, ld_src, nt, w));
+      for (const Segment& g : segs) {
+        DITUNE_RETURN_IF_ERROR(k->Copy(At(dst, (i * rows + Tk + g.global) * w), w,
+                                       At(seq, (nt + g.local - fwd_row0) * ld_src), ld_src, g.rows, w));
+      }
+    }
+    return Status::Ok();
+  }
 
   // PipeFusion's and DistriFusion's attention: the forward's fresh K/V rows (this patch's, or
   // this rank's) go into the block's buffer of the whole sequence, and its queries attend over
@@ -438,6 +482,7 @@ struct DitEngine::Impl {
   // gathers need each rank's rows in place). K is stored after its rotary embedding.
   Status BufferedAttention(const Dims& x, const void* qkv, int64_t ld, int64_t seq_stride, void* o, int64_t ldo,
                            int64_t o_stride) {
+    if (parallel && sp > 1) return BufferedSpAttention(x, qkv, ld, seq_stride, o, ldo, o_stride);
     const int64_t b = x.b, nt = x.nt, ni = x.ni, Hl = x.Hl;
     // Keys per sequence, of which text: the buffer's rows, sized where Generate zeroes it.
     const int64_t rows = KvRows(cur_block, x.T, x.N), Tk = rows - x.N;
@@ -448,16 +493,8 @@ struct DitEngine::Impl {
       DITUNE_RETURN_IF_ERROR(pending->Wait());
       pending.reset();
     }
-    auto put_fresh = [&](void* dst) -> Status {
-      for (int64_t i = 0; i < b; ++i) {
-        if (nt > 0) {
-          DITUNE_RETURN_IF_ERROR(
-              k->Copy(At(dst, (i * rows + text_row0) * 2 * Hl), 2 * Hl, At(qkv, i * seq_stride + Hl), ld, nt, 2 * Hl));
-        }
-        DITUNE_RETURN_IF_ERROR(k->Copy(At(dst, (i * rows + Tk + kv_img_row0) * 2 * Hl), 2 * Hl,
-                                       At(qkv, i * seq_stride + nt * ld + Hl), ld, ni, 2 * Hl));
-      }
-      return Status::Ok();
+    auto put_fresh = [&](void* dst) {
+      return PutKv(dst, rows, Tk, At(qkv, Hl), ld, seq_stride, b, nt, ni, seq_index, text_row0);
     };
     if (distri_in_turn && !kv_sync) {
       // One rank's share: the others' rows as the last step left them (the buffer is only
@@ -510,24 +547,9 @@ struct DitEngine::Impl {
     if (seq_stride != L * ld || o_stride != L * ldo) {
       return Status::Internal("sequence-parallel attention needs the sequences back to back");
     }
-    // Chunk j (j < u) after the exchange: rank j's L rows of every sequence, this rank's heads.
-    const void* chunks = qkv;
-    int64_t ldr = ld, koff = Hl, chunk_stride = 0;
-    if (u > 1) {
-      DITUNE_ASSIGN_OR_RETURN(void* send, Scratch("sp_send", u * b * L * 3 * Ha * kBf16));
-      DITUNE_ASSIGN_OR_RETURN(void* recv, Scratch("sp_recv", u * b * L * 3 * Ha * kBf16));
-      for (int j = 0; j < u; ++j) {
-        for (int c = 0; c < 3; ++c) {
-          DITUNE_RETURN_IF_ERROR(
-              k->Copy(At(send, j * b * L * 3 * Ha + c * Ha), 3 * Ha, At(qkv, c * Hl + j * Ha), ld, b * L, Ha));
-        }
-      }
-      DITUNE_RETURN_IF_ERROR(ulysses->AllToAll(send, recv, b * L * 3 * Ha));
-      chunks = recv;
-      ldr = 3 * Ha;
-      koff = Ha;
-      chunk_stride = b * L * 3 * Ha;
-    }
+    DITUNE_ASSIGN_OR_RETURN(const Chunks ch, UlyssesIn(qkv, ld, b, L, Hl));
+    const void* chunks = ch.data;
+    const int64_t ldr = ch.ld, koff = ch.koff, chunk_stride = ch.stride;
     // This rank's keys and values per sequence, [k | v] rows: every chunk's rows; when the text
     // is replicated on every rank (its length does not divide), the text rows only once.
     const bool replicated = nt > 0 && nt == x.T;
@@ -548,7 +570,7 @@ struct DitEngine::Impl {
     void* out = o;
     int64_t ld_out = ldo, out_chunk = 0;
     if (u > 1) {
-      DITUNE_ASSIGN_OR_RETURN(out, Scratch("sp_out", u * b * L * Ha * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(out, UlyssesOutBuffer(b, L, Hl));
       ld_out = Ha;
       out_chunk = b * L * Ha;
     }
@@ -615,14 +637,119 @@ struct DitEngine::Impl {
         nxt = const_cast<void*>(done);
       }
     }
-    if (u == 1) return Status::Ok();
-    // Back: each owner's rows, head group j from rank j.
+    return u == 1 ? Status::Ok() : UlyssesOut(out, o, ldo, b, L, Hl);
+  }
+
+  // The Ulysses exchange into attention: chunk j (j < u) is Ulysses rank j's L rows of every
+  // sequence (sequences `stride` apart inside a chunk, L ld apart), q, k and v of this rank's
+  // head group at columns 0, koff, 2 koff. Without Ulysses the one chunk is qkv itself.
+  struct Chunks {
+    const void* data = nullptr;
+    int64_t ld = 0, koff = 0, stride = 0;
+  };
+  StatusOr<Chunks> UlyssesIn(const void* qkv, int64_t ld, int64_t b, int64_t L, int64_t Hl) {
+    const int u = work.config.ulysses;
+    if (!parallel || u == 1) return Chunks{qkv, ld, Hl, 0};
+    const int64_t Ha = Hl / u;
+    DITUNE_ASSIGN_OR_RETURN(void* send, Scratch("sp_send", u * b * L * 3 * Ha * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* recv, Scratch("sp_recv", u * b * L * 3 * Ha * kBf16));
+    for (int j = 0; j < u; ++j) {
+      for (int c = 0; c < 3; ++c) {
+        DITUNE_RETURN_IF_ERROR(
+            k->Copy(At(send, j * b * L * 3 * Ha + c * Ha), 3 * Ha, At(qkv, c * Hl + j * Ha), ld, b * L, Ha));
+      }
+    }
+    DITUNE_RETURN_IF_ERROR(ulysses->AllToAll(send, recv, b * L * 3 * Ha));
+    return Chunks{recv, 3 * Ha, Ha, b * L * 3 * Ha};
+  }
+  // Attention's output buffer in chunk layout for the way back (rows of Hl / u): Ulysses
+  // only; without it the attention writes the output in place.
+  StatusOr<void*> UlyssesOutBuffer(int64_t b, int64_t L, int64_t Hl) {
+    return Scratch("sp_out", b * L * Hl * kBf16);  // u chunks of b L rows of Hl / u
+  }
+  // The exchange back: each owner's rows of `out` (chunk layout), head group j from rank j,
+  // into o (L rows per sequence, leading ldo).
+  Status UlyssesOut(const void* out, void* o, int64_t ldo, int64_t b, int64_t L, int64_t Hl) {
+    const int u = work.config.ulysses;
+    const int64_t Ha = Hl / u;
     DITUNE_ASSIGN_OR_RETURN(void* back, Scratch("sp_send", u * b * L * 3 * Ha * kBf16));
     DITUNE_RETURN_IF_ERROR(ulysses->AllToAll(out, back, b * L * Ha));
     for (int j = 0; j < u; ++j) {
       DITUNE_RETURN_IF_ERROR(k->Copy(At(o, j * Ha), ldo, At(back, j * b * L * Ha), Ha, b * L, Ha));
     }
     return Status::Ok();
+  }
+
+  // PipeFusion's attention with sequence parallelism inside the stage. The patch's rows are
+  // split over the sequence-parallel ranks; each rank keeps K/V buffers of the whole
+  // sequence for its head group. Ulysses brings its group's rows of the patch for those
+  // heads; Ring passes that block of fresh K/V around (each shift overlapping the placement
+  // of the block before it), so that every rank of the group holds every fresh row of the
+  // patch before its queries attend over the buffer — the same keys at the same places as on
+  // one device — and Ulysses takes the outputs back.
+  Status BufferedSpAttention(const Dims& x, const void* qkv, int64_t ld, int64_t seq_stride, void* o, int64_t ldo,
+                             int64_t o_stride) {
+    const int u = work.config.ulysses, r = work.config.ring;
+    const int64_t b = x.b, nt = x.nt, ni = x.ni, L = nt + ni, Hl = x.Hl, Ha = Hl / u, w = KvWidth();
+    const int heads = static_cast<int>(Ha / D);
+    if (seq_stride != L * ld || o_stride != L * ldo) {
+      return Status::Internal("sequence-parallel attention needs the sequences back to back");
+    }
+    const int64_t rows = KvRows(cur_block, x.T, x.N), Tk = rows - x.N;
+    DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", cur_block), b * rows * w * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(const Chunks ch, UlyssesIn(qkv, ld, b, L, Hl));
+    // Text split over the ranks (its length divides) sits at each share's rows; replicated
+    // text is the same on every rank, and is written from this rank's rows only.
+    const bool replicated = nt > 0 && nt == x.T;
+    const int me = coords[Axis::kRing], mine = coords[Axis::kUlysses];
+    // Chunk j of the block that started on ring rank `origin` holds share j + u origin.
+    auto put = [&](const void* data, int64_t ldd, int64_t stride, int origin) -> Status {
+      for (int j = 0; j < u; ++j) {
+        const int share = j + u * origin;
+        const bool own_text = !replicated || (origin == me && j == mine);
+        const int64_t text_row = replicated ? 0 : share * nt;
+        // A chunk's sequences lie L rows apart; its text rows, when skipped, are jumped over.
+        const int64_t skip = own_text ? 0 : nt;
+        DITUNE_RETURN_IF_ERROR(PutKv(kv, rows, Tk, At(data, j * stride + skip * ldd), ldd, L * ldd, b, nt - skip, ni,
+                                     share, text_row));
+      }
+      return Status::Ok();
+    };
+    DITUNE_RETURN_IF_ERROR(put(At(ch.data, ch.koff), ch.ld, ch.stride, me));
+    if (r > 1) {
+      // This rank's fresh block, packed [k | v] (u chunks of b L rows), and a second for the shifts.
+      const int64_t block = u * b * L * w;
+      DITUNE_ASSIGN_OR_RETURN(void* cur, Scratch("pf_ring", block * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(void* nxt, Scratch("pf_ring2", block * kBf16));
+      for (int j = 0; j < u; ++j) {
+        DITUNE_RETURN_IF_ERROR(k->Copy(At(cur, j * b * L * w), w, At(ch.data, j * ch.stride + ch.koff), ch.ld, b * L, w));
+      }
+      int held = me;  // where the block in `cur` started
+      for (int step = 1; step < r; ++step) {
+        const int tag = 31 + ring_tag++ % 1000;
+        DITUNE_ASSIGN_OR_RETURN(auto shift, ring->SendRecv(cur, nxt, block, (me + 1) % r, (me + r - 1) % r, tag));
+        if (held != me) DITUNE_RETURN_IF_ERROR(put(cur, w, b * L * w, held));
+        DITUNE_RETURN_IF_ERROR(shift->Wait());
+        std::swap(cur, nxt);
+        held = (me - step + r) % r;
+      }
+      DITUNE_RETURN_IF_ERROR(put(cur, w, b * L * w, held));
+    }
+    void* out = o;
+    int64_t ld_out = ldo, out_chunk = 0;
+    if (u > 1) {
+      DITUNE_ASSIGN_OR_RETURN(out, UlyssesOutBuffer(b, L, Hl));
+      ld_out = Ha;
+      out_chunk = b * L * Ha;
+    }
+    // Every chunk's queries (one call when there is one sequence: the chunks lie back to back).
+    const int calls = b == 1 ? 1 : u;
+    const int64_t q_rows = b == 1 ? u * L : L;
+    for (int c = 0; c < calls; ++c) {
+      DITUNE_RETURN_IF_ERROR(Attend(At(ch.data, c * ch.stride), ch.ld, L * ch.ld, kv, Ha, w, rows * w,
+                                    At(out, c * out_chunk), ld_out, L * ld_out, q_rows, rows, b, heads));
+    }
+    return u == 1 ? Status::Ok() : UlyssesOut(out, o, ldo, b, L, Hl);
   }
   // Sums a tensor-parallel partial result (rows x cols, packed) over the group.
   Status TpReduce(void* y, int64_t rows, int64_t cols) {
@@ -631,15 +758,18 @@ struct DitEngine::Impl {
   }
   // Query-key norm and rotary embedding of each sequence's rows: text rows at their positions
   // in the prompt, image rows after the whole text at theirs in the image.
-  Status Rope(void* qk, int64_t ld, int64_t b, int64_t nt, int64_t ni, int64_t heads) {
+  Status Rope(void* qk, int64_t ld, int64_t b, int64_t nt, int64_t ni, int64_t T, int64_t heads) {
     const int64_t L = nt + ni;
+    const std::vector<Segment> segs = ImageSegments(seq_index, fwd_row0, ni);
     for (int64_t i = 0; i < b; ++i) {
       if (nt > 0) {
         DITUNE_RETURN_IF_ERROR(k->QkNormRope(At(qk, i * L * ld), ld, nt, static_cast<int>(heads), static_cast<int>(D),
                                              text_row0));
       }
-      DITUNE_RETURN_IF_ERROR(k->QkNormRope(At(qk, (i * L + nt) * ld), ld, ni, static_cast<int>(heads),
-                                           static_cast<int>(D), image_pos0));
+      for (const Segment& g : segs) {
+        DITUNE_RETURN_IF_ERROR(k->QkNormRope(At(qk, (i * L + nt + g.local - fwd_row0) * ld), ld, g.rows,
+                                             static_cast<int>(heads), static_cast<int>(D), T + g.global));
+      }
     }
     return Status::Ok();
   }
@@ -735,7 +865,7 @@ struct DitEngine::Impl {
     DITUNE_RETURN_IF_ERROR(Mm(ht, Ht, nt * Ht, bw.p("tqkv"), 3 * Hl, qkv, 3 * Hl, L * 3 * Hl, nt, Ht, 3 * Hl, b));
     DITUNE_RETURN_IF_ERROR(Mm(hi, H, ni * H, bw.p("wqkv"), 3 * Hl, At(qkv, nt * 3 * Hl), 3 * Hl, L * 3 * Hl, ni, H,
                               3 * Hl, b));
-    if (extras) DITUNE_RETURN_IF_ERROR(Rope(qkv, 3 * Hl, b, nt, ni, Hl / D));
+    if (extras) DITUNE_RETURN_IF_ERROR(Rope(qkv, 3 * Hl, b, nt, ni, x.T, Hl / D));
     DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkv, 3 * Hl, L * 3 * Hl, o, Hl, L * Hl));
     DITUNE_RETURN_IF_ERROR(Mm(At(o, nt * Hl), Hl, L * Hl, bw.p("wo"), H, yi, H, ni * H, ni, Hl, H, b));
     DITUNE_RETURN_IF_ERROR(Mm(o, Hl, L * Hl, bw.p("to"), Ht, yt, Ht, nt * Ht, nt, Hl, Ht, b));
@@ -782,7 +912,7 @@ struct DitEngine::Impl {
     } else {
       DITUNE_RETURN_IF_ERROR(k->Activate(Activation::kGelu, At(qkvm, 3 * Hl), W1, At(qkvm, 3 * Hl), W1, rows, Ml));
     }
-    if (extras) DITUNE_RETURN_IF_ERROR(Rope(qkvm, W1, x.b, x.nt, x.ni, Hl / D));
+    if (extras) DITUNE_RETURN_IF_ERROR(Rope(qkvm, W1, x.b, x.nt, x.ni, x.T, Hl / D));
     DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkvm, W1, L * W1, o, Hl, L * Hl));
     DITUNE_RETURN_IF_ERROR(Mm(o, Hl, 0, bw.p("oa"), H, y, H, 0, rows, Hl, H, 1));
     DITUNE_RETURN_IF_ERROR(Mm(act, ld_act, 0, bw.p("om"), H, y, H, 0, rows, Ml, H, 1, /*accumulate=*/true));
@@ -833,10 +963,13 @@ struct DitEngine::Impl {
     for (int q = 0; q < world->size(); ++q) {
       const RankCoords c = layout.CoordsOf(q);
       if (c[Axis::kPipeFusion] != stages - 1) continue;  // the last stage holds the latents
+      const int share = c[Axis::kSp] + sp * c[Axis::kDistriFusion];
       for (int i = 0; i < P; ++i) {
-        const int share = c[Axis::kSp] + sp * c[Axis::kDistriFusion];
-        latents.at(static_cast<size_t>(c[Axis::kDp] * P + i)).middleRows(share * R, R) =
-            Eigen::Map<const Mat>(all.data() + (q * static_cast<int64_t>(P) + i) * R * lat, R, lat);
+        const float* rows = all.data() + (q * static_cast<int64_t>(P) + i) * R * lat;
+        for (const Segment& g : ImageSegments(share, 0, R)) {
+          latents.at(static_cast<size_t>(c[Axis::kDp] * P + i)).middleRows(g.global, g.rows) =
+              Eigen::Map<const Mat>(rows + g.local * lat, g.rows, lat);
+        }
       }
     }
     return latents;
@@ -869,11 +1002,16 @@ struct DitEngine::Impl {
     DITUNE_ASSIGN_OR_RETURN(auto xf_buf, d->Alloc(P * R * lat * 4));
     auto* xf = static_cast<float*>(xf_buf->data());
     DITUNE_ASSIGN_OR_RETURN(void* xb, Scratch("latent_bf16", P * R * lat * kBf16));
+    row_patches = pipeline ? work.steady.patches : 1;
+    shares = sp * work.config.distrifusion;
+    share_rows = R / row_patches;
     for (int i = 0; i < P; ++i) {
       const Mat full = RandomMat(tokens.image_tokens(), lat, 1.0f, opt.seed, 1000 + static_cast<uint64_t>(first_prompt + i));
-      const float* mine = full.data() + seq_index * R * lat;
-      DITUNE_RETURN_IF_ERROR(k->UploadF32(mine, xf + i * R * lat, R * lat));
-      DITUNE_RETURN_IF_ERROR(k->UploadBf16(mine, At(xb, i * R * lat), R * lat));
+      for (const Segment& g : ImageSegments(seq_index, 0, R)) {
+        const float* rows = full.data() + g.global * lat;
+        DITUNE_RETURN_IF_ERROR(k->UploadF32(rows, xf + (i * R + g.local) * lat, g.rows * lat));
+        DITUNE_RETURN_IF_ERROR(k->UploadBf16(rows, At(xb, (i * R + g.local) * lat), g.rows * lat));
+      }
     }
     // Conditioning of every step, computed before the loop (the host never stalls the device).
     DITUNE_ASSIGN_OR_RETURN(void* cond, Scratch("cond", S * H * kBf16));
@@ -888,7 +1026,7 @@ struct DitEngine::Impl {
     if (pipeline || distri_real || distri_in_turn) {
       // The K/V buffers start empty every generation (warm-up steps fill them).
       for (int i = 0; i < work.blocks; ++i) {
-        const int64_t n_kv = bmax * KvRows(i, T, tokens.image_tokens()) * 2 * (H / work.steady.tp);
+        const int64_t n_kv = bmax * KvRows(i, T, tokens.image_tokens()) * KvWidth();
         DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", i), n_kv * kBf16));
         DITUNE_RETURN_IF_ERROR(k->Zero(kv, n_kv));
       }
@@ -941,12 +1079,11 @@ struct DitEngine::Impl {
         // patches carry no text but the first, which carries all of it; the later patches
         // attend over the text K/V the first left in the buffers (xDiT's scheme).
         RankWork fw = rw;
-        if (pipeline && !warm) fw.txt_tokens = p == 0 ? T : 0;
+        if (pipeline && !warm) fw.txt_tokens = p == 0 ? work.warmup.txt_tokens : 0;
         const int64_t nt = HasText() ? fw.txt_tokens : 0;
         DITUNE_ASSIGN_OR_RETURN(Residual st, StreamFor(fw));
         text_row0 = nt < T ? (distri_in_turn ? p : seq_index) * nt : 0;
-        image_pos0 = T + seq_index * R + p * ni;
-        kv_img_row0 = seq_index * R + p * ni;
+        fwd_row0 = p * ni;
         for (int64_t i = 0; i < b && nt > 0 && (first_stage || !pipeline); ++i) {
           DITUNE_RETURN_IF_ERROR(
               k->Copy(At(st.txt, i * st.txt_stride), unified ? H : Ht, At(ctx, (i * T + text_row0) * Ht), Ht, nt, Ht));
@@ -1080,16 +1217,11 @@ StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, c
   if (parallel && world->rank() != work.rank) {
     return Status::Internal(fmt::format("engine work of rank {} on world rank {}", work.rank, world->rank()));
   }
+  // PipeFusion for real (every block family; with sequence and tensor parallelism inside the
+  // stages, CFG and data parallelism beside them) on one device or across the plan's ranks;
+  // a rank of a multi-rank plan without a communicator is emulated.
   const bool pipelined = c.pipefusion > 1 || c.patches > 1;
-  // PipeFusion for real (every block family), with CFG and data parallelism beside it but no
-  // sequence or tensor parallelism inside the stages.
   const bool real_pipeline = pipelined && (parallel || n == 1);
-  if (real_pipeline && parallel && (c.sp() > 1 || c.tp > 1)) {
-    return Status::NotSupported(fmt::format(
-        "'{}': the engine runs PipeFusion with CFG and data parallelism, not with sequence or tensor "
-        "parallelism inside the stages: measure one rank with --emulate-rank",
-        Label(c)));
-  }
   std::unique_ptr<DitEngine> e(new DitEngine());
   e->impl_ = std::make_unique<Impl>();
   Impl& i = *e->impl_;
@@ -1117,7 +1249,7 @@ StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, c
   DITUNE_ASSIGN_OR_RETURN(RankLayout layout, RankLayout::Create(c, n));
   i.coords = layout.CoordsOf(work.rank);
   i.sp = c.sp();
-  i.pipeline = real_pipeline && c.sp() == 1 && c.tp == 1 && c.distrifusion == 1;
+  i.pipeline = real_pipeline && c.distrifusion == 1;
   i.distri_real = parallel && c.distrifusion > 1;
   i.seq_index = i.coords[Axis::kSp] + i.sp * i.coords[Axis::kDistriFusion];
   i.stages = c.pipefusion;
@@ -1186,17 +1318,20 @@ int64_t EngineBytes(const ModelSpec& model, const Workload& /*workload*/, const 
   const double qa = static_cast<double>(rw.ulysses) * (rw.img_tokens + rw.txt_tokens);
   act += b * (2 * qa + 2 * static_cast<double>(rw.seq_img_tokens + rw.seq_txt_tokens)) * Ha;
   const bool distri = work.config.distrifusion > 1;
+  const bool buffered = work.steady.patches > 1 || distri;
   if (rw.seq_img_tokens > rw.img_tokens * rw.patches && !distri) {
-    // Real sequence-parallel exchanges: send, receive and output chunks, two K/V blocks.
-    act += b * qa * 8 * Ha + 4 * b * static_cast<double>(rw.seq_img_tokens + rw.seq_txt_tokens) * Ha;
+    // Real sequence-parallel exchanges: send, receive and output chunks; two K/V blocks for
+    // Ring (PipeFusion's: the fresh rows only).
+    const double kv_block = buffered ? qa * 2 : 2 * static_cast<double>(rw.seq_img_tokens + rw.seq_txt_tokens);
+    act += b * qa * 8 * Ha + 2 * b * kv_block * Ha;
   }
   act += work.blocks * b * T * 2 * Hl;
-  if (work.steady.patches > 1 || distri) {
+  if (buffered) {
     // PipeFusion's and DistriFusion's K/V buffers: the whole sequence's keys and values per
-    // block (the text's too in joint and single blocks).
+    // block (the text's too in joint and single blocks), for this rank's heads.
     for (int i = work.first_block; i < work.first_block + work.blocks; ++i) {
       const double kv_rows = static_cast<double>(rw.seq_img_tokens) + (model.family_of(i) == BlockFamily::kCross ? 0 : T);
-      act += b * kv_rows * 2 * Hl;
+      act += b * kv_rows * 2 * Ha;
     }
   }
   act += b * static_cast<double>(work.warmup.img_tokens) * lat * (2 + 1 + 1);

@@ -21,8 +21,11 @@
 // the last hands the updated latent rows back. DistriFusion runs for real across ranks: each
 // rank computes its share of the sequence attending over K/V buffers whose other rows are one
 // step stale, refreshed by nonblocking all-gathers that overlap the next blocks (warm-up steps,
-// at least one, gather synchronously). PipeFusion with sequence or tensor parallelism inside
-// the stages runs only emulated.
+// at least one, gather synchronously). With sequence parallelism inside PipeFusion's stages a
+// patch's rows are split over the sequence-parallel ranks (xDiT's order: patch, then rank),
+// each rank keeping the K/V buffers of its heads; Ulysses and Ring bring every fresh row of
+// the patch to each before it attends. Tensor parallelism inside the stages splits the heads
+// and the buffers with them.
 #ifndef DITUNE_EXECUTOR_ENGINE_H_
 #define DITUNE_EXECUTOR_ENGINE_H_
 

@@ -15,17 +15,6 @@ Mat RowBlock(const Mat& m, int64_t start, int64_t n) { return m.middleRows(start
 
 }  // namespace
 
-Status ExecutorSupports(const ModelSpec& /*model*/, const ParallelConfig& c) {
-  if (c.pipefusion > 1 || c.patches > 1) {
-    if (c.sp() > 1 || c.tp > 1) {
-      return Status::NotSupported(
-          "the CPU executor runs PipeFusion with CFG and data parallelism, not with sequence or tensor parallelism "
-          "inside the stages");
-    }
-  }
-  return Status::Ok();
-}
-
 struct ParallelRunner::Impl {
   const ModelSpec* model = nullptr;
   Workload workload;
@@ -264,11 +253,17 @@ struct ParallelRunner::Impl {
   }
 
   // PipeFusion: this stage's blocks over patches, attention reading a one-step-stale K/V
-  // buffer of the whole sequence (fresh for the patches already done this step).
+  // buffer of the whole sequence (fresh for the patches already done this step). With
+  // sequence parallelism inside the stage each patch's rows are split over the group (patch,
+  // then rank, as xDiT); every rank keeps the buffers of the whole sequence and the group
+  // all-gathers each forward's fresh image K/V into them, so each rank's queries attend over
+  // what one device would hold (the text, replicated on every rank here, is fresh everywhere).
+  // Tensor parallelism splits the heads (and the buffers with them) and sums the blocks'
+  // partial products.
   StatusOr<Mat> GeneratePipe(int prompt, std::vector<double>* step_seconds) {
     const int64_t N = n(), H = model->hidden;
-    const int M = config.patches;
-    const int64_t pr = N / M;
+    const int M = config.patches, spd = config.sp();
+    const int64_t pr = N / M, share = pr / spd;  // rows of a patch, and of one rank's share of it
     const int S = workload.steps;
     const int w = std::min(config.warmup, S);
     const bool first = stage == 0, last = stage == stages - 1;
@@ -281,14 +276,41 @@ struct ParallelRunner::Impl {
     // K/V buffers per branch and block: [text; image] rows (text where the block attends over
     // it) x this rank's heads.
     const int64_t T = model->text_tokens, Ht = model->text_stream_hidden;
+    const int64_t width = static_cast<int64_t>(dit->heads_local()) * model->head_dim;
     std::vector<std::vector<std::pair<Mat, Mat>>> kv(branches.size());
     for (auto& per_branch : kv) {
       for (int b = 0; b < dit->num_blocks(); ++b) {
         const bool text = model->family_of(dit->first_block() + b) != BlockFamily::kCross;
         const int64_t rows = N + (text ? T : 0);
-        per_branch.emplace_back(Mat::Zero(rows, H), Mat::Zero(rows, H));
+        per_branch.emplace_back(Mat::Zero(rows, width), Mat::Zero(rows, width));
       }
     }
+    // The image rows (first row, count) a forward of sequence-parallel rank `sr` computes:
+    // its share of patch p, or of every patch in a warm-up step.
+    auto rows_of = [&](int sr, bool warm, int p) {
+      std::vector<std::pair<int64_t, int64_t>> segs;
+      for (int q = warm ? 0 : p; q < (warm ? M : p + 1); ++q) segs.emplace_back(q * pr + sr * share, share);
+      return segs;
+    };
+    auto stack = [](const Mat& m, const std::vector<std::pair<int64_t, int64_t>>& segs) {
+      int64_t total = 0;
+      for (const auto& g : segs) total += g.second;
+      Mat out(total, m.cols());
+      int64_t at = 0;
+      for (const auto& [row0, count] : segs) {
+        out.middleRows(at, count) = m.middleRows(row0, count);
+        at += count;
+      }
+      return out;
+    };
+    auto unstack = [](const Mat& src, const std::vector<std::pair<int64_t, int64_t>>& segs, Mat* dst, int64_t offset) {
+      int64_t at = 0;
+      for (const auto& [row0, count] : segs) {
+        dst->middleRows(offset + row0, count) = src.middleRows(at, count);
+        at += count;
+      }
+    };
+    const int me = coords[Axis::kSp];
     std::vector<std::unique_ptr<Request>> pending;
     std::vector<std::vector<float>> send_buffers;
     auto send = [&](const Mat& m, int to, int tag) -> Status {
@@ -305,22 +327,40 @@ struct ParallelRunner::Impl {
       timers.comm += world->Now() - t0;
       return m;
     };
-    // One forward of this stage's blocks over image rows [row0, row0 + rows) of branch bi,
-    // with the text rows in `text` (all of them in the first patch of a step, none in the
-    // later ones, which attend over the text K/V the first left: xDiT's scheme). Cross
-    // blocks take the whole projected text for their cross-attention instead.
-    auto forward = [&](size_t bi, int64_t row0, int64_t rows, const Vec& c, Mat* h, Mat* text) -> Status {
+    // One forward of this stage's blocks over this rank's image rows of a patch (or of a
+    // warm-up step) in branch bi, with the text rows in `text` (all of them in the first patch
+    // of a step, none in the later ones, which attend over the text K/V the first left:
+    // xDiT's scheme). Cross blocks take the whole projected text for their cross-attention.
+    auto forward = [&](size_t bi, bool warm, int p, const Vec& c, Mat* h, Mat* text) -> Status {
       int cur = 0;
       ParallelHooks hooks;
       hooks.attention = [&](const Mat& q, const Mat& k, const Mat& v, int64_t Tq) -> StatusOr<Mat> {
         auto& [K, V] = kv[bi][static_cast<size_t>(cur)];
-        const int64_t Tk = K.rows() - N;
+        const int64_t Tk = K.rows() - N, nl = k.rows() - Tq;
         K.topRows(Tq) = k.topRows(Tq);
         V.topRows(Tq) = v.topRows(Tq);
-        K.middleRows(Tk + row0, rows) = k.bottomRows(rows);
-        V.middleRows(Tk + row0, rows) = v.bottomRows(rows);
+        if (spd == 1) {
+          unstack(k.bottomRows(nl), rows_of(me, warm, p), &K, Tk);
+          unstack(v.bottomRows(nl), rows_of(me, warm, p), &V, Tk);
+        } else {
+          // Every rank's fresh image rows of this forward: [k; v] of nl rows each.
+          std::vector<float> mine(static_cast<size_t>(2 * nl * width)), all(mine.size() * spd);
+          Eigen::Map<Mat>(mine.data(), nl, width) = k.bottomRows(nl);
+          Eigen::Map<Mat>(mine.data() + nl * width, nl, width) = v.bottomRows(nl);
+          const double t0 = world->Now();
+          DITUNE_RETURN_IF_ERROR(sp->AllGather(mine.data(), all.data(), mine.size()));
+          timers.comm += world->Now() - t0;
+          for (int j = 0; j < spd; ++j) {
+            const float* theirs = all.data() + j * mine.size();
+            unstack(Eigen::Map<const Mat>(theirs, nl, width), rows_of(j, warm, p), &K, Tk);
+            unstack(Eigen::Map<const Mat>(theirs + nl * width, nl, width), rows_of(j, warm, p), &V, Tk);
+          }
+        }
         return Attention(q, K, V, dit->heads_local(), model->head_dim);
       };
+      if (config.tp > 1) {
+        hooks.tp_reduce = [this](Mat* m) { return tp->AllReduceSum(m->data(), static_cast<size_t>(m->size())); };
+      }
       Mat whole = ctx[bi];
       for (cur = 0; cur < dit->num_blocks(); ++cur) {
         const bool cross = model->family_of(dit->first_block() + cur) == BlockFamily::kCross;
@@ -337,17 +377,16 @@ struct ParallelRunner::Impl {
       const Vec c = dit->Conditioning(sigma * 1000.0f, &timers);
       const bool warm = k < w;
       const int patches = warm ? 1 : M;
-      const int64_t rows = warm ? N : pr;
       for (int p = 0; p < patches; ++p) {
-        const int64_t row0 = p * rows;
+        const auto mine = rows_of(me, warm, p);
+        const int64_t rows = warm ? M * share : share;
         if (first && stages > 1 && k > 0) {
-          // The latest latent rows from the last stage (whole latent after a warm-up step).
+          // The latest latent rows from the last stage (all of this rank's after a warm-up step).
           const bool prev_warm = k - 1 < w;
-          if (prev_warm && p == 0) {
-            DITUNE_ASSIGN_OR_RETURN(latent, recv(N, latent.cols(), stages - 1, kTagLatent));
-          } else if (!prev_warm) {
-            DITUNE_ASSIGN_OR_RETURN(Mat part, recv(rows, latent.cols(), stages - 1, kTagLatent));
-            latent.middleRows(row0, rows) = part;
+          if (!prev_warm || p == 0) {
+            const auto back = rows_of(me, prev_warm, p);
+            DITUNE_ASSIGN_OR_RETURN(Mat part, recv(prev_warm ? M * share : share, latent.cols(), stages - 1, kTagLatent));
+            unstack(part, back, &latent, 0);
           }
         }
         std::vector<Mat> v;
@@ -355,7 +394,7 @@ struct ParallelRunner::Impl {
         for (size_t bi = 0; bi < branches.size(); ++bi) {
           Mat h, text(0, Ht);
           if (first) {
-            h = dit->Embed(RowBlock(latent, row0, rows), &timers);
+            h = dit->Embed(stack(latent, mine), &timers);
             if (text_rows > 0) text = ctx[bi];
           } else {
             DITUNE_ASSIGN_OR_RETURN(h, recv(rows, H, prev_stage, kTagActivation));
@@ -363,7 +402,7 @@ struct ParallelRunner::Impl {
               DITUNE_ASSIGN_OR_RETURN(text, recv(text_rows, Ht, prev_stage, kTagActivation));
             }
           }
-          DITUNE_RETURN_IF_ERROR(forward(bi, row0, rows, c, &h, &text));
+          DITUNE_RETURN_IF_ERROR(forward(bi, warm, p, c, &h, &text));
           if (!last) {
             DITUNE_RETURN_IF_ERROR(send(h, next_stage, kTagActivation));
             if (text_rows > 0) DITUNE_RETURN_IF_ERROR(send(text, next_stage, kTagActivation));
@@ -373,20 +412,26 @@ struct ParallelRunner::Impl {
         }
         if (last) {
           DITUNE_ASSIGN_OR_RETURN(Mat g, Guide(v));
-          latent.middleRows(row0, rows) += (next - sigma) * g;
-          if (stages > 1 && k + 1 < S) {
-            // Warm-up steps hand the whole latent back once it is complete.
-            if (!warm || p == patches - 1) {
-              DITUNE_RETURN_IF_ERROR(send(warm ? latent : Mat(RowBlock(latent, row0, rows)), 0, kTagLatent));
-            }
-          }
+          Mat updated = stack(latent, mine);
+          updated += (next - sigma) * g;
+          unstack(updated, mine, &latent, 0);
+          if (stages > 1 && k + 1 < S) DITUNE_RETURN_IF_ERROR(send(updated, 0, kTagLatent));
         }
       }
       step_seconds->push_back(world->Now() - t0);
     }
     for (auto& r : pending) DITUNE_RETURN_IF_ERROR(r->Wait());
     pending.clear();
-    // Every stage gets the result.
+    // Every rank gets the result: the last stage's sequence-parallel group gathers its rows,
+    // then hands the whole latent to the earlier stages.
+    if (last && spd > 1) {
+      const Mat own = stack(latent, rows_of(me, true, 0));
+      std::vector<float> all(static_cast<size_t>(own.size() * spd));
+      DITUNE_RETURN_IF_ERROR(sp->AllGather(own.data(), all.data(), static_cast<size_t>(own.size())));
+      for (int j = 0; j < spd; ++j) {
+        unstack(Eigen::Map<const Mat>(all.data() + j * own.size(), own.rows(), own.cols()), rows_of(j, true, 0), &latent, 0);
+      }
+    }
     if (stages > 1) {
       if (last) {
         for (int s = 0; s + 1 < stages; ++s) DITUNE_RETURN_IF_ERROR(send(latent, s, kTagResult));
@@ -402,7 +447,6 @@ struct ParallelRunner::Impl {
 StatusOr<std::unique_ptr<ParallelRunner>> ParallelRunner::Create(const ModelSpec& model, const Workload& workload,
                                                                  const ParallelConfig& config, Comm* world,
                                                                  uint64_t seed) {
-  DITUNE_RETURN_IF_ERROR(ExecutorSupports(model, config));
   TuneAllocator();
   if (config.world_size() != world->size()) {
     return Status::InvalidArgument(fmt::format("config '{}' needs {} ranks; {} were launched", Label(config),

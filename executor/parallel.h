@@ -47,10 +47,6 @@ class ParallelRunner {
   std::unique_ptr<Impl> impl_;
 };
 
-// Whether the CPU executor implements `config` for `model` (PipeFusion: no sequence or
-// tensor parallelism inside it), with the reason if not.
-Status ExecutorSupports(const ModelSpec& model, const ParallelConfig& config);
-
 }  // namespace ditune::exec
 
 #endif  // DITUNE_EXECUTOR_PARALLEL_H_

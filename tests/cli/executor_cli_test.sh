@@ -27,8 +27,8 @@ expect run-wrong-size 2 "needs 4 ranks; 2 were launched|product-equals-gpus" -- 
   --model tiny-pixart --steps 2 --config ulysses=4
 expect run-pipefusion-joint 0 "^1 +[0-9.]+" -- "${mpirun2[@]}" "$bin" run --model tiny-sd3 --steps 3 --iters 1 \
   --config pipefusion=2,patches=2
-expect run-unsupported 1 "not with sequence or tensor parallelism inside the stages" -- "$mpi" -np 4 --oversubscribe \
-  --allow-run-as-root "$bin" run --model tiny-sd3 --steps 2 --config pipefusion=2,ulysses=2
+expect run-pipefusion-ulysses 0 "^3 +[0-9.]+" -- "$mpi" -np 4 --oversubscribe \
+  --allow-run-as-root "$bin" run --model tiny-sd3 --steps 2 --iters 1 --config pipefusion=2,ulysses=2
 expect run-distrifusion 0 "^1 +[0-9.]+" -- "${mpirun2[@]}" "$bin" run --model tiny-flux --steps 3 --iters 1 \
   --config distrifusion=2
 expect run-too-big 2 "refused before allocating" -- "$bin" run --model stepvideo-t2v --steps 1 --config ""
@@ -48,6 +48,8 @@ expect engine-ranks-pipefusion 0 "'pipefusion=2' on 2 ranks over mpi" -- "${mpir
   --backend ref --model tiny-pixart --steps 3 --iters 1 --config pipefusion=2,patches=2,warmup=1
 expect engine-ranks-pipefusion-joint 0 "'pipefusion=2,patches=4' on 2 ranks over mpi" -- "${mpirun2[@]}" "$bin" \
   run --backend ref --model tiny-flux --steps 3 --iters 1 --config pipefusion=2,patches=4
+expect engine-ranks-pipefusion-ring 0 "'ring=2,pipefusion=2' on 4 ranks over mpi" -- "$mpi" -np 4 --oversubscribe \
+  --allow-run-as-root "$bin" run --backend ref --model tiny-flux --steps 3 --iters 1 --config pipefusion=2,ring=2,warmup=1
 expect engine-ranks-distrifusion 0 "'distrifusion=2' on 2 ranks over mpi" -- "${mpirun2[@]}" "$bin" \
   run --backend ref --model tiny-sd3 --steps 3 --iters 2 --config distrifusion=2
 expect engine-ranks-wrong-size 2 "needs 4 ranks; 2 were launched" -- "${mpirun2[@]}" "$bin" run --backend ref \

@@ -250,14 +250,39 @@ void CheckInPlaceGather() {
 TEST(Engine2, InPlaceAllGather) { CheckInPlaceGather(); }
 TEST(Engine4, InPlaceAllGather) { CheckInPlaceGather(); }
 
-// What the engine does not run across ranks it refuses by name.
-TEST(Engine4, PipeFusionWithSequenceParallelismIsRefusedAcrossRanks) {
-  if (World()->size() != 4) GTEST_SKIP();
-  const ModelSpec& m = **Cat().Model("tiny-sd3");
-  const Workload w{"tiny-sd3", 64, 64, 1, 2, 1, OutputType::kLatent};
-  auto r = RunEngine(m, w, *ParseParallelConfig("pipefusion=2,patches=2,ulysses=2"), World(), false);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("--emulate-rank"), std::string::npos) << r.status().ToString();
+// PipeFusion with sequence and tensor parallelism inside the stages: each patch's rows split
+// over the sequence-parallel ranks, every rank's K/V buffers for its heads. The ranks place
+// every key at its one-device row, so Ulysses and Ring agree with the one-device run of the
+// same patches to the bit; tensor parallelism sums partial products (bf16 tolerance).
+TEST(Engine2, PatchesUlyssesJoint) {
+  Check({"tiny-sd3", "patches=2,warmup=1,ulysses=2", 2, 0, false, "patches=2,warmup=1", 3, true});
+}
+TEST(Engine2, PatchesRingJointSingle) {
+  Check({"tiny-flux", "patches=2,warmup=0,ring=2", 1, 0, false, "patches=2,warmup=0", 3, true});
+}
+TEST(Engine2, PatchesTensorParallelCross) {
+  Check({"tiny-pixart", "patches=4,warmup=1,tp=2", 1, 0, false, "patches=4,warmup=1", 3});
+}
+TEST(Engine4, PipeFusionUlyssesWarm) {
+  Check({"tiny-sd3", "pipefusion=2,patches=2,warmup=3,ulysses=2", 1, 0, false, "", 3, true});
+}
+TEST(Engine4, PipeFusionUlyssesCross) {
+  Check({"tiny-pixart", "pipefusion=2,patches=2,warmup=1,ulysses=2", 2, 0, false, "patches=2,warmup=1", 3, true});
+}
+TEST(Engine4, PipeFusionUlyssesReplicatedText) {
+  Check({"tiny-sd3", "pipefusion=2,patches=2,warmup=1,ulysses=2", 1, 7, false, "patches=2,warmup=1", 3, true});
+}
+TEST(Engine4, PipeFusionRingJointSingle) {
+  Check({"tiny-flux", "pipefusion=2,patches=2,warmup=1,ring=2", 2, 0, false, "patches=2,warmup=1", 3, true});
+}
+TEST(Engine4, PipeFusionRingReplicatedText) {
+  Check({"tiny-flux", "pipefusion=2,patches=2,warmup=0,ring=2", 1, 7, false, "patches=2,warmup=0", 3, true});
+}
+TEST(Engine4, PatchesUsp) {
+  Check({"tiny-sd3", "patches=2,warmup=1,ulysses=2,ring=2", 1, 0, false, "patches=2,warmup=1", 3, true});
+}
+TEST(Engine4, PipeFusionTensorParallel) {
+  Check({"tiny-flux", "pipefusion=2,patches=2,warmup=1,tp=2", 1, 0, false, "patches=2,warmup=1", 3});
 }
 
 }  // namespace

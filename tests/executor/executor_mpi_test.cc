@@ -153,6 +153,23 @@ TEST(Parallel2, PipeFusionStale) {
 }
 
 // 4 ranks.
+// Sequence and tensor parallelism inside PipeFusion's stages: each patch's rows split over
+// the group, against the serial run of the same patches.
+TEST(Parallel2, PatchesUlyssesJoint) { Check({"tiny-sd3", "patches=2,warmup=1,ulysses=2", "patches=2,warmup=1", 1}); }
+TEST(Parallel2, PatchesTensorParallel) {
+  Check({"tiny-pixart", "patches=4,warmup=1,tp=2", "patches=4,warmup=1", 1});
+}
+TEST(Parallel4, PipeFusionUlysses) {
+  Check({"tiny-sd3", "pipefusion=2,patches=2,warmup=1,ulysses=2", "patches=2,warmup=1", 1});
+}
+TEST(Parallel4, PipeFusionRingJointSingle) {
+  Check({"tiny-flux", "pipefusion=2,patches=2,warmup=0,ring=2", "patches=2,warmup=0", 1});
+}
+TEST(Parallel4, PipeFusionTensorParallel) {
+  Check({"tiny-flux", "pipefusion=2,patches=2,warmup=1,tp=2", "patches=2,warmup=1", 1});
+}
+TEST(Parallel4, PatchesUspCross) { Check({"tiny-pixart", "patches=2,warmup=1,ulysses=2,ring=2", "patches=2,warmup=1", 1}); }
+
 TEST(Parallel4, Usp) { Check({"tiny-flux", "ulysses=2,ring=2", "", 1}); }
 TEST(Parallel4, UspJoint) { Check({"tiny-sd3", "ulysses=2,ring=2", "", 1}); }
 TEST(Parallel4, Ulysses4) { Check({"tiny-pixart", "ulysses=4", "", 1}); }
