@@ -1,5 +1,8 @@
 #include "executor/parallel.h"
 
+#include <functional>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "core/rank_share.h"
@@ -12,6 +15,31 @@ constexpr int kTagRing = 11, kTagActivation = 21, kTagLatent = 22, kTagResult = 
 
 // Rows [start, start + n) of m.
 Mat RowBlock(const Mat& m, int64_t start, int64_t n) { return m.middleRows(start, n); }
+
+// Runs of rows of the whole image: (first row, count).
+using Segments = std::vector<std::pair<int64_t, int64_t>>;
+
+// The rows of m in `segs`, one under the other.
+Mat Stack(const Mat& m, const Segments& segs) {
+  int64_t total = 0;
+  for (const auto& g : segs) total += g.second;
+  Mat out(total, m.cols());
+  int64_t at = 0;
+  for (const auto& [row0, count] : segs) {
+    out.middleRows(at, count) = m.middleRows(row0, count);
+    at += count;
+  }
+  return out;
+}
+
+// The inverse: src's rows, one under the other, to rows `segs` (shifted by `offset`) of dst.
+void Unstack(const Eigen::Ref<const Mat>& src, const Segments& segs, Mat* dst, int64_t offset) {
+  int64_t at = 0;
+  for (const auto& [row0, count] : segs) {
+    dst->middleRows(offset + row0, count) = src.middleRows(at, count);
+    at += count;
+  }
+}
 
 }  // namespace
 
@@ -44,70 +72,32 @@ struct ParallelRunner::Impl {
   int64_t n_local() const { return n() / seq_degree(); }
   bool cfg_branches_here(int branch) const { return config.cfg == 1 || coords[Axis::kCfg] == branch; }
 
-  // Sequence-parallel attention over this rank's rows (text rows first, on every rank).
-  StatusOr<Mat> SpAttention(const Mat& q, const Mat& k, const Mat& v, int64_t T) {
-    const int u = config.ulysses, r = config.ring;
-    const int hl = dit->heads_local();
-    const int d = model->head_dim;
-    if (u == 1 && r == 1) return Attention(q, k, v, hl, d);
-    const int hu = hl / u;
-    const int64_t width = static_cast<int64_t>(hu) * d;
-    const int64_t nl = q.rows() - T;
-    const int g = coords[Axis::kUlysses];
-    // Ulysses: trade sequence sharding for head sharding of the image rows.
-    auto scatter_heads = [&](const Mat& m) -> StatusOr<Mat> {
-      if (u == 1) return Mat(m.bottomRows(nl));
-      std::vector<float> send(static_cast<size_t>(nl * width * u)), recv(send.size());
-      for (int j = 0; j < u; ++j) {
-        Eigen::Map<Mat>(send.data() + j * nl * width, nl, width) = m.bottomRows(nl).middleCols(j * width, width);
-      }
-      const double t0 = world->Now();
-      DITUNE_RETURN_IF_ERROR(ulysses->AllToAll(send.data(), recv.data(), static_cast<size_t>(nl * width)));
-      timers.comm += world->Now() - t0;
-      return Mat(Eigen::Map<Mat>(recv.data(), u * nl, width));
-    };
-    DITUNE_ASSIGN_OR_RETURN(Mat qi, scatter_heads(q));
-    DITUNE_ASSIGN_OR_RETURN(Mat ki, scatter_heads(k));
-    DITUNE_ASSIGN_OR_RETURN(Mat vi, scatter_heads(v));
-    Mat Q(T + qi.rows(), width);
-    Q << q.topRows(T).middleCols(g * width, width), qi;
-    OnlineSoftmax state(Q.rows(), hu, d);
-    if (T > 0) state.Add(Q, k.topRows(T).middleCols(g * width, width), v.topRows(T).middleCols(g * width, width));
-    // Ring: pass the image K/V around, overlapping each transfer with the attention over the
-    // block already here.
-    const int64_t rows = ki.rows();
-    std::vector<float> cur(static_cast<size_t>(2 * rows * width)), nxt(cur.size());
-    Eigen::Map<Mat>(cur.data(), rows, width) = ki;
-    Eigen::Map<Mat>(cur.data() + rows * width, rows, width) = vi;
-    const int me = coords[Axis::kRing];
-    const int next = (me + 1) % r, prev = (me + r - 1) % r;
-    for (int s = 0; s < r; ++s) {
-      std::unique_ptr<Request> rq, sq;
-      if (s + 1 < r) {
-        const int tag = kTagRing + 2 * (ring_tag++ % 1000);
-        DITUNE_ASSIGN_OR_RETURN(rq, ring->Irecv(nxt.data(), nxt.size(), prev, tag));
-        DITUNE_ASSIGN_OR_RETURN(sq, ring->Isend(cur.data(), cur.size(), next, tag));
-      }
-      state.Add(Q, Eigen::Map<Mat>(cur.data(), rows, width), Eigen::Map<Mat>(cur.data() + rows * width, rows, width));
-      if (s + 1 < r) {
-        const double t0 = world->Now();
-        DITUNE_RETURN_IF_ERROR(rq->Wait());
-        DITUNE_RETURN_IF_ERROR(sq->Wait());
-        timers.comm += world->Now() - t0;
-        std::swap(cur, nxt);
-      }
+  // Ulysses: this rank's image rows of m (its last nl rows) traded for the group's image rows
+  // of head group g (columns [g width, (g + 1) width)): u nl rows, in group order.
+  StatusOr<Mat> ScatterHeads(const Mat& m, int64_t nl, int64_t width) {
+    const int u = config.ulysses;
+    if (u == 1) return Mat(m.bottomRows(nl));
+    std::vector<float> send(static_cast<size_t>(nl * width * u)), recv(send.size());
+    for (int j = 0; j < u; ++j) {
+      Eigen::Map<Mat>(send.data() + j * nl * width, nl, width) = m.bottomRows(nl).middleCols(j * width, width);
     }
-    const Mat O = state.Finish();
-    Mat out(q.rows(), static_cast<int64_t>(hl) * d);
-    // Back: image rows to their owners, with this rank's head group.
+    const double t0 = world->Now();
+    DITUNE_RETURN_IF_ERROR(ulysses->AllToAll(send.data(), recv.data(), static_cast<size_t>(nl * width)));
+    timers.comm += world->Now() - t0;
+    return Mat(Eigen::Map<Mat>(recv.data(), u * nl, width));
+  }
+  // The way back: O holds T text rows then the group's u nl image rows of this rank's head
+  // group; out gets this rank's T + nl rows with every head of the group.
+  StatusOr<Mat> GatherHeads(const Mat& O, int64_t T, int64_t nl, int64_t width) {
+    const int u = config.ulysses;
+    Mat out(T + nl, u * width);
     if (u == 1) {
-      out.bottomRows(nl) = O.bottomRows(nl);
-      out.topRows(T) = O.topRows(T);
+      out = O;
       return out;
     }
     std::vector<float> send(static_cast<size_t>(u * nl * width)), recv(send.size());
     Eigen::Map<Mat>(send.data(), u * nl, width) = O.bottomRows(u * nl);
-    double t0 = world->Now();
+    const double t0 = world->Now();
     DITUNE_RETURN_IF_ERROR(ulysses->AllToAll(send.data(), recv.data(), static_cast<size_t>(nl * width)));
     for (int j = 0; j < u; ++j) {
       out.bottomRows(nl).middleCols(j * width, width) = Eigen::Map<Mat>(recv.data() + j * nl * width, nl, width);
@@ -121,6 +111,92 @@ struct ParallelRunner::Impl {
     }
     timers.comm += world->Now() - t0;
     return out;
+  }
+  // Ring: passes `block` (rows x cols) around the ring group; `visit(block, origin)` sees
+  // each ring rank's block in turn (this rank's first), overlapping the next transfer.
+  Status RingPass(std::vector<float> block, const std::function<void(const float*, int)>& visit) {
+    const int r = config.ring, me = coords[Axis::kRing];
+    const int next = (me + 1) % r, prev = (me + r - 1) % r;
+    std::vector<float> nxt(block.size());
+    for (int s = 0; s < r; ++s) {
+      std::unique_ptr<Request> rq, sq;
+      if (s + 1 < r) {
+        const int tag = kTagRing + 2 * (ring_tag++ % 1000);
+        DITUNE_ASSIGN_OR_RETURN(rq, ring->Irecv(nxt.data(), nxt.size(), prev, tag));
+        DITUNE_ASSIGN_OR_RETURN(sq, ring->Isend(block.data(), block.size(), next, tag));
+      }
+      visit(block.data(), (me - s + r) % r);
+      if (s + 1 < r) {
+        const double t0 = world->Now();
+        DITUNE_RETURN_IF_ERROR(rq->Wait());
+        DITUNE_RETURN_IF_ERROR(sq->Wait());
+        timers.comm += world->Now() - t0;
+        std::swap(block, nxt);
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Sequence-parallel attention over this rank's rows (text rows first, on every rank).
+  StatusOr<Mat> SpAttention(const Mat& q, const Mat& k, const Mat& v, int64_t T) {
+    const int u = config.ulysses, r = config.ring;
+    const int hl = dit->heads_local();
+    const int d = model->head_dim;
+    if (u == 1 && r == 1) return Attention(q, k, v, hl, d);
+    const int hu = hl / u;
+    const int64_t width = static_cast<int64_t>(hu) * d;
+    const int64_t nl = q.rows() - T;
+    const int g = coords[Axis::kUlysses];
+    DITUNE_ASSIGN_OR_RETURN(Mat qi, ScatterHeads(q, nl, width));
+    DITUNE_ASSIGN_OR_RETURN(Mat ki, ScatterHeads(k, nl, width));
+    DITUNE_ASSIGN_OR_RETURN(Mat vi, ScatterHeads(v, nl, width));
+    Mat Q(T + qi.rows(), width);
+    Q << q.topRows(T).middleCols(g * width, width), qi;
+    OnlineSoftmax state(Q.rows(), hu, d);
+    if (T > 0) state.Add(Q, k.topRows(T).middleCols(g * width, width), v.topRows(T).middleCols(g * width, width));
+    // Ring: pass the image K/V around, overlapping each transfer with the attention over the
+    // block already here.
+    const int64_t rows = ki.rows();
+    std::vector<float> block(static_cast<size_t>(2 * rows * width));
+    Eigen::Map<Mat>(block.data(), rows, width) = ki;
+    Eigen::Map<Mat>(block.data() + rows * width, rows, width) = vi;
+    DITUNE_RETURN_IF_ERROR(RingPass(std::move(block), [&](const float* b, int /*origin*/) {
+      state.Add(Q, Eigen::Map<const Mat>(b, rows, width), Eigen::Map<const Mat>(b + rows * width, rows, width));
+    }));
+    return GatherHeads(state.Finish(), T, nl, width);
+  }
+
+  // PipeFusion's attention with sequence parallelism inside the stage: this rank's rows of
+  // the forward (`segs`: where they sit in the image) are its share of the patch. Ulysses
+  // trades them for the group's rows of this rank's head group; Ring passes that fresh K/V
+  // block around; every block lands at its rows of the buffers K, V (Tk text rows, then the
+  // image), and the queries attend over the whole buffer. The text, replicated on every rank,
+  // is fresh everywhere.
+  StatusOr<Mat> PipeSpAttention(const Mat& q, const Mat& k, const Mat& v, int64_t T, Mat* K, Mat* V, int64_t Tk,
+                                const std::function<Segments(int)>& segs) {
+    const int u = config.ulysses;
+    const int hu = dit->heads_local() / u, d = model->head_dim;
+    const int64_t width = static_cast<int64_t>(hu) * d, nl = q.rows() - T;
+    const int g = coords[Axis::kUlysses];
+    DITUNE_ASSIGN_OR_RETURN(Mat qi, ScatterHeads(q, nl, width));
+    DITUNE_ASSIGN_OR_RETURN(Mat ki, ScatterHeads(k, nl, width));
+    DITUNE_ASSIGN_OR_RETURN(Mat vi, ScatterHeads(v, nl, width));
+    K->topRows(T) = k.topRows(T).middleCols(g * width, width);
+    V->topRows(T) = v.topRows(T).middleCols(g * width, width);
+    std::vector<float> block(static_cast<size_t>(2 * u * nl * width));
+    Eigen::Map<Mat>(block.data(), u * nl, width) = ki;
+    Eigen::Map<Mat>(block.data() + u * nl * width, u * nl, width) = vi;
+    DITUNE_RETURN_IF_ERROR(RingPass(std::move(block), [&](const float* b, int origin) {
+      // Chunk j of the block from ring rank `origin` is sequence-parallel rank j + u origin's.
+      for (int j = 0; j < u; ++j) {
+        const Segments rows = segs(j + u * origin);
+        Unstack(Eigen::Map<const Mat>(b + j * nl * width, nl, width), rows, K, Tk);
+        Unstack(Eigen::Map<const Mat>(b + (u + j) * nl * width, nl, width), rows, V, Tk);
+      }
+    }));
+    Mat Q(T + qi.rows(), width);
+    Q << q.topRows(T).middleCols(g * width, width), qi;
+    return GatherHeads(Attention(Q, *K, *V, hu, d), T, nl, width);
   }
 
   // DistriFusion's attention of this rank's rows (the first T of q, k, v the text, replicated
@@ -276,7 +352,8 @@ struct ParallelRunner::Impl {
     // K/V buffers per branch and block: [text; image] rows (text where the block attends over
     // it) x this rank's heads.
     const int64_t T = model->text_tokens, Ht = model->text_stream_hidden;
-    const int64_t width = static_cast<int64_t>(dit->heads_local()) * model->head_dim;
+    // (With Ulysses: its head group.)
+    const int64_t width = static_cast<int64_t>(dit->heads_local()) * model->head_dim / config.ulysses;
     std::vector<std::vector<std::pair<Mat, Mat>>> kv(branches.size());
     for (auto& per_branch : kv) {
       for (int b = 0; b < dit->num_blocks(); ++b) {
@@ -288,27 +365,9 @@ struct ParallelRunner::Impl {
     // The image rows (first row, count) a forward of sequence-parallel rank `sr` computes:
     // its share of patch p, or of every patch in a warm-up step.
     auto rows_of = [&](int sr, bool warm, int p) {
-      std::vector<std::pair<int64_t, int64_t>> segs;
+      Segments segs;
       for (int q = warm ? 0 : p; q < (warm ? M : p + 1); ++q) segs.emplace_back(q * pr + sr * share, share);
       return segs;
-    };
-    auto stack = [](const Mat& m, const std::vector<std::pair<int64_t, int64_t>>& segs) {
-      int64_t total = 0;
-      for (const auto& g : segs) total += g.second;
-      Mat out(total, m.cols());
-      int64_t at = 0;
-      for (const auto& [row0, count] : segs) {
-        out.middleRows(at, count) = m.middleRows(row0, count);
-        at += count;
-      }
-      return out;
-    };
-    auto unstack = [](const Mat& src, const std::vector<std::pair<int64_t, int64_t>>& segs, Mat* dst, int64_t offset) {
-      int64_t at = 0;
-      for (const auto& [row0, count] : segs) {
-        dst->middleRows(offset + row0, count) = src.middleRows(at, count);
-        at += count;
-      }
     };
     const int me = coords[Axis::kSp];
     std::vector<std::unique_ptr<Request>> pending;
@@ -337,25 +396,13 @@ struct ParallelRunner::Impl {
       hooks.attention = [&](const Mat& q, const Mat& k, const Mat& v, int64_t Tq) -> StatusOr<Mat> {
         auto& [K, V] = kv[bi][static_cast<size_t>(cur)];
         const int64_t Tk = K.rows() - N, nl = k.rows() - Tq;
+        if (spd > 1) {
+          return PipeSpAttention(q, k, v, Tq, &K, &V, Tk, [&](int sr) { return rows_of(sr, warm, p); });
+        }
         K.topRows(Tq) = k.topRows(Tq);
         V.topRows(Tq) = v.topRows(Tq);
-        if (spd == 1) {
-          unstack(k.bottomRows(nl), rows_of(me, warm, p), &K, Tk);
-          unstack(v.bottomRows(nl), rows_of(me, warm, p), &V, Tk);
-        } else {
-          // Every rank's fresh image rows of this forward: [k; v] of nl rows each.
-          std::vector<float> mine(static_cast<size_t>(2 * nl * width)), all(mine.size() * spd);
-          Eigen::Map<Mat>(mine.data(), nl, width) = k.bottomRows(nl);
-          Eigen::Map<Mat>(mine.data() + nl * width, nl, width) = v.bottomRows(nl);
-          const double t0 = world->Now();
-          DITUNE_RETURN_IF_ERROR(sp->AllGather(mine.data(), all.data(), mine.size()));
-          timers.comm += world->Now() - t0;
-          for (int j = 0; j < spd; ++j) {
-            const float* theirs = all.data() + j * mine.size();
-            unstack(Eigen::Map<const Mat>(theirs, nl, width), rows_of(j, warm, p), &K, Tk);
-            unstack(Eigen::Map<const Mat>(theirs + nl * width, nl, width), rows_of(j, warm, p), &V, Tk);
-          }
-        }
+        Unstack(k.bottomRows(nl), rows_of(me, warm, p), &K, Tk);
+        Unstack(v.bottomRows(nl), rows_of(me, warm, p), &V, Tk);
         return Attention(q, K, V, dit->heads_local(), model->head_dim);
       };
       if (config.tp > 1) {
@@ -386,7 +433,7 @@ struct ParallelRunner::Impl {
           if (!prev_warm || p == 0) {
             const auto back = rows_of(me, prev_warm, p);
             DITUNE_ASSIGN_OR_RETURN(Mat part, recv(prev_warm ? M * share : share, latent.cols(), stages - 1, kTagLatent));
-            unstack(part, back, &latent, 0);
+            Unstack(part, back, &latent, 0);
           }
         }
         std::vector<Mat> v;
@@ -394,7 +441,7 @@ struct ParallelRunner::Impl {
         for (size_t bi = 0; bi < branches.size(); ++bi) {
           Mat h, text(0, Ht);
           if (first) {
-            h = dit->Embed(stack(latent, mine), &timers);
+            h = dit->Embed(Stack(latent, mine), &timers);
             if (text_rows > 0) text = ctx[bi];
           } else {
             DITUNE_ASSIGN_OR_RETURN(h, recv(rows, H, prev_stage, kTagActivation));
@@ -412,9 +459,9 @@ struct ParallelRunner::Impl {
         }
         if (last) {
           DITUNE_ASSIGN_OR_RETURN(Mat g, Guide(v));
-          Mat updated = stack(latent, mine);
+          Mat updated = Stack(latent, mine);
           updated += (next - sigma) * g;
-          unstack(updated, mine, &latent, 0);
+          Unstack(updated, mine, &latent, 0);
           if (stages > 1 && k + 1 < S) DITUNE_RETURN_IF_ERROR(send(updated, 0, kTagLatent));
         }
       }
@@ -425,11 +472,11 @@ struct ParallelRunner::Impl {
     // Every rank gets the result: the last stage's sequence-parallel group gathers its rows,
     // then hands the whole latent to the earlier stages.
     if (last && spd > 1) {
-      const Mat own = stack(latent, rows_of(me, true, 0));
+      const Mat own = Stack(latent, rows_of(me, true, 0));
       std::vector<float> all(static_cast<size_t>(own.size() * spd));
       DITUNE_RETURN_IF_ERROR(sp->AllGather(own.data(), all.data(), static_cast<size_t>(own.size())));
       for (int j = 0; j < spd; ++j) {
-        unstack(Eigen::Map<const Mat>(all.data() + j * own.size(), own.rows(), own.cols()), rows_of(j, true, 0), &latent, 0);
+        Unstack(Eigen::Map<const Mat>(all.data() + j * own.size(), own.rows(), own.cols()), rows_of(j, true, 0), &latent, 0);
       }
     }
     if (stages > 1) {

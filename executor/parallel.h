@@ -2,8 +2,10 @@
 // Ulysses (all-to-all between sequence and head sharding), Ring (K/V passed around with
 // nonblocking sends overlapping the blockwise attention), USP, tensor parallel, CFG
 // parallel, data parallel, and PipeFusion (stages, patches, one-step-stale K/V, synchronous
-// warm-up steps, asynchronous patch sends, latents back to stage 0), and DistriFusion (each
-// rank its share of the sequence, attending over K/V whose other rows are one step stale).
+// warm-up steps, asynchronous patch sends, latents back to stage 0; Ulysses, Ring and tensor
+// parallelism inside the stages, each patch's rows split over the sequence-parallel ranks),
+// and DistriFusion (each rank its share of the sequence, attending over K/V whose other rows
+// are one step stale).
 #ifndef DITUNE_EXECUTOR_PARALLEL_H_
 #define DITUNE_EXECUTOR_PARALLEL_H_
 
