@@ -284,6 +284,22 @@ TEST(Engine4, PatchesUsp) {
 TEST(Engine4, PipeFusionTensorParallel) {
   Check({"tiny-flux", "pipefusion=2,patches=2,warmup=1,tp=2", 1, 0, false, "patches=2,warmup=1", 3});
 }
+TEST(Engine4, PipeFusionUlyssesVideo) {
+  Check({"tiny-video", "pipefusion=2,patches=2,warmup=1,ulysses=2", 1, 0, false, "patches=2,warmup=1", 3, true});
+}
+TEST(Engine4, PatchesRingCfg) {
+  Check({"tiny-pixart", "patches=2,warmup=1,ring=2,cfg=2", 1, 0, false, "patches=2,warmup=1", 3});
+}
+// 8 ranks: every kind of parallelism inside and beside the stages at once.
+TEST(Engine8, PipeFusionUlyssesCfg) {
+  Check({"tiny-sd3", "pipefusion=2,patches=2,warmup=1,ulysses=2,cfg=2", 1, 0, false, "patches=2,warmup=1", 3});
+}
+TEST(Engine8, PipeFusionRingTensorParallel) {
+  Check({"tiny-flux", "pipefusion=2,patches=2,warmup=1,ring=2,tp=2", 1, 0, false, "patches=2,warmup=1", 3});
+}
+TEST(Engine8, PipeFusionUlyssesDp) {
+  Check({"tiny-flux", "pipefusion=2,patches=2,warmup=1,ulysses=2,dp=2", 2, 0, false, "patches=2,warmup=1", 3, true});
+}
 
 }  // namespace
 }  // namespace ditune::exec

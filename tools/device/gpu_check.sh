@@ -27,7 +27,7 @@ if command -v compute-sanitizer >/dev/null || [[ -x /usr/local/cuda/bin/compute-
 fi
 echo "== kernel throughput"
 build-gpu/bench/bench_cuda | tee "$out/bench_cuda.txt"
-# The engine across ranks on the GPU: two and four processes share it, MPI staging the
+# The engine across ranks on the GPU: two, four and eight processes share it, MPI staging the
 # transfers through the host; each rank's gathered output against the one-GPU run. Needs MPI
 # on the machine (skipped otherwise); NCCL needs one GPU per rank.
 if command -v mpirun >/dev/null; then
@@ -37,7 +37,7 @@ if command -v mpirun >/dev/null; then
     cmake --build build-gpu-mpi -j "$(nproc)" --target engine_mpi_test >"$out/build-mpi.log" 2>&1 || {
       echo "MPI build failed (see build-mpi.log)"; tail -5 "$out/build-mpi.log"; }
   if [[ -x build-gpu-mpi/tests/engine_mpi_test ]]; then
-    for np in 2 4; do
+    for np in 2 4 8; do
       OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 DITUNE_ENGINE_KERNELS=cuda \
         mpirun -np $np --oversubscribe build-gpu-mpi/tests/engine_mpi_test --gtest_filter="Engine$np.*" \
         >"$out/engine_mpi_$np.log" 2>&1
