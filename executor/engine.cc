@@ -106,6 +106,8 @@ struct DitEngine::Impl {
   bool pipeline = false;
   int stage = 0, stages = 1;
   std::unique_ptr<DeviceComm> pp_fwd, pp_back;
+  // Sends in flight per patch: activations forward, latent rows back (Handoff, Settle).
+  std::vector<std::unique_ptr<Request>> fwd_pending, back_pending;
   // DistriFusion across ranks: the same per-block K/V buffers, this rank's rows fresh and the
   // others' one step stale, refreshed by a nonblocking in-place all-gather launched after
   // each block's attention and completed before that block's attention in the next step
@@ -921,24 +923,50 @@ struct DitEngine::Impl {
   }
 
   // A patch's activations to the next stage (send) or from the previous one: the text rows
-  // (where the patch has them) and the image rows of every sequence. A send completes before
-  // it returns: the residual buffer is the next patch's.
-  Status Handoff(const Residual& st, int64_t b, int64_t nt, int64_t ni, bool send) {
-    std::vector<std::pair<void*, int64_t>> parts;
+  // (where the patch has them) and the image rows of every sequence. A receive completes
+  // before it returns. A send must not wait for its receiver, which may itself be waiting for
+  // this rank's next receive (the latent rows back from the last stage): it copies the rows
+  // to the send buffers of `slot` (the patch) and stays in flight.
+  Status Handoff(const Residual& st, int64_t b, int64_t nt, int64_t ni, bool send, int slot) {
+    struct Part {
+      void* data;
+      int64_t rows, cols;
+    };
+    std::vector<Part> parts;
     if (unified) {
-      parts.emplace_back(st.seq != nullptr ? st.seq : st.img, b * (nt + ni) * H);
+      parts.push_back({st.seq != nullptr ? st.seq : st.img, b * (nt + ni), H});
     } else {
-      if (nt > 0) parts.emplace_back(st.txt, b * nt * Ht);
-      parts.emplace_back(st.img, b * ni * H);
+      if (nt > 0) parts.push_back({st.txt, b * nt, Ht});
+      parts.push_back({st.img, b * ni, H});
     }
-    for (const auto& [data, count] : parts) {
-      std::unique_ptr<Request> r;
-      if (send) {
-        DITUNE_ASSIGN_OR_RETURN(r, pp_fwd->Isend(data, count, stage + 1, kTagActivation));
-      } else {
-        DITUNE_ASSIGN_OR_RETURN(r, pp_fwd->Irecv(data, count, stage - 1, kTagActivation));
+    if (!send) {
+      for (const Part& part : parts) {
+        DITUNE_ASSIGN_OR_RETURN(auto r, pp_fwd->Irecv(part.data, part.rows * part.cols, stage - 1, kTagActivation));
+        DITUNE_RETURN_IF_ERROR(r->Wait());
       }
+      return Status::Ok();
+    }
+    DITUNE_RETURN_IF_ERROR(Settle(&fwd_pending, slot));
+    auto group = std::make_unique<RequestGroup>();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const Part& part = parts[i];
+      DITUNE_ASSIGN_OR_RETURN(void* buf, Scratch(fmt::format("handoff{}_{}", slot, i), part.rows * part.cols * kBf16));
+      DITUNE_RETURN_IF_ERROR(k->Copy(buf, part.cols, part.data, part.cols, part.rows, part.cols));
+      DITUNE_ASSIGN_OR_RETURN(auto r, pp_fwd->Isend(buf, part.rows * part.cols, stage + 1, kTagActivation));
+      group->Add(std::move(r));
+    }
+    fwd_pending[static_cast<size_t>(slot)] = std::move(group);
+    return Status::Ok();
+  }
+  // Completes the send in flight from `slot` (all slots: -1) before its buffer is rewritten.
+  // Deadlock-free: a slot is reused a step later, after this rank has received what its
+  // receiver could only produce once it had taken the slot's data.
+  static Status Settle(std::vector<std::unique_ptr<Request>>* pending, int slot) {
+    for (size_t i = 0; i < pending->size(); ++i) {
+      auto& r = (*pending)[i];
+      if (r == nullptr || (slot >= 0 && i != static_cast<size_t>(slot))) continue;
       DITUNE_RETURN_IF_ERROR(r->Wait());
+      r.reset();
     }
     return Status::Ok();
   }
@@ -1022,6 +1050,10 @@ struct DitEngine::Impl {
     }
     DITUNE_ASSIGN_OR_RETURN(void* pred, Scratch("pred", bmax * R * lat * kBf16));
     kv_pending.clear();
+    fwd_pending.clear();
+    back_pending.clear();
+    fwd_pending.resize(static_cast<size_t>(std::max(1, work.steady.patches)));
+    back_pending.resize(fwd_pending.size());
     kv_pending.resize(static_cast<size_t>(work.blocks));
     if (pipeline || distri_real || distri_in_turn) {
       // The K/V buffers start empty every generation (warm-up steps fill them).
@@ -1103,7 +1135,7 @@ struct DitEngine::Impl {
         }
         if (pipeline && !first_stage) {
           // This patch's activations from the previous stage.
-          DITUNE_RETURN_IF_ERROR(Handoff(st, b, nt, ni, false));
+          DITUNE_RETURN_IF_ERROR(Handoff(st, b, nt, ni, false, p));
         }
         if (first_stage) {
           // Patch embedding of this forward's rows, each branch of a prompt from the same latent.
@@ -1131,12 +1163,16 @@ struct DitEngine::Impl {
           DITUNE_RETURN_IF_ERROR(Mm(h, H, ni * H, io.at("out")->data(), lat, At(pred, p * ni * lat), lat, R * lat, ni, H,
                                     lat, b));
         }
-        if (pipeline && !last_stage) DITUNE_RETURN_IF_ERROR(Handoff(st, b, nt, ni, true));
+        if (pipeline && !last_stage) DITUNE_RETURN_IF_ERROR(Handoff(st, b, nt, ni, true, p));
         if (pipeline && last_stage) {
           // The Euler step of this patch's rows as soon as they are done, then (several
           // stages, more steps to come) the rows back to the first stage.
           const float sigma = 1.0f - static_cast<float>(s) / S, next = 1.0f - static_cast<float>(s + 1) / S;
           const int64_t row0 = p * ni;
+          // The rows sent back last step must have left before they change (after a warm-up
+          // step: the whole latent, sent from slot 0).
+          const bool after_warm = s > 0 && s - 1 < work.warmup_steps;
+          DITUNE_RETURN_IF_ERROR(Settle(&back_pending, warm || after_warm ? -1 : p));
           for (int i = 0; i < P; ++i) {
             float* xi = xf + i * R * lat + row0 * lat;
             void* xbi = At(xb, i * R * lat + row0 * lat);
@@ -1151,10 +1187,12 @@ struct DitEngine::Impl {
             }
           }
           if (stages > 1 && s + 1 < S) {
+            auto group = std::make_unique<RequestGroup>();
             for (int i = 0; i < P; ++i) {
               DITUNE_ASSIGN_OR_RETURN(auto r, pp_back->Isend(At(xb, i * R * lat + row0 * lat), ni * lat, 0, kTagLatent));
-              DITUNE_RETURN_IF_ERROR(r->Wait());
+              group->Add(std::move(r));
             }
+            back_pending[static_cast<size_t>(p)] = std::move(group);
           }
         }
       }
@@ -1179,6 +1217,8 @@ struct DitEngine::Impl {
       DITUNE_ASSIGN_OR_RETURN(auto mark, d->stream()->Record());
       marks.push_back(std::move(mark));
     }
+    DITUNE_RETURN_IF_ERROR(Settle(&fwd_pending, -1));
+    DITUNE_RETURN_IF_ERROR(Settle(&back_pending, -1));
     DITUNE_RETURN_IF_ERROR(d->stream()->Synchronize());
     const Event* prev = start.get();
     for (const auto& e : marks) {

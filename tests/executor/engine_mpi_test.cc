@@ -77,6 +77,7 @@ struct Case {
   bool bit_exact = false;
   // The reference computes DistriFusion's shares in turn on one device (EngineOptions).
   bool in_turn = false;
+  int64_t size = 64;  // height and width
 };
 
 void Check(const Case& c) {
@@ -84,7 +85,7 @@ void Check(const Case& c) {
   if (config.world_size() != World()->size()) GTEST_SKIP() << "needs " << config.world_size() << " ranks";
   ModelSpec m = **Cat().Model(c.model);
   if (c.text_tokens > 0) m.text_tokens = c.text_tokens;
-  const Workload w{c.model, 64, 64, 1, c.steps, c.batch, OutputType::kLatent};
+  const Workload w{c.model, c.size, c.size, 1, c.steps, c.batch, OutputType::kLatent};
   auto par = RunEngine(m, w, config, World(), c.from_cpu_model);
   // A rank that fails mid-run would leave its peers waiting: end the job instead.
   if (!par.ok()) World()->Abort(std::string(c.config) + ": " + par.status().ToString());
@@ -147,6 +148,12 @@ TEST(Engine4, PipeFusionCfg) {
 }
 TEST(Engine4, PipeFusionDp) {
   Check({"tiny-video", "pipefusion=2,patches=4,warmup=1,dp=2", 2, 0, false, "patches=4,warmup=1", 3, true});
+}
+
+// Hand-offs too large to be sent eagerly: a stage's send must not wait for a receiver that
+// is itself waiting for the latent rows this stage has yet to receive (a deadlock once).
+TEST(Engine2, PipeFusionLargeMessages) {
+  Check({"tiny-pixart", "pipefusion=2,patches=2,warmup=1", 1, 0, false, "patches=2,warmup=1", 3, true, false, 512});
 }
 
 // PipeFusion of joint and single blocks: the first patch of a step carries the whole text.
