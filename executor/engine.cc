@@ -1366,6 +1366,10 @@ int64_t EngineBytes(const ModelSpec& model, const Workload& /*workload*/, const 
     act += b * qa * 8 * Ha + 2 * b * kv_block * Ha;
   }
   act += work.blocks * b * T * 2 * Hl;
+  if (work.config.pipefusion > 1) {
+    // Hand-offs in flight: a warm-up step's whole residual, then one slot per patch.
+    act += 2 * rows * H;
+  }
   if (buffered) {
     // PipeFusion's and DistriFusion's K/V buffers: the whole sequence's keys and values per
     // block (the text's too in joint and single blocks), for this rank's heads.
