@@ -1326,7 +1326,7 @@ StatusOr<EngineResult> DitEngine::Generate() { return impl_->Generate(); }
 
 int64_t DitEngine::weight_bytes() const { return impl_->weight_bytes; }
 
-int64_t EngineBytes(const ModelSpec& model, const Workload& /*workload*/, const EngineWork& work,
+int64_t EngineBytes(const ModelSpec& model, const Workload& workload, const EngineWork& work,
                     const EngineOptions& options) {
   const double H = model.hidden, Ht = model.text_stream_hidden, M = model.mlp_hidden;
   const double tp = work.steady.tp;
@@ -1379,7 +1379,19 @@ int64_t EngineBytes(const ModelSpec& model, const Workload& /*workload*/, const 
     }
   }
   act += b * static_cast<double>(work.warmup.img_tokens) * lat * (2 + 1 + 1);
-  return static_cast<int64_t>(kElementBytes * (weights + act));
+  // Loading a tensor-parallel rank's slices draws each whole matrix first, one at a time.
+  double transient = 0;
+  if (tp > 1) {
+    for (int i = work.first_block; i < work.first_block + work.blocks; ++i) {
+      const double in = model.family_of(i) == BlockFamily::kSingle ? H * (3 * H + up * M) : std::max(H, Ht) * 3 * H;
+      transient = std::max({transient, in, std::max(H, Ht) * up * M, M * H});
+    }
+  }
+  // fp32: every block's modulation vectors of a step, and Ring's log-sum-exps (two sets).
+  const double f32 = work.blocks * (6 * H + 6 * Ht) + 2 * H + 2 * b * qa * rw.heads;
+  // Each step's conditioning vector.
+  const double cond = static_cast<double>(workload.steps) * H;
+  return static_cast<int64_t>(kElementBytes * (weights + transient + act + cond) + 4 * f32);
 }
 
 }  // namespace ditune::exec

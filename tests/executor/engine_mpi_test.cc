@@ -52,14 +52,23 @@ Device* TestDevice() {
   return device;
 }
 
+// `bytes`, when given, receives EngineBytes of the run (which then has a device of its own,
+// with the ref kernels, so that the device's high-water mark is this run's).
 StatusOr<EngineResult> RunEngine(const ModelSpec& m, const Workload& w, const ParallelConfig& config, Comm* world,
-                                 bool from_cpu_model, bool in_turn = false) {
-  DITUNE_ASSIGN_OR_RETURN(auto kernels, CreateKernels(KernelBackend(), TestDevice()));
+                                 bool from_cpu_model, bool in_turn = false, int64_t* bytes = nullptr) {
+  std::unique_ptr<Device> own;
+  Device* device = TestDevice();
+  if (bytes != nullptr && KernelBackend() == "ref") {
+    DITUNE_ASSIGN_OR_RETURN(own, CreateDevice("cpu"));
+    device = own.get();
+  }
+  DITUNE_ASSIGN_OR_RETURN(auto kernels, CreateKernels(KernelBackend(), device));
   DITUNE_ASSIGN_OR_RETURN(EngineWork work, EngineWorkFor(m, w, config, world != nullptr ? world->rank() : 0));
   EngineOptions opt;
   opt.weights_from_cpu_model = from_cpu_model;
   opt.architecture_extras = !from_cpu_model;
   opt.distrifusion_in_turn = in_turn;
+  if (bytes != nullptr) *bytes = EngineBytes(m, w, work, opt);
   DITUNE_ASSIGN_OR_RETURN(auto engine, DitEngine::Create(m, w, work, kernels.get(), opt, world));
   return engine->Generate();
 }
@@ -86,9 +95,12 @@ void Check(const Case& c) {
   ModelSpec m = **Cat().Model(c.model);
   if (c.text_tokens > 0) m.text_tokens = c.text_tokens;
   const Workload w{c.model, c.size, c.size, 1, c.steps, c.batch, OutputType::kLatent};
-  auto par = RunEngine(m, w, config, World(), c.from_cpu_model);
+  int64_t estimate = 0;
+  auto par = RunEngine(m, w, config, World(), c.from_cpu_model, false, &estimate);
   // A rank that fails mid-run would leave its peers waiting: end the job instead.
   if (!par.ok()) World()->Abort(std::string(c.config) + ": " + par.status().ToString());
+  // The memory estimate `run` refuses by covers this rank's real exchanges and buffers.
+  if (KernelBackend() == "ref") EXPECT_GE(estimate, par->peak_bytes) << c.config << " rank " << World()->rank();
   auto one = RunEngine(m, w, *ParseParallelConfig(c.reference), nullptr, c.from_cpu_model, c.in_turn);
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   ASSERT_EQ(par->latents.size(), static_cast<size_t>(c.batch));

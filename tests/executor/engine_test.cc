@@ -4,6 +4,9 @@
 // kernels check each one).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "core/catalog.h"
 #include "core/validate.h"
 #include "costmodels/dit_ops.h"
@@ -177,6 +180,45 @@ TEST(EngineTest, EveryRankDoesTheFlopsTheCostModelsPrice) {
       EXPECT_NEAR(after->attention_flops - before->attention_flops, attn, 1e-9 * attn)
           << c.model << " '" << c.config << "' rank " << r;
       EXPECT_EQ(out->latents.empty(), config.world_size() > 1 || config.patches > 1);
+    }
+  }
+}
+
+// The estimate `run` refuses too-large runs by, against the device's high-water mark: never
+// below it, and not so far above that runs that fit are refused.
+TEST(EngineTest, EngineBytesBoundsThePeak) {
+  struct Case {
+    const char* model;
+    const char* config;
+    int size, batch;
+  };
+  for (const Case& c : std::vector<Case>{{"tiny-pixart", "", 256, 2},
+                                         {"tiny-sd3", "patches=4,warmup=1", 256, 1},
+                                         {"tiny-flux", "patches=2,warmup=0", 256, 1},
+                                         {"tiny-sd3", "ulysses=2,tp=2", 256, 2},
+                                         {"tiny-flux", "ring=2,pipefusion=2,patches=2", 256, 1},
+                                         {"tiny-video", "distrifusion=2", 128, 1}}) {
+    const ModelSpec& m = **Cat().Model(c.model);
+    const Workload w = Tiny(c.model, c.size, 2, c.batch);
+    const ParallelConfig config = *ParseParallelConfig(c.config);
+    for (int r = 0; r < config.world_size(); r += std::max(1, config.world_size() - 1)) {
+      auto dev = NewCpuDevice();
+      auto kernels = CreateKernels("ref", dev.get());
+      ASSERT_TRUE(kernels.ok());
+      auto work = EngineWorkFor(m, w, config, r);
+      ASSERT_TRUE(work.ok()) << work.status().ToString();
+      EngineOptions opt;
+      auto engine = DitEngine::Create(m, w, *work, kernels->get(), opt);
+      ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+      auto out = (*engine)->Generate();
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      const int64_t estimate = EngineBytes(m, w, *work, opt);
+      EXPECT_GE(estimate, out->peak_bytes) << c.model << " '" << c.config << "' rank " << r;
+      EXPECT_LE(estimate, 3 * out->peak_bytes) << c.model << " '" << c.config << "' rank " << r;
+      if (std::getenv("DITUNE_TEST_VERBOSE") != nullptr) {
+        std::printf("%s '%s' rank %d: peak %lld B, estimate %lld B\n", c.model, c.config, r,
+                    static_cast<long long>(out->peak_bytes), static_cast<long long>(estimate));
+      }
     }
   }
 }
