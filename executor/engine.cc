@@ -567,15 +567,11 @@ struct DitEngine::Impl {
         row += L - skip;
       }
     }
-    // Outputs in chunk layout (the send-back buffer with Ulysses, else o itself). One attention
-    // call covers every chunk when there is one sequence (the chunks lie back to back).
-    void* out = o;
-    int64_t ld_out = ldo, out_chunk = 0;
-    if (u > 1) {
-      DITUNE_ASSIGN_OR_RETURN(out, UlyssesOutBuffer(b, L, Hl));
-      ld_out = Ha;
-      out_chunk = b * L * Ha;
-    }
+    // One attention call covers every chunk when there is one sequence (the chunks lie back
+    // to back).
+    DITUNE_ASSIGN_OR_RETURN(const OutChunks oc, AttentionOut(o, ldo, b, L, Hl));
+    void* out = oc.data;
+    const int64_t ld_out = oc.ld, out_chunk = oc.stride;
     const int calls = b == 1 ? 1 : u;
     const int64_t q_rows = b == 1 ? u * L : L;
     const int64_t lse_per_call = b * heads * q_rows;
@@ -664,10 +660,17 @@ struct DitEngine::Impl {
     DITUNE_RETURN_IF_ERROR(ulysses->AllToAll(send, recv, b * L * 3 * Ha));
     return Chunks{recv, 3 * Ha, Ha, b * L * 3 * Ha};
   }
-  // Attention's output buffer in chunk layout for the way back (rows of Hl / u): Ulysses
-  // only; without it the attention writes the output in place.
-  StatusOr<void*> UlyssesOutBuffer(int64_t b, int64_t L, int64_t Hl) {
-    return Scratch("sp_out", b * L * Hl * kBf16);  // u chunks of b L rows of Hl / u
+  // Where attention writes its outputs, in chunk layout: with Ulysses the buffer for the way
+  // back (u chunks of b L rows of Hl / u, `stride` apart); without it o itself.
+  struct OutChunks {
+    void* data = nullptr;
+    int64_t ld = 0, stride = 0;
+  };
+  StatusOr<OutChunks> AttentionOut(void* o, int64_t ldo, int64_t b, int64_t L, int64_t Hl) {
+    const int u = work.config.ulysses;
+    if (!parallel || u == 1) return OutChunks{o, ldo, 0};
+    DITUNE_ASSIGN_OR_RETURN(void* out, Scratch("sp_out", b * L * Hl * kBf16));
+    return OutChunks{out, Hl / u, b * L * (Hl / u)};
   }
   // The exchange back: each owner's rows of `out` (chunk layout), head group j from rank j,
   // into o (L rows per sequence, leading ldo).
@@ -737,21 +740,15 @@ struct DitEngine::Impl {
       }
       DITUNE_RETURN_IF_ERROR(put(cur, w, b * L * w, held));
     }
-    void* out = o;
-    int64_t ld_out = ldo, out_chunk = 0;
-    if (u > 1) {
-      DITUNE_ASSIGN_OR_RETURN(out, UlyssesOutBuffer(b, L, Hl));
-      ld_out = Ha;
-      out_chunk = b * L * Ha;
-    }
+    DITUNE_ASSIGN_OR_RETURN(const OutChunks oc, AttentionOut(o, ldo, b, L, Hl));
     // Every chunk's queries (one call when there is one sequence: the chunks lie back to back).
     const int calls = b == 1 ? 1 : u;
     const int64_t q_rows = b == 1 ? u * L : L;
     for (int c = 0; c < calls; ++c) {
       DITUNE_RETURN_IF_ERROR(Attend(At(ch.data, c * ch.stride), ch.ld, L * ch.ld, kv, Ha, w, rows * w,
-                                    At(out, c * out_chunk), ld_out, L * ld_out, q_rows, rows, b, heads));
+                                    At(oc.data, c * oc.stride), oc.ld, L * oc.ld, q_rows, rows, b, heads));
     }
-    return u == 1 ? Status::Ok() : UlyssesOut(out, o, ldo, b, L, Hl);
+    return u == 1 ? Status::Ok() : UlyssesOut(oc.data, o, ldo, b, L, Hl);
   }
   // Sums a tensor-parallel partial result (rows x cols, packed) over the group.
   Status TpReduce(void* y, int64_t rows, int64_t cols) {
