@@ -216,7 +216,15 @@ int RunRun(int argc, char** argv) {
   ro.seed = (*args)["seed"].as<uint64_t>();
   if (ro.iters < 1 || ro.warmup < 0) return fail(Status::InvalidArgument("--iters must be >= 1 and --warmup >= 0"));
   auto m = exec::MeasureRun(model, *workload, config, &run_comm, ro);
-  if (!m.ok()) return fail(m.status());
+  if (!m.ok()) {
+    // Every rank validated the same input above; a failure in the run itself (a peer that
+    // stalled past DITUNE_COMM_TIMEOUT_S, a failed transfer) must not leave the others waiting.
+    const Status::Code code = m.status().code();
+    if (comm.size() > 1 && code != Status::Code::kInvalidArgument && code != Status::Code::kNotSupported) {
+      comm.Abort(m.status().ToString());
+    }
+    return fail(m.status());
+  }
   if (!root) return 0;
   if (emulate) {
     // One rank's real compute plus its modelled communication; nothing is recorded.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "executor/comm_wait.h"
 
 namespace ditune::exec {
 
@@ -94,6 +95,16 @@ class Comm {
   virtual double Now() const = 0;
   // Ends the whole job after a fatal error on this rank, so that no peer waits forever.
   [[noreturn]] virtual void Abort(const std::string& why) = 0;
+
+  // Seconds a blocking transfer or Wait() waits on the peers before it fails with Unavailable
+  // (0: forever). The `mpi` and `nccl` worlds take it from DITUNE_COMM_TIMEOUT_S, their
+  // sub-communicators from their parent; a request keeps the one in force when it was posted.
+  // See comm_wait.h.
+  double timeout_s() const { return timeout_s_; }
+  void set_timeout_s(double seconds) { timeout_s_ = seconds; }
+
+ private:
+  double timeout_s_ = kDefaultCommTimeoutS;
 };
 
 inline StatusOr<std::unique_ptr<Request>> Comm::IAllGatherInPlace(float* data, size_t count) {

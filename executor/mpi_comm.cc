@@ -20,16 +20,33 @@ Status MpiStatus(int rc, const char* what) {
   return Status::Unavailable(fmt::format("MPI {} failed: {}", what, std::string(text, len)));
 }
 
+// A pending MPI transfer, completed by polling (comm_wait.h) so that a stalled peer ends in an
+// error rather than a hang.
 class MpiRequest : public Request {
  public:
-  explicit MpiRequest(MPI_Request r) : request_(r) {}
+  MpiRequest(MPI_Request r, const char* what, double timeout_s, bool collective)
+      : request_(r), what_(what), timeout_s_(timeout_s), collective_(collective) {}
   ~MpiRequest() override {
-    if (request_ != MPI_REQUEST_NULL) MPI_Request_free(&request_);
+    // A point-to-point transfer may be released pending (it completes on its own); releasing a
+    // pending collective is erroneous in MPI, so one abandoned after a timeout is left to the
+    // job's end.
+    if (request_ != MPI_REQUEST_NULL && !collective_) MPI_Request_free(&request_);
   }
-  Status Wait() override { return MpiStatus(MPI_Wait(&request_, MPI_STATUS_IGNORE), "wait"); }
+  Status Wait() override {
+    PollOps ops;
+    ops.test = [this]() -> StatusOr<bool> {
+      int done = 0;
+      DITUNE_RETURN_IF_ERROR(MpiStatus(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), what_));
+      return done != 0;
+    };
+    return PollUntilDone(fmt::format("MPI {}", what_), timeout_s_, ops);
+  }
 
  private:
   MPI_Request request_;
+  const char* what_;
+  double timeout_s_;
+  bool collective_;
 };
 
 class MpiComm : public Comm {
@@ -49,39 +66,51 @@ class MpiComm : public Comm {
     return local != nullptr ? std::max(1, std::min(size_, std::atoi(local))) : size_;
   }
 
+  // Collectives are posted nonblocking and completed by polling, like every other transfer.
   Status AllToAll(const float* send, float* recv, size_t count) override {
-    return MpiStatus(MPI_Alltoall(send, static_cast<int>(count), MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT, comm_),
-                     "all-to-all");
+    MPI_Request r;
+    DITUNE_RETURN_IF_ERROR(MpiStatus(MPI_Ialltoall(send, static_cast<int>(count), MPI_FLOAT, recv,
+                                                   static_cast<int>(count), MPI_FLOAT, comm_, &r),
+                                     "all-to-all"));
+    return Complete(r, "all-to-all");
   }
   Status AllGather(const float* send, float* recv, size_t count) override {
-    return MpiStatus(
-        MPI_Allgather(send, static_cast<int>(count), MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT, comm_),
-        "all-gather");
+    MPI_Request r;
+    DITUNE_RETURN_IF_ERROR(MpiStatus(MPI_Iallgather(send, static_cast<int>(count), MPI_FLOAT, recv,
+                                                    static_cast<int>(count), MPI_FLOAT, comm_, &r),
+                                     "all-gather"));
+    return Complete(r, "all-gather");
   }
   Status AllReduceSum(float* data, size_t count) override {
-    return MpiStatus(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_),
-                     "all-reduce");
+    MPI_Request r;
+    DITUNE_RETURN_IF_ERROR(MpiStatus(
+        MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, &r), "all-reduce"));
+    return Complete(r, "all-reduce");
   }
   StatusOr<std::unique_ptr<Request>> Isend(const float* data, size_t count, int peer, int tag) override {
     MPI_Request r;
     DITUNE_RETURN_IF_ERROR(
         MpiStatus(MPI_Isend(data, static_cast<int>(count), MPI_FLOAT, peer, tag, comm_, &r), "send"));
-    return std::unique_ptr<Request>(new MpiRequest(r));
+    return std::unique_ptr<Request>(new MpiRequest(r, "send", timeout_s(), false));
   }
   StatusOr<std::unique_ptr<Request>> Irecv(float* data, size_t count, int peer, int tag) override {
     MPI_Request r;
     DITUNE_RETURN_IF_ERROR(
         MpiStatus(MPI_Irecv(data, static_cast<int>(count), MPI_FLOAT, peer, tag, comm_, &r), "receive"));
-    return std::unique_ptr<Request>(new MpiRequest(r));
+    return std::unique_ptr<Request>(new MpiRequest(r, "receive", timeout_s(), false));
   }
   StatusOr<std::unique_ptr<Request>> IAllGatherInPlace(float* data, size_t count) override {
     MPI_Request r;
     DITUNE_RETURN_IF_ERROR(MpiStatus(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(count),
                                                     MPI_FLOAT, comm_, &r),
                                      "nonblocking all-gather"));
-    return std::unique_ptr<Request>(new MpiRequest(r));
+    return std::unique_ptr<Request>(new MpiRequest(r, "nonblocking all-gather", timeout_s(), true));
   }
-  Status Barrier() override { return MpiStatus(MPI_Barrier(comm_), "barrier"); }
+  Status Barrier() override {
+    MPI_Request r;
+    DITUNE_RETURN_IF_ERROR(MpiStatus(MPI_Ibarrier(comm_, &r), "barrier"));
+    return Complete(r, "barrier");
+  }
   StatusOr<std::unique_ptr<Comm>> Split(const std::vector<int>& ranks) override {
     int pos = -1;
     for (size_t i = 0; i < ranks.size(); ++i) {
@@ -93,7 +122,9 @@ class MpiComm : public Comm {
     MPI_Comm sub;
     DITUNE_RETURN_IF_ERROR(MpiStatus(MPI_Comm_split(comm_, color, pos, &sub), "split"));
     MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
-    return std::unique_ptr<Comm>(new MpiComm(sub, true));
+    auto child = std::make_unique<MpiComm>(sub, true);
+    child->set_timeout_s(timeout_s());
+    return std::unique_ptr<Comm>(std::move(child));
   }
   double Now() const override { return MPI_Wtime(); }
   [[noreturn]] void Abort(const std::string& why) override {
@@ -104,6 +135,8 @@ class MpiComm : public Comm {
   }
 
  private:
+  Status Complete(MPI_Request r, const char* what) { return MpiRequest(r, what, timeout_s(), true).Wait(); }
+
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0;
@@ -113,6 +146,7 @@ class MpiComm : public Comm {
 }  // namespace
 
 StatusOr<std::unique_ptr<Comm>> NewMpiWorld(int* argc, char*** argv) {
+  DITUNE_ASSIGN_OR_RETURN(const double timeout_s, CommTimeoutFromEnv());
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -125,7 +159,9 @@ StatusOr<std::unique_ptr<Comm>> NewMpiWorld(int* argc, char*** argv) {
     });
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  return std::unique_ptr<Comm>(new MpiComm(MPI_COMM_WORLD, false));
+  auto world = std::make_unique<MpiComm>(MPI_COMM_WORLD, false);
+  world->set_timeout_s(timeout_s);
+  return std::unique_ptr<Comm>(std::move(world));
 }
 
 }  // namespace ditune::exec

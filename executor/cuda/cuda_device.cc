@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "executor/cuda/cuda_backend.h"
@@ -63,6 +65,7 @@ CudaDevice::~CudaDevice() {
   cudaSetDevice(ordinal_);
   gemm_plans_.reset();
   if (workspace_ != nullptr) cudaFree(workspace_);
+  if (scratch_ != nullptr) cudaFree(scratch_);
   cublasLtDestroy(lt_);
   cudaStreamDestroy(stream_.get());
 }
@@ -72,28 +75,53 @@ Status CudaDevice::Use() const {
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<Buffer>> CudaDevice::Alloc(int64_t bytes) {
+Status CudaDevice::Count(int64_t bytes, const char* what) {
   if (bytes < 0) return Status::InvalidArgument("negative allocation");
   if (allocated_ + bytes > props_.memory_bytes) {
-    return Status::InvalidArgument(fmt::format("allocating {:.2f} GB on {} would exceed its {:.2f} GB ({:.2f} GB in use)",
-                                               bytes / 1e9, props_.name, props_.memory_bytes / 1e9, allocated_ / 1e9));
+    return Status::InvalidArgument(fmt::format(
+        "allocating {:.2f} GB ({}) on {} would exceed its {:.2f} GB ({:.2f} GB in use)", bytes / 1e9, what,
+        props_.name, props_.memory_bytes / 1e9, allocated_ / 1e9));
   }
-  DITUNE_RETURN_IF_ERROR(Use());
-  void* p = nullptr;
-  DITUNE_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(bytes, 1))));
   allocated_ += bytes;
   peak_ = std::max(peak_, allocated_);
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<Buffer>> CudaDevice::Alloc(int64_t bytes) {
+  DITUNE_RETURN_IF_ERROR(Use());
+  DITUNE_RETURN_IF_ERROR(Count(bytes, "a tensor"));
+  void* p = nullptr;
+  if (cudaError_t e = cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(bytes, 1))); e != cudaSuccess) {
+    allocated_ -= bytes;
+    DITUNE_CUDA_CHECK(e);
+  }
   return std::unique_ptr<Buffer>(new CudaBuffer(this, p, bytes));
 }
 
-StatusOr<void*> CudaDevice::Workspace(size_t bytes) {
-  if (bytes <= workspace_bytes_) return workspace_;
-  if (workspace_ != nullptr) DITUNE_CUDA_CHECK(cudaFree(workspace_));
-  workspace_ = nullptr;
-  DITUNE_CUDA_CHECK(cudaMalloc(&workspace_, bytes));
-  workspace_bytes_ = bytes;
-  return workspace_;
+// The workspace and the scratch are counted like tensors and only ever grow; cudaFree waits
+// for the device, so nothing queued still uses the old one when it goes.
+StatusOr<void*> CudaDevice::Grow(void** p, size_t* have, size_t bytes, const char* what) {
+  if (bytes <= *have) return *p;
+  DITUNE_RETURN_IF_ERROR(Use());
+  if (*p != nullptr) DITUNE_CUDA_CHECK(cudaFree(*p));
+  *p = nullptr;
+  allocated_ -= static_cast<int64_t>(*have);
+  *have = 0;
+  DITUNE_RETURN_IF_ERROR(Count(static_cast<int64_t>(bytes), what));
+  if (cudaError_t e = cudaMalloc(p, bytes); e != cudaSuccess) {
+    *p = nullptr;
+    allocated_ -= static_cast<int64_t>(bytes);
+    DITUNE_CUDA_CHECK(e);
+  }
+  *have = bytes;
+  return *p;
 }
+
+StatusOr<void*> CudaDevice::Workspace(size_t bytes) {
+  return Grow(&workspace_, &workspace_bytes_, bytes, "the GEMM workspace");
+}
+
+StatusOr<void*> CudaDevice::Scratch(size_t bytes) { return Grow(&scratch_, &scratch_bytes_, bytes, "scratch"); }
 
 StatusOr<CudaDevice*> AsCuda(Device* device) {
   auto* d = dynamic_cast<CudaDevice*>(device);

@@ -42,8 +42,12 @@ class CudaDevice : public Device {
   int ordinal() const { return ordinal_; }
   cudaStream_t raw_stream() const { return stream_.get(); }
   cublasLtHandle_t lt() const { return lt_; }
-  // A workspace for cuBLASLt, grown on demand.
+  // A workspace for cuBLASLt, grown on demand and counted in allocated_bytes().
   StatusOr<void*> Workspace(size_t bytes);
+  // Device scratch for the kernels' temporaries (staged conversions, merged log-sum-exps):
+  // at least `bytes`, grown on demand and counted. One buffer serves every caller in stream
+  // order; growing frees the old one only once the device is idle (cudaFree waits).
+  StatusOr<void*> Scratch(size_t bytes);
   // Makes this device current on the calling thread.
   Status Use() const;
   // This device's GEMM plans, created on first use (gemm.cc).
@@ -51,12 +55,17 @@ class CudaDevice : public Device {
 
  private:
   friend class CudaBuffer;
+  // Counts `bytes` against props().memory_bytes, or InvalidArgument naming `what` and the sizes.
+  Status Count(int64_t bytes, const char* what);
+  StatusOr<void*> Grow(void** p, size_t* have, size_t bytes, const char* what);
   int ordinal_;
   DeviceProps props_;
   CudaStream stream_;
   cublasLtHandle_t lt_;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
   std::unique_ptr<GemmPlanCache, GemmPlanCacheDeleter> gemm_plans_;
   int64_t allocated_ = 0;
   int64_t peak_ = 0;

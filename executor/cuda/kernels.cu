@@ -659,22 +659,18 @@ Status MergeAttention(Device* device, const AttentionMergeArgs& a) {
   DITUNE_RETURN_IF_ERROR(CheckPointer(kWhat, "lse", a.lse));
   DITUNE_RETURN_IF_ERROR(CheckPointer(kWhat, "lse2", a.lse2));
   const int64_t n = static_cast<int64_t>(a.batch) * a.heads * a.q_rows;
-  // The merged log-sum-exps go to a scratch array first, then over lse.
-  float* merged = nullptr;
-  DITUNE_CUDA_CHECK(cudaMallocAsync(&merged, static_cast<size_t>(n) * sizeof(float), d->raw_stream()));
+  // The merged log-sum-exps go to the device's scratch first, then over lse.
+  DITUNE_ASSIGN_OR_RETURN(void* scratch, d->Scratch(static_cast<size_t>(n) * sizeof(float)));
+  float* merged = static_cast<float*>(scratch);
   const int64_t rows = static_cast<int64_t>(a.batch) * a.q_rows;
   const int threads = RowThreads(width);
   MergeAttentionKernel<<<Grid2D(rows, width, threads), threads, 0, d->raw_stream()>>>(
       static_cast<bf16*>(a.o), a.ldo, a.o_batch_stride, static_cast<const bf16*>(a.o2), a.ldo2, a.o2_batch_stride,
       a.lse, a.lse2, merged, a.q_rows, rows, a.heads, a.head_dim);
-  Status s = CudaError(cudaGetLastError(), "MergeAttentionKernel", __func__, __FILE__, __LINE__);
-  if (s.ok()) {
-    s = CudaError(cudaMemcpyAsync(a.lse, merged, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice,
-                                  d->raw_stream()),
-                  "cudaMemcpyAsync", __func__, __FILE__, __LINE__);
-  }
-  DITUNE_CUDA_CHECK(cudaFreeAsync(merged, d->raw_stream()));
-  return s;
+  DITUNE_CUDA_CHECK(cudaGetLastError());
+  DITUNE_CUDA_CHECK(cudaMemcpyAsync(a.lse, merged, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                    d->raw_stream()));
+  return Status::Ok();
 }
 
 Status FillRandom(Device* device, void* data, int64_t count, float stddev, uint64_t seed, uint64_t stream) {
@@ -716,25 +712,27 @@ Status Zero(Device* device, void* data, int64_t bytes) {
 }
 
 // The host transfers synchronise the stream before returning: the host buffer may be reused
-// (or read) at once. A device temporary (stream-ordered) holds the fp32 side of a conversion.
+// (or read) at once. The fp32 side of a conversion passes through the device's scratch in
+// chunks, so a transfer of any size needs at most kStagingElems * 4 bytes more on the device.
+constexpr int64_t kStagingElems = int64_t{1} << 22;
+
 Status UploadBf16(Device* device, const float* host, void* out, int64_t count) {
   DITUNE_ASSIGN_OR_RETURN(CudaDevice * d, Current(device));
   if (count < 0) return Status::InvalidArgument(fmt::format("upload of {} elements", count));
   if (count == 0) return Status::Ok();
   DITUNE_RETURN_IF_ERROR(CheckPointer("upload", "host", host));
   DITUNE_RETURN_IF_ERROR(CheckPointer("upload", "device", out));
-  const size_t bytes = static_cast<size_t>(count) * sizeof(float);
-  float* tmp = nullptr;
-  DITUNE_CUDA_CHECK(cudaMallocAsync(&tmp, bytes, d->raw_stream()));
-  Status s = CudaError(cudaMemcpyAsync(tmp, host, bytes, cudaMemcpyHostToDevice, d->raw_stream()), "cudaMemcpyAsync",
-                       __func__, __FILE__, __LINE__);
-  if (s.ok()) {
-    ToBf16Kernel<<<Blocks(count, kThreads), kThreads, 0, d->raw_stream()>>>(tmp, static_cast<bf16*>(out), count);
-    s = CudaError(cudaGetLastError(), "ToBf16Kernel", __func__, __FILE__, __LINE__);
+  const int64_t chunk = std::min(count, kStagingElems);
+  DITUNE_ASSIGN_OR_RETURN(void* scratch, d->Scratch(static_cast<size_t>(chunk) * sizeof(float)));
+  float* tmp = static_cast<float*>(scratch);
+  for (int64_t at = 0; at < count; at += chunk) {
+    const int64_t n = std::min(chunk, count - at);
+    // Stream order: the previous chunk's conversion has read the scratch before this copy.
+    DITUNE_CUDA_CHECK(cudaMemcpyAsync(tmp, host + at, static_cast<size_t>(n) * sizeof(float), cudaMemcpyHostToDevice,
+                                      d->raw_stream()));
+    ToBf16Kernel<<<Blocks(n, kThreads), kThreads, 0, d->raw_stream()>>>(tmp, static_cast<bf16*>(out) + at, n);
+    DITUNE_CUDA_CHECK(cudaGetLastError());
   }
-  // Freed whatever happened before.
-  DITUNE_CUDA_CHECK(cudaFreeAsync(tmp, d->raw_stream()));
-  DITUNE_RETURN_IF_ERROR(s);
   DITUNE_CUDA_CHECK(cudaStreamSynchronize(d->raw_stream()));
   return Status::Ok();
 }
@@ -745,17 +743,16 @@ Status DownloadBf16(Device* device, const void* in, float* host, int64_t count) 
   if (count == 0) return Status::Ok();
   DITUNE_RETURN_IF_ERROR(CheckPointer("download", "device", in));
   DITUNE_RETURN_IF_ERROR(CheckPointer("download", "host", host));
-  const size_t bytes = static_cast<size_t>(count) * sizeof(float);
-  float* tmp = nullptr;
-  DITUNE_CUDA_CHECK(cudaMallocAsync(&tmp, bytes, d->raw_stream()));
-  FromBf16Kernel<<<Blocks(count, kThreads), kThreads, 0, d->raw_stream()>>>(static_cast<const bf16*>(in), tmp, count);
-  Status s = CudaError(cudaGetLastError(), "FromBf16Kernel", __func__, __FILE__, __LINE__);
-  if (s.ok()) {
-    s = CudaError(cudaMemcpyAsync(host, tmp, bytes, cudaMemcpyDeviceToHost, d->raw_stream()), "cudaMemcpyAsync",
-                  __func__, __FILE__, __LINE__);
+  const int64_t chunk = std::min(count, kStagingElems);
+  DITUNE_ASSIGN_OR_RETURN(void* scratch, d->Scratch(static_cast<size_t>(chunk) * sizeof(float)));
+  float* tmp = static_cast<float*>(scratch);
+  for (int64_t at = 0; at < count; at += chunk) {
+    const int64_t n = std::min(chunk, count - at);
+    FromBf16Kernel<<<Blocks(n, kThreads), kThreads, 0, d->raw_stream()>>>(static_cast<const bf16*>(in) + at, tmp, n);
+    DITUNE_CUDA_CHECK(cudaGetLastError());
+    DITUNE_CUDA_CHECK(cudaMemcpyAsync(host + at, tmp, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost,
+                                      d->raw_stream()));
   }
-  DITUNE_CUDA_CHECK(cudaFreeAsync(tmp, d->raw_stream()));
-  DITUNE_RETURN_IF_ERROR(s);
   DITUNE_CUDA_CHECK(cudaStreamSynchronize(d->raw_stream()));
   return Status::Ok();
 }

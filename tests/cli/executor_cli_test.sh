@@ -35,6 +35,10 @@ expect run-too-big 2 "refused before allocating" -- "$bin" run --model stepvideo
 expect emulate-rank 0 "rank 3 of 'ulysses=2,cfg=2' emulated on one process: compute .* \+ communication .* \(modelled over nvlink4\)" \
   -- "$bin" run --model tiny-pixart --steps 2 --iters 1 --config ulysses=2,cfg=2 --emulate-rank 3 --gpu h100-sxm5-80gb --gpus 4
 expect emulate-bad-rank 2 "ranks 0 to 1" -- "$bin" run --model tiny-pixart --steps 2 --config ulysses=2 --emulate-rank 5
+expect bad-comm-timeout 2 "DITUNE_COMM_TIMEOUT_S='soon': .* a number >= 0" -- env DITUNE_COMM_TIMEOUT_S=soon \
+  "${mpirun2[@]}" "$bin" run --model tiny-pixart --steps 2 --config ulysses=2
+expect comm-timeout-set 0 "^1 +[0-9.]+" -- env DITUNE_COMM_TIMEOUT_S=30 "${mpirun2[@]}" "$bin" run --model tiny-pixart \
+  --steps 2 --iters 1 --config ulysses=2
 # The DiT engine across ranks (ref kernels, MPI staged through the host).
 expect engine-ranks 0 "ranks' medians: [0-9.]+, [0-9.]+ s \(spread" -- "${mpirun2[@]}" "$bin" run \
   --backend ref --model tiny-sd3 --steps 2 --iters 2 --config ulysses=2

@@ -86,7 +86,7 @@ struct Case {
   bool bit_exact = false;
   // The reference computes DistriFusion's shares in turn on one device (EngineOptions).
   bool in_turn = false;
-  int64_t size = 64;  // height and width
+  int size = 64;  // height and width
 };
 
 void Check(const Case& c) {
@@ -100,7 +100,9 @@ void Check(const Case& c) {
   // A rank that fails mid-run would leave its peers waiting: end the job instead.
   if (!par.ok()) World()->Abort(std::string(c.config) + ": " + par.status().ToString());
   // The memory estimate `run` refuses by covers this rank's real exchanges and buffers.
-  if (KernelBackend() == "ref") EXPECT_GE(estimate, par->peak_bytes) << c.config << " rank " << World()->rank();
+  if (KernelBackend() == "ref") {
+    EXPECT_GE(estimate, par->peak_bytes) << c.config << " rank " << World()->rank();
+  }
   auto one = RunEngine(m, w, *ParseParallelConfig(c.reference), nullptr, c.from_cpu_model, c.in_turn);
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   ASSERT_EQ(par->latents.size(), static_cast<size_t>(c.batch));

@@ -4,6 +4,8 @@
 
 #include "core/catalog.h"
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "executor/comm.h"
@@ -158,6 +160,42 @@ TEST(Parallel2, PipeFusionStale) {
 TEST(Parallel2, PatchesUlyssesJoint) { Check({"tiny-sd3", "patches=2,warmup=1,ulysses=2", "patches=2,warmup=1", 1}); }
 TEST(Parallel2, PatchesTensorParallel) {
   Check({"tiny-pixart", "patches=4,warmup=1,tp=2", "patches=4,warmup=1", 1});
+}
+
+// A peer that stalls: the waiting rank's collective and receive end with an error naming the
+// transfer and the limit once the communicator's timeout passes, instead of hanging; a
+// receive that timed out stays pending and completes on a later Wait().
+TEST(Parallel2, AStalledPeerEndsTheWaitWithAnError) {
+  Comm* w = World();
+  if (w->size() != 2) GTEST_SKIP() << "needs 2 ranks";
+  const double saved = w->timeout_s();
+  auto sleep = [](double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); };
+  if (w->rank() == 0) {
+    w->set_timeout_s(0.3);
+    const Status st = w->Barrier();  // rank 1 arrives after 1.5 s
+    EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+    EXPECT_NE(st.message().find("MPI barrier did not complete within 0.3 s"), std::string::npos) << st.message();
+    float value = 0;
+    auto recv = w->Irecv(&value, 1, 1, 7);
+    ASSERT_TRUE(recv.ok());
+    const Status late = (*recv)->Wait();  // rank 1 sends after its barrier and another 0.5 s
+    EXPECT_EQ(late.code(), Status::Code::kUnavailable);
+    EXPECT_NE(late.message().find("MPI receive did not complete"), std::string::npos) << late.message();
+    w->set_timeout_s(saved);
+    sleep(2.5);  // the message is sent meanwhile; the request keeps its 0.3 s
+    const Status again = (*recv)->Wait();
+    EXPECT_TRUE(again.ok()) << again.ToString();
+    EXPECT_EQ(value, 42.0f);
+  } else {
+    sleep(1.5);
+    EXPECT_TRUE(w->Barrier().ok());  // completes with rank 0's abandoned one
+    sleep(0.5);
+    const float value = 42;
+    auto send = w->Isend(&value, 1, 0, 7);
+    ASSERT_TRUE(send.ok());
+    EXPECT_TRUE((*send)->Wait().ok());
+  }
+  EXPECT_TRUE(w->Barrier().ok());
 }
 TEST(Parallel4, PipeFusionUlysses) {
   Check({"tiny-sd3", "pipefusion=2,patches=2,warmup=1,ulysses=2", "patches=2,warmup=1", 1});

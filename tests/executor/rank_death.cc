@@ -1,8 +1,13 @@
-// A rank that dies in the middle of a run: the others must stop (mpirun ends the job with an
-// error naming the dead rank), not hang. Rank 1 kills itself after a few steps of a real
-// Ulysses generation; rank 0 carries on into the next all-to-all.
+// A rank that dies or stalls in the middle of a run: the others must stop, not hang.
+// `rank_death kill`: rank 1 kills itself before a real Ulysses generation; mpirun ends the job
+// with an error naming the dead rank. `rank_death stall`: rank 1 sleeps far past the
+// communicator's timeout (DITUNE_COMM_TIMEOUT_S); rank 0's next transfer fails with an error
+// naming it and the limit, and rank 0 ends the job as `ditune run` does.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <thread>
 
 #include "core/catalog.h"
 #include "executor/comm.h"
@@ -10,18 +15,24 @@
 
 int main(int argc, char** argv) {
   using namespace ditune;
+  const bool stall = argc > 1 && std::strcmp(argv[1], "stall") == 0;
   auto world = exec::CreateComm("mpi", &argc, &argv);
-  if (!world.ok()) return 2;
+  if (!world.ok()) {
+    std::fprintf(stderr, "%s\n", world.status().ToString().c_str());
+    return 2;
+  }
   auto catalog = Catalog::Load(DITUNE_TEST_DATA_DIR);
   const ModelSpec& m = **catalog->Model("tiny-pixart");
   Workload w{"tiny-pixart", 64, 64, 1, 1000, 1, OutputType::kLatent};
   auto runner = exec::ParallelRunner::Create(m, w, *ParseParallelConfig("ulysses=2"), world->get(), 1);
   if (!runner.ok()) return 2;
   if ((*world)->rank() == 1) {
-    // Die between collectives, with no chance to tell anyone.
-    std::raise(SIGKILL);
+    if (!stall) std::raise(SIGKILL);  // die between collectives, with no chance to tell anyone
+    std::this_thread::sleep_for(std::chrono::seconds(120));
   }
-  auto r = (*runner)->Generate();  // rank 0 waits on rank 1 in the first all-to-all
+  auto r = (*runner)->Generate();  // rank 0 waits on rank 1 in its first transfer
   std::printf("rank %d finished: %s\n", (*world)->rank(), r.ok() ? "ok" : r.status().ToString().c_str());
-  return r.ok() ? 0 : 1;
+  std::fflush(stdout);
+  if (!r.ok()) (*world)->Abort(r.status().ToString());
+  return 0;
 }

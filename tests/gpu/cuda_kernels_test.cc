@@ -74,6 +74,24 @@ TEST_F(CudaKernelsTest, DeviceAccountingAndEvents) {
   EXPECT_FALSE(dev_->Alloc(p.memory_bytes * 2).ok());
 }
 
+// Host transfers larger than the 4M-element staging chunk round-trip exactly (bf16 values),
+// and the staging scratch shows in the device's accounting.
+TEST_F(CudaKernelsTest, LargeTransfersGoThroughCountedScratch) {
+  const int64_t n = (int64_t{1} << 22) * 2 + 12345;  // two whole chunks and a tail
+  Mat host(1, n);
+  for (int64_t i = 0; i < n; ++i) host(0, i) = static_cast<float>((i % 2001) - 1000) / 64.0f;  // exact in bf16
+  auto b = dev_->Alloc(n * 2);
+  ASSERT_TRUE(b.ok());
+  const int64_t before = dev_->allocated_bytes();
+  ASSERT_TRUE(cuda::UploadBf16(dev_.get(), host.data(), (*b)->data(), n).ok());
+  EXPECT_EQ(dev_->allocated_bytes(), before + (int64_t{1} << 22) * 4) << "the staging scratch is counted";
+  EXPECT_GE(dev_->peak_bytes(), dev_->allocated_bytes());
+  Mat back(1, n);
+  ASSERT_TRUE(cuda::DownloadBf16(dev_.get(), (*b)->data(), back.data(), n).ok());
+  EXPECT_EQ((back - host).cwiseAbs().maxCoeff(), 0.0f);
+  EXPECT_EQ(dev_->allocated_bytes(), before + (int64_t{1} << 22) * 4) << "the scratch is reused, not grown";
+}
+
 // The cuda Kernels interface (executor/kernels.h) against host math: leading dimensions
 // wider than the columns used, strided batches, nullable vectors, and the argument checks.
 

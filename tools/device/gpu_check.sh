@@ -34,8 +34,14 @@ if command -v mpirun >/dev/null; then
   echo "== engine across ranks (cuda kernels, MPI)"
   cmake -S . -B build-gpu-mpi -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${arch:-90}" \
     -DDITUNE_GPU_TESTS=ON >"$out/configure-mpi.log" 2>&1 &&
-    cmake --build build-gpu-mpi -j "$(nproc)" --target engine_mpi_test >"$out/build-mpi.log" 2>&1 || {
+    cmake --build build-gpu-mpi -j "$(nproc)" --target engine_mpi_test nccl_comm_test >"$out/build-mpi.log" 2>&1 || {
       echo "MPI build failed (see build-mpi.log)"; tail -5 "$out/build-mpi.log"; }
+  if [[ -x build-gpu-mpi/tests/nccl_comm_test ]]; then
+    echo "== NCCL on one rank (bootstrap, every transfer, split, the watchdog)"
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 mpirun -np 1 build-gpu-mpi/tests/nccl_comm_test \
+      >"$out/nccl_one_rank.log" 2>&1
+    echo "nccl one rank: exit $? — $(grep -E 'PASSED|FAILED|lone send' "$out/nccl_one_rank.log" | sort -u | tr '\n' ' ')"
+  fi
   if [[ -x build-gpu-mpi/tests/engine_mpi_test ]]; then
     for np in 2 4 8; do
       OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 DITUNE_ENGINE_KERNELS=cuda \

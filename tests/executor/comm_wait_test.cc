@@ -1,0 +1,89 @@
+// Waiting on peers: completion, reported errors, the timeout and its setting.
+#include "executor/comm_wait.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+
+namespace ditune::exec {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+TEST(CommWaitTest, ReturnsOnceTheTransferIsDone) {
+  int polls = 0;
+  PollOps ops;
+  ops.test = [&]() -> StatusOr<bool> { return ++polls == 50; };
+  EXPECT_TRUE(PollUntilDone("all-to-all", 10, ops).ok());
+  EXPECT_EQ(polls, 50);
+}
+
+TEST(CommWaitTest, PassesOnTheTransfersAndTheBackendsErrors) {
+  PollOps failing;
+  failing.test = []() -> StatusOr<bool> { return Status::Unavailable("MPI receive failed: truncated"); };
+  EXPECT_EQ(PollUntilDone("receive", 10, failing).message(), "MPI receive failed: truncated");
+
+  int polls = 0;
+  PollOps sick;
+  sick.test = []() -> StatusOr<bool> { return false; };
+  sick.health = [&]() { return ++polls < 3 ? Status::Ok() : Status::Unavailable("remote process exited"); };
+  const Status st = PollUntilDone("all-gather", 10, sick);
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+  EXPECT_EQ(st.message(), "remote process exited");
+  EXPECT_EQ(polls, 3);
+}
+
+TEST(CommWaitTest, AStalledPeerEndsTheWaitAfterTheTimeout) {
+  PollOps never;
+  never.test = []() -> StatusOr<bool> { return false; };
+  const auto start = std::chrono::steady_clock::now();
+  const Status st = PollUntilDone("MPI all-to-all", 0.2, never);
+  const double waited = Seconds(start);
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+  EXPECT_NE(st.message().find("MPI all-to-all did not complete within 0.2 s"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("DITUNE_COMM_TIMEOUT_S"), std::string::npos) << st.message();
+  EXPECT_GE(waited, 0.2);
+  EXPECT_LT(waited, 5.0);
+}
+
+TEST(CommWaitTest, ALongWaitOutlastsTheSpinAndZeroWaitsForever) {
+  // Past the first second the wait sleeps between polls; with timeout 0 it never gives up.
+  const auto start = std::chrono::steady_clock::now();
+  int polls = 0;
+  PollOps slow;
+  slow.test = [&]() -> StatusOr<bool> {
+    ++polls;
+    return Seconds(start) > 1.3;
+  };
+  EXPECT_TRUE(PollUntilDone("barrier", 0, slow).ok());
+  EXPECT_GT(Seconds(start), 1.3);
+  // Sleeping a millisecond per poll after the first second: at most a few hundred polls then.
+  EXPECT_GT(polls, 10);
+}
+
+TEST(CommWaitTest, TheTimeoutComesFromTheEnvironment) {
+  ::unsetenv(kCommTimeoutEnv);
+  EXPECT_EQ(*CommTimeoutFromEnv(), kDefaultCommTimeoutS);
+  ::setenv(kCommTimeoutEnv, "30", 1);
+  EXPECT_EQ(*CommTimeoutFromEnv(), 30.0);
+  ::setenv(kCommTimeoutEnv, "0", 1);
+  EXPECT_EQ(*CommTimeoutFromEnv(), 0.0);
+  ::setenv(kCommTimeoutEnv, "2.5", 1);
+  EXPECT_EQ(*CommTimeoutFromEnv(), 2.5);
+  for (const char* bad : {"-1", "ten", "5s", "nan", "inf"}) {
+    ::setenv(kCommTimeoutEnv, bad, 1);
+    auto t = CommTimeoutFromEnv();
+    ASSERT_FALSE(t.ok()) << bad;
+    EXPECT_EQ(t.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(t.status().message().find(std::string("DITUNE_COMM_TIMEOUT_S='") + bad + "'"), std::string::npos)
+        << t.status().message();
+    EXPECT_NE(t.status().message().find(">= 0"), std::string::npos);
+  }
+  ::unsetenv(kCommTimeoutEnv);
+}
+
+}  // namespace
+}  // namespace ditune::exec
