@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "executor/comm_wait.h"
+#include "executor/device.h"
 
 namespace ditune::exec {
 
@@ -52,6 +53,11 @@ class Comm {
   // A communicator over the same ranks for small host-memory messages (timings, flags): this
   // one for host backends, the MPI world NCCL was bootstrapped on for NCCL's world.
   virtual Comm* host() { return this; }
+  // For device-memory communicators: transfers issued after this call start only once what
+  // is already queued on `device`'s stream has finished, so what a kernel wrote is complete
+  // before it moves and what a kernel reads is not yet overwritten. The default waits for the
+  // stream on the host; NCCL orders its stream after the device's with an event instead.
+  virtual Status OrderAfter(Device* device) { return device->stream()->Synchronize(); }
 
   // Rank i sends send[j * count .. (j + 1) * count) to rank j and receives rank j's chunk
   // into recv[j * count ..).

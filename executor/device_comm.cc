@@ -111,7 +111,7 @@ Status DeviceComm::AllToAll(const void* send, void* recv, int64_t count) {
   Timed t(&seconds_);
   const int64_t n = count * size();
   if (direct()) {
-    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
     return comm_->AllToAll(static_cast<const float*>(send), static_cast<float*>(recv), static_cast<size_t>(count / 2));
   }
   std::vector<float> out(static_cast<size_t>(n)), in(static_cast<size_t>(n));
@@ -124,7 +124,7 @@ Status DeviceComm::AllGather(const void* send, void* recv, int64_t count) {
   DITUNE_RETURN_IF_ERROR(Even("all-gather", count));
   Timed t(&seconds_);
   if (direct()) {
-    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
     return comm_->AllGather(static_cast<const float*>(send), static_cast<float*>(recv), static_cast<size_t>(count / 2));
   }
   std::vector<float> out(static_cast<size_t>(count)), in(static_cast<size_t>(count * size()));
@@ -137,7 +137,7 @@ Status DeviceComm::AllReduceSum(void* data, int64_t count) {
   DITUNE_RETURN_IF_ERROR(Even("all-reduce", count));
   Timed t(&seconds_);
   if (direct()) {
-    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
     return comm_->AllReduceSumBf16(data, static_cast<size_t>(count));
   }
   std::vector<float> v(static_cast<size_t>(count));
@@ -151,7 +151,7 @@ StatusOr<std::unique_ptr<Request>> DeviceComm::SendRecv(const void* send, void* 
   DITUNE_RETURN_IF_ERROR(Even("ring shift", count));
   Timed t(&seconds_);
   if (direct()) {
-    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
     DITUNE_ASSIGN_OR_RETURN(auto r, comm_->SendRecv(static_cast<const float*>(send), static_cast<size_t>(count / 2), to,
                                                     static_cast<float*>(recv), static_cast<size_t>(count / 2), from, tag));
     return std::unique_ptr<Request>(new TimedRequest(std::move(r), &seconds_));
@@ -169,9 +169,9 @@ StatusOr<std::unique_ptr<Request>> DeviceComm::IAllGatherInPlace(void* data, int
   DITUNE_RETURN_IF_ERROR(Even("all-gather", count));
   Timed t(&seconds_);
   if (direct()) {
-    // What the kernels wrote into this rank's chunk must be complete, and nothing may still
-    // read the others'.
-    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    // What the kernels wrote into this rank's chunk must be complete, and nothing queued may
+    // still read the others'.
+    DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
     DITUNE_ASSIGN_OR_RETURN(auto r, comm_->IAllGatherInPlace(static_cast<float*>(data), static_cast<size_t>(count / 2)));
     return std::unique_ptr<Request>(new TimedRequest(std::move(r), &seconds_));
   }
@@ -187,7 +187,7 @@ StatusOr<std::unique_ptr<Request>> DeviceComm::Isend(const void* data, int64_t c
   DITUNE_RETURN_IF_ERROR(Even("send", count));
   Timed t(&seconds_);
   if (direct()) {
-    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
     DITUNE_ASSIGN_OR_RETURN(auto r, comm_->Isend(static_cast<const float*>(data), static_cast<size_t>(count / 2), peer, tag));
     return std::unique_ptr<Request>(new TimedRequest(std::move(r), &seconds_));
   }
@@ -204,8 +204,8 @@ StatusOr<std::unique_ptr<Request>> DeviceComm::Irecv(void* data, int64_t count, 
   DITUNE_RETURN_IF_ERROR(Even("receive", count));
   Timed t(&seconds_);
   if (direct()) {
-    // Kernels still reading `data` must finish before the transfer overwrites it.
-    DITUNE_RETURN_IF_ERROR(k_->device()->stream()->Synchronize());
+    // Kernels queued to read `data` must finish before the transfer overwrites it.
+    DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
     DITUNE_ASSIGN_OR_RETURN(auto r, comm_->Irecv(static_cast<float*>(data), static_cast<size_t>(count / 2), peer, tag));
     return std::unique_ptr<Request>(new TimedRequest(std::move(r), &seconds_));
   }

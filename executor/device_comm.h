@@ -4,8 +4,9 @@
 // 32-bit words for the data movements (every count even), sums in bf16. Any other
 // communicator (MPI) is staged through host memory in fp32 — lossless for bf16 values; the
 // sum is then taken in fp32 and rounded once — which is also how several ranks share one GPU.
-// Every call first drains the kernels' stream, so what a kernel wrote is complete before it
-// moves, and a receive is complete on the device when its call (or its Wait) returns.
+// Every transfer starts after the kernels queued before its call (Comm::OrderAfter: an event
+// on NCCL's stream, a drained stream for staging), so what a kernel wrote is complete before
+// it moves; a receive is complete on the device when its call (or its Wait) returns.
 #ifndef DITUNE_EXECUTOR_DEVICE_COMM_H_
 #define DITUNE_EXECUTOR_DEVICE_COMM_H_
 

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "executor/comm_wait.h"
+#include "executor/cuda/cuda_backend.h"
 
 namespace ditune::exec {
 namespace {
@@ -58,6 +59,7 @@ class NcclComm : public Comm {
   ~NcclComm() override {
     cudaSetDevice(device_);
     if (comm_ != nullptr) ncclCommDestroy(comm_);
+    if (order_ != nullptr) cudaEventDestroy(order_);
     cudaStreamDestroy(stream_);
   }
   int rank() const override { return rank_; }
@@ -65,6 +67,17 @@ class NcclComm : public Comm {
   std::string_view backend() const override { return "nccl"; }
   bool device_memory() const override { return true; }
   Comm* host() override { return host_; }
+  // The communicator's stream waits for an event recorded on the device's stream: the host
+  // issues the transfer at once and the GPU keeps the kernels queued after it running.
+  Status OrderAfter(Device* device) override {
+    DITUNE_RETURN_IF_ERROR(Usable());
+    auto raw = cuda::RawStream(device);
+    if (!raw.ok()) return device->stream()->Synchronize();  // not a CUDA device: order on the host
+    if (order_ == nullptr) CUDA_OK(cudaEventCreateWithFlags(&order_, cudaEventDisableTiming));
+    CUDA_OK(cudaEventRecord(order_, static_cast<cudaStream_t>(*raw)));
+    CUDA_OK(cudaStreamWaitEvent(stream_, order_, 0));
+    return Status::Ok();
+  }
 
   Status AllToAll(const float* send, float* recv, size_t count) override {
     // Grouped point-to-point, as the collective's building blocks.
@@ -239,6 +252,7 @@ class NcclComm : public Comm {
 
   ncclComm_t comm_;
   cudaStream_t stream_;
+  cudaEvent_t order_ = nullptr;  // re-recorded by each OrderAfter; a wait takes its state then
   int rank_, size_, device_;
   Comm* host_;
 };

@@ -19,6 +19,9 @@ namespace ditune::exec::cuda {
 StatusOr<std::unique_ptr<Device>> NewCudaDevice(int ordinal);
 // How many CUDA devices this process sees (0 when the driver or GPU is absent).
 int DeviceCount();
+// The cudaStream_t of a device of this backend (as a plain pointer), for libraries that queue
+// work after it (NCCL); InvalidArgument for a device of another backend.
+StatusOr<void*> RawStream(Device* device);
 
 // The Kernels interface (executor/kernels.h) on a device of this backend.
 StatusOr<std::unique_ptr<Kernels>> NewCudaKernels(Device* device);

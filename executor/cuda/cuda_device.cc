@@ -129,6 +129,11 @@ StatusOr<CudaDevice*> AsCuda(Device* device) {
   return d;
 }
 
+StatusOr<void*> RawStream(Device* device) {
+  DITUNE_ASSIGN_OR_RETURN(CudaDevice * d, AsCuda(device));
+  return static_cast<void*>(d->raw_stream());
+}
+
 int DeviceCount() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;

@@ -1,5 +1,5 @@
 // The NCCL communicator on one GPU (a one-rank world under mpirun -np 1): bootstrap over MPI,
-// every transfer, a split, and the watchdog — a transfer that can never complete ends in an
+// every transfer, a split, transfers ordered after queued kernels, and the watchdog — a transfer that can never complete ends in an
 // error after the timeout and aborts the communicator, whose later calls fail at once. NCCL
 // refuses two ranks on one GPU, so transfers between GPUs are not tested here.
 #include "executor/nccl_comm.h"
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "executor/cuda/cuda_backend.h"
+#include "executor/device_comm.h"
 #include "tests/executor/mpi_test_util.h"
 
 namespace ditune::exec {
@@ -81,6 +82,29 @@ TEST_F(NcclTest, EveryTransferOnOneRank) {
   EXPECT_EQ((*sub)->timeout_s(), nccl_->timeout_s());
   ASSERT_TRUE((*sub)->AllReduceSum(send, v.size()).ok());
   EXPECT_EQ(Down(send, v.size()), v);
+}
+
+// Transfers are ordered after the kernels queued before them by an event, not a drained
+// stream: a ring shift issued right behind a long fill moves the filled values, every time.
+TEST_F(NcclTest, TransfersStartAfterTheKernelsQueuedBeforeThem) {
+  auto k = cuda::NewCudaKernels(dev_.get());
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  DeviceComm dc(nccl_.get(), k->get());
+  const int64_t n = int64_t{1} << 26;  // bf16 elements: 128 MiB, a fill of a millisecond or more
+  auto src = dev_->Alloc(n * 2), dst = dev_->Alloc(n * 2);
+  ASSERT_TRUE(src.ok() && dst.ok());
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    ASSERT_TRUE(cuda::Zero(dev_.get(), (*dst)->data(), n * 2).ok());
+    ASSERT_TRUE(cuda::FillRandom(dev_.get(), (*src)->data(), n, 1.0f, seed, 0).ok());  // queued, not waited for
+    auto shift = dc.SendRecv((*src)->data(), (*dst)->data(), n, 0, 0, 0);
+    ASSERT_TRUE(shift.ok()) << shift.status().ToString();
+    ASSERT_TRUE((*shift)->Wait().ok());
+    ASSERT_TRUE(cuda::DownloadBf16(dev_.get(), (*src)->data(), a.data(), n).ok());
+    ASSERT_TRUE(cuda::DownloadBf16(dev_.get(), (*dst)->data(), b.data(), n).ok());
+    EXPECT_TRUE(a == b) << "seed " << seed << ": the shift moved data the fill had not written yet";
+    EXPECT_NE(a[static_cast<size_t>(n - 1)], 0.0f);
+  }
 }
 
 // A send with no receive can never complete: the wait ends after the timeout (or NCCL refuses

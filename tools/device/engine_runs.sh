@@ -8,6 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/ditune-gpu}
 mkdir -p "$out"
+source tools/device/env.sh >/dev/null
 bin=build-gpu/cli/ditune
 export DITUNE_DB=$out/gpu.db
 [[ -x $bin ]] || { echo "build first: bash tools/device/gpu_check.sh"; exit 1; }

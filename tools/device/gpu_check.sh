@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # On the GPU machine: build ditune with CUDA for the GPU present, run the GPU tests (label
 # gpu), compute-sanitizer (memcheck, racecheck on the flash attention) once, the kernel
-# benchmark, and print a short table. Logs go to $OUT when set.
-# Usage (device tool): bash tools/device/gpu_check.sh
+# benchmark, and print a short table. Logs go to $OUT when set. The machine's image may lack
+# the build's packages: pack them here first (bash tools/device/pack_deps.sh) and carry
+# .devdeps with the call; env.sh finds them, and NCCL where the image keeps it.
+# Usage (device tool, carry [".devdeps"]): bash tools/device/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/ditune-gpu}
 mkdir -p "$out"
+source tools/device/env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${arch:-90}" \
-  -DDITUNE_GPU_TESTS=ON -DDITUNE_ENABLE_MPI=OFF >"$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; exit 1; }
+  -DDITUNE_GPU_TESTS=ON -DDITUNE_ENABLE_MPI=OFF "${ditune_cmake_args[@]}" >"$out/configure.log" 2>&1 ||
+  { tail -20 "$out/configure.log"; exit 1; }
+grep -E "ditune backends|GPU tests" "$out/configure.log"
 cmake --build build-gpu -j "$(nproc)" --target cuda_kernels_test bench_cuda ditune >"$out/build.log" 2>&1 ||
   { grep -E "error" "$out/build.log" | head -20; tail -20 "$out/build.log"; exit 1; }
 echo "== GPU tests"
@@ -33,7 +38,7 @@ build-gpu/bench/bench_cuda | tee "$out/bench_cuda.txt"
 if command -v mpirun >/dev/null; then
   echo "== engine across ranks (cuda kernels, MPI)"
   cmake -S . -B build-gpu-mpi -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${arch:-90}" \
-    -DDITUNE_GPU_TESTS=ON >"$out/configure-mpi.log" 2>&1 &&
+    -DDITUNE_GPU_TESTS=ON "${ditune_cmake_args[@]}" >"$out/configure-mpi.log" 2>&1 &&
     cmake --build build-gpu-mpi -j "$(nproc)" --target engine_mpi_test nccl_comm_test >"$out/build-mpi.log" 2>&1 || {
       echo "MPI build failed (see build-mpi.log)"; tail -5 "$out/build-mpi.log"; }
   if [[ -x build-gpu-mpi/tests/nccl_comm_test ]]; then
