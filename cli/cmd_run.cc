@@ -104,7 +104,9 @@ int RunRun(int argc, char** argv) {
       ("warmup", "untimed iterations first", cxxopts::value<int>()->default_value("1"))
       ("seed", "weights and inputs seed", cxxopts::value<uint64_t>()->default_value("42"))
       ("comm", "engine backends across ranks (under mpirun): nccl (GPU memory, one GPU per rank) or mpi (staged "
-               "through the host; ranks may share a GPU); default nccl for cuda where built, else mpi",
+               "through the host; ranks may share a GPU); default nccl for cuda where built, else mpi. Under "
+               "mpirun a rank waits DITUNE_COMM_TIMEOUT_S seconds (default 600, 0: forever) on its peers before it "
+               "ends the job",
        cxxopts::value<std::string>())
       ("db", "calibration database", cxxopts::value<std::string>())
       ("json", "one JSON document on stdout")

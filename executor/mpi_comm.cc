@@ -24,13 +24,17 @@ Status MpiStatus(int rc, const char* what) {
 // error rather than a hang.
 class MpiRequest : public Request {
  public:
-  MpiRequest(MPI_Request r, const char* what, double timeout_s, bool collective)
-      : request_(r), what_(what), timeout_s_(timeout_s), collective_(collective) {}
+  enum class Kind { kSend, kReceive, kCollective };
+  MpiRequest(MPI_Request r, const char* what, double timeout_s, Kind kind)
+      : request_(r), what_(what), timeout_s_(timeout_s), kind_(kind) {}
   ~MpiRequest() override {
-    // A point-to-point transfer may be released pending (it completes on its own); releasing a
-    // pending collective is erroneous in MPI, so one abandoned after a timeout is left to the
+    // Only a transfer abandoned after an error is still pending here. A send may be released
+    // (it completes on its own); a receive is cancelled first, so that nothing lands in its
+    // buffer later; releasing a pending collective is erroneous in MPI, so one is left to the
     // job's end.
-    if (request_ != MPI_REQUEST_NULL && !collective_) MPI_Request_free(&request_);
+    if (request_ == MPI_REQUEST_NULL || kind_ == Kind::kCollective) return;
+    if (kind_ == Kind::kReceive) MPI_Cancel(&request_);
+    MPI_Request_free(&request_);
   }
   Status Wait() override {
     PollOps ops;
@@ -46,7 +50,7 @@ class MpiRequest : public Request {
   MPI_Request request_;
   const char* what_;
   double timeout_s_;
-  bool collective_;
+  Kind kind_;
 };
 
 class MpiComm : public Comm {
@@ -91,20 +95,20 @@ class MpiComm : public Comm {
     MPI_Request r;
     DITUNE_RETURN_IF_ERROR(
         MpiStatus(MPI_Isend(data, static_cast<int>(count), MPI_FLOAT, peer, tag, comm_, &r), "send"));
-    return std::unique_ptr<Request>(new MpiRequest(r, "send", timeout_s(), false));
+    return std::unique_ptr<Request>(new MpiRequest(r, "send", timeout_s(), MpiRequest::Kind::kSend));
   }
   StatusOr<std::unique_ptr<Request>> Irecv(float* data, size_t count, int peer, int tag) override {
     MPI_Request r;
     DITUNE_RETURN_IF_ERROR(
         MpiStatus(MPI_Irecv(data, static_cast<int>(count), MPI_FLOAT, peer, tag, comm_, &r), "receive"));
-    return std::unique_ptr<Request>(new MpiRequest(r, "receive", timeout_s(), false));
+    return std::unique_ptr<Request>(new MpiRequest(r, "receive", timeout_s(), MpiRequest::Kind::kReceive));
   }
   StatusOr<std::unique_ptr<Request>> IAllGatherInPlace(float* data, size_t count) override {
     MPI_Request r;
     DITUNE_RETURN_IF_ERROR(MpiStatus(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(count),
                                                     MPI_FLOAT, comm_, &r),
                                      "nonblocking all-gather"));
-    return std::unique_ptr<Request>(new MpiRequest(r, "nonblocking all-gather", timeout_s(), true));
+    return std::unique_ptr<Request>(new MpiRequest(r, "nonblocking all-gather", timeout_s(), MpiRequest::Kind::kCollective));
   }
   Status Barrier() override {
     MPI_Request r;
@@ -135,7 +139,7 @@ class MpiComm : public Comm {
   }
 
  private:
-  Status Complete(MPI_Request r, const char* what) { return MpiRequest(r, what, timeout_s(), true).Wait(); }
+  Status Complete(MPI_Request r, const char* what) { return MpiRequest(r, what, timeout_s(), MpiRequest::Kind::kCollective).Wait(); }
 
   MPI_Comm comm_;
   bool owned_;

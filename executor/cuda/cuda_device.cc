@@ -65,7 +65,7 @@ CudaDevice::~CudaDevice() {
   cudaSetDevice(ordinal_);
   gemm_plans_.reset();
   if (workspace_ != nullptr) cudaFree(workspace_);
-  if (scratch_ != nullptr) cudaFree(scratch_);
+  if (scratch_ != nullptr) cudaFreeAsync(scratch_, stream_.get());
   cublasLtDestroy(lt_);
   cudaStreamDestroy(stream_.get());
 }
@@ -98,17 +98,23 @@ StatusOr<std::unique_ptr<Buffer>> CudaDevice::Alloc(int64_t bytes) {
   return std::unique_ptr<Buffer>(new CudaBuffer(this, p, bytes));
 }
 
-// The workspace and the scratch are counted like tensors and only ever grow; cudaFree waits
-// for the device, so nothing queued still uses the old one when it goes.
-StatusOr<void*> CudaDevice::Grow(void** p, size_t* have, size_t bytes, const char* what) {
+// The workspace and the scratch are counted like tensors and only ever grow. The scratch is
+// allocated and freed in the stream's order (the old one goes once the work queued on it is
+// done), so growing it mid-run never waits for the device, nor for a transfer in flight on a
+// communicator's stream. The workspace keeps cudaMalloc's 256-byte alignment for cuBLASLt; it
+// is allocated once, at the first GEMM.
+StatusOr<void*> CudaDevice::Grow(void** p, size_t* have, size_t bytes, bool stream_ordered, const char* what) {
   if (bytes <= *have) return *p;
   DITUNE_RETURN_IF_ERROR(Use());
-  if (*p != nullptr) DITUNE_CUDA_CHECK(cudaFree(*p));
+  if (*p != nullptr) {
+    DITUNE_CUDA_CHECK(stream_ordered ? cudaFreeAsync(*p, stream_.get()) : cudaFree(*p));
+  }
   *p = nullptr;
   allocated_ -= static_cast<int64_t>(*have);
   *have = 0;
   DITUNE_RETURN_IF_ERROR(Count(static_cast<int64_t>(bytes), what));
-  if (cudaError_t e = cudaMalloc(p, bytes); e != cudaSuccess) {
+  const cudaError_t e = stream_ordered ? cudaMallocAsync(p, bytes, stream_.get()) : cudaMalloc(p, bytes);
+  if (e != cudaSuccess) {
     *p = nullptr;
     allocated_ -= static_cast<int64_t>(bytes);
     DITUNE_CUDA_CHECK(e);
@@ -118,10 +124,10 @@ StatusOr<void*> CudaDevice::Grow(void** p, size_t* have, size_t bytes, const cha
 }
 
 StatusOr<void*> CudaDevice::Workspace(size_t bytes) {
-  return Grow(&workspace_, &workspace_bytes_, bytes, "the GEMM workspace");
+  return Grow(&workspace_, &workspace_bytes_, bytes, false, "the GEMM workspace");
 }
 
-StatusOr<void*> CudaDevice::Scratch(size_t bytes) { return Grow(&scratch_, &scratch_bytes_, bytes, "scratch"); }
+StatusOr<void*> CudaDevice::Scratch(size_t bytes) { return Grow(&scratch_, &scratch_bytes_, bytes, true, "scratch"); }
 
 StatusOr<CudaDevice*> AsCuda(Device* device) {
   auto* d = dynamic_cast<CudaDevice*>(device);

@@ -42,11 +42,12 @@ class CudaDevice : public Device {
   int ordinal() const { return ordinal_; }
   cudaStream_t raw_stream() const { return stream_.get(); }
   cublasLtHandle_t lt() const { return lt_; }
-  // A workspace for cuBLASLt, grown on demand and counted in allocated_bytes().
+  // A workspace for cuBLASLt (on this device's stream), grown on demand and counted in
+  // allocated_bytes().
   StatusOr<void*> Workspace(size_t bytes);
   // Device scratch for the kernels' temporaries (staged conversions, merged log-sum-exps):
-  // at least `bytes`, grown on demand and counted. One buffer serves every caller in stream
-  // order; growing frees the old one only once the device is idle (cudaFree waits).
+  // at least `bytes`, grown on demand and counted. One buffer serves every caller in the
+  // stream's order; growing frees the old one in that order too.
   StatusOr<void*> Scratch(size_t bytes);
   // Makes this device current on the calling thread.
   Status Use() const;
@@ -57,7 +58,7 @@ class CudaDevice : public Device {
   friend class CudaBuffer;
   // Counts `bytes` against props().memory_bytes, or InvalidArgument naming `what` and the sizes.
   Status Count(int64_t bytes, const char* what);
-  StatusOr<void*> Grow(void** p, size_t* have, size_t bytes, const char* what);
+  StatusOr<void*> Grow(void** p, size_t* have, size_t bytes, bool stream_ordered, const char* what);
   int ordinal_;
   DeviceProps props_;
   CudaStream stream_;
