@@ -66,8 +66,22 @@ StatusOr<ClusterSpec> ReadClusterSpec(const cxxopts::ParseResult& args) {
   if (args.count("gpus") == 0) return Status::InvalidArgument("--gpus is required");
   c.gpu_id = args["gpu"].as<std::string>();
   c.gpus = args["gpus"].as<int>();
-  if (args.count("gpus-per-node")) c.gpus_per_node = args["gpus-per-node"].as<int>();
-  if (args.count("nodes")) c.nodes = args["nodes"].as<int>();
+  if (c.gpus < 1 || c.gpus > kMaxClusterGpus) {
+    return Status::InvalidArgument(fmt::format("--gpus {}: give 1 to {}", c.gpus, kMaxClusterGpus));
+  }
+  if (args.count("gpus-per-node")) {
+    c.gpus_per_node = args["gpus-per-node"].as<int>();
+    if (c.gpus_per_node < 1) return Status::InvalidArgument(fmt::format("--gpus-per-node {}: give >= 1", c.gpus_per_node));
+  }
+  if (args.count("nodes")) {
+    c.nodes = args["nodes"].as<int>();
+    if (c.nodes < 1) return Status::InvalidArgument(fmt::format("--nodes {}: give >= 1", c.nodes));
+  }
+  for (const char* flag : {"gpu", "intra", "inter"}) {
+    if (args.count(flag) && args[flag].as<std::string>().empty()) {
+      return Status::InvalidArgument(fmt::format("--{} is empty: give an id (see `ditune hardware`)", flag));
+    }
+  }
   if (args.count("intra")) c.intra_id = args["intra"].as<std::string>();
   if (args.count("inter")) c.inter_id = args["inter"].as<std::string>();
   return c;
@@ -97,11 +111,44 @@ StatusOr<cxxopts::ParseResult> Parse(cxxopts::Options& options, int argc, char**
       return Status::InvalidArgument(fmt::format("unexpected argument '{}' (see --help)",
                                                  result.unmatched().front()));
     }
+    // cxxopts reads integers in hexadecimal too ("--gpus 0x8" is 8): ditune's numbers are decimal.
+    for (int i = 2; i < argc; ++i) {
+      const std::string arg = argv[i];
+      const size_t at = arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos ? arg.find('=') + 1 : 0;
+      const bool flag_value = at > 0 || argv[i - 1][0] == '-';
+      std::string v = arg.substr(at);
+      if (!v.empty() && v[0] == '-') v.erase(0, 1);
+      if (flag_value && v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) {
+        return Status::InvalidArgument(
+            fmt::format("'{}' after {}: give numbers in decimal", arg, at > 0 ? arg.substr(0, at - 1) : argv[i - 1]));
+      }
+    }
     if (result.count("help")) {
       std::cout << options.help() << "\n";
       *help = true;
     }
     return result;
+  } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
+    // cxxopts names the value, not the flag: find the flag that took it.
+    const std::string what = e.what();
+    const size_t open = what.find(cxxopts::LQUOTE), close = what.rfind(cxxopts::RQUOTE);
+    const std::string value = open != std::string::npos && close != std::string::npos && close > open
+                                  ? what.substr(open + cxxopts::LQUOTE.size(), close - open - cxxopts::LQUOTE.size())
+                                  : std::string();
+    for (int i = 1; i < argc && !value.empty(); ++i) {
+      const std::string arg = argv[i];
+      std::string flag;
+      if (arg == value && i > 1 && argv[i - 1][0] == '-') flag = argv[i - 1];
+      if (arg.size() > value.size() + 1 && arg.rfind("--", 0) == 0 && arg.compare(arg.size() - value.size() - 1,
+                                                                                 std::string::npos, "=" + value) == 0) {
+        flag = arg.substr(0, arg.size() - value.size() - 1);
+      }
+      if (!flag.empty()) {
+        return Status::InvalidArgument(
+            fmt::format("{} '{}': not a valid value (this flag takes a decimal number; see --help)", flag, value));
+      }
+    }
+    return Status::InvalidArgument(what + " (see --help)");
   } catch (const cxxopts::exceptions::exception& e) {
     return Status::InvalidArgument(std::string(e.what()) + " (see --help)");
   }

@@ -23,6 +23,8 @@ void AddClusterOptions(cxxopts::Options& options);
 
 // Reads the workload flags; height, width, steps default to the model's usual values.
 StatusOr<Workload> ReadWorkload(const cxxopts::ParseResult& args, const Catalog& catalog);
+// The largest cluster the CLUSTER flags describe.
+inline constexpr int kMaxClusterGpus = 65536;
 StatusOr<ClusterSpec> ReadClusterSpec(const cxxopts::ParseResult& args);
 
 // The WORKLOAD, CLUSTER and --config flags read, resolved against the catalog and

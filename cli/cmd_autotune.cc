@@ -51,6 +51,11 @@ int RunAutotune(int argc, char** argv) {
     return fail(Status::InvalidArgument(fmt::format("--gpus {} but {} ranks were launched (mpirun -np {})",
                                                     (*args)["gpus"].as<int>(), comm.size(), (*args)["gpus"].as<int>())));
   }
+  const int candidates = (*args)["candidates"].as<int>(), iters = (*args)["iters"].as<int>();
+  if (candidates < 1 || candidates > 1000) {
+    return fail(Status::InvalidArgument(fmt::format("--candidates {}: give 1 to 1000", candidates)));
+  }
+  if (iters < 1 || iters > 10000) return fail(Status::InvalidArgument(fmt::format("--iters {}: give 1 to 10000", iters)));
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return fail(catalog.status());
   auto workload = ReadWorkload(*args, **catalog);
@@ -71,7 +76,7 @@ int RunAutotune(int argc, char** argv) {
   if (!plan.ok()) return fail(plan.status());
   std::vector<ParallelConfig> configs;
   for (const auto& c : plan->ranked) configs.push_back(c.config);
-  const int k = std::min<int>((*args)["candidates"].as<int>(), static_cast<int>(configs.size()));
+  const int k = std::min<int>(candidates, static_cast<int>(configs.size()));
   if (k < 1) return fail(Status::Infeasible("no configuration of this workload runs on the CPU executor"));
   configs.resize(k);
 
@@ -87,7 +92,7 @@ int RunAutotune(int argc, char** argv) {
     auto before = PredictOnCpu(**catalog, *workload, configs[i], comm.size(), *fits);
     if (!before.ok()) return fail(before.status());
     exec::RunOptions ro;
-    ro.iters = (*args)["iters"].as<int>();
+    ro.iters = iters;
     auto m = exec::MeasureRun(model, *workload, configs[i], &comm, ro);
     if (!m.ok()) return fail(m.status());
     rows.push_back({configs[i], *before, m->latency_median_s, 0});

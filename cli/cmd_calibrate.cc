@@ -10,6 +10,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "core/parallel_config.h"
+#include "core/validate.h"
 #include "costmodels/calibration.h"
 #include "costmodels/ingest.h"
 #include "costmodels/store.h"
@@ -129,8 +130,54 @@ int Ingest(int argc, char** argv) {
     ctx.run["gpus"] = ctx.ranks;
   }
 
+  if (format == IngestFormat::kAuto) {
+    auto detected = DetectIngestFormat(text.str(), file);
+    if (!detected.ok()) return Fail("calibrate ingest", detected.status());
+    format = *detected;
+  }
+  if (format == IngestFormat::kXditLog) {
+    // An xDiT run's latency means something only with its workload and configuration.
+    if (!args->count("model")) {
+      return Fail("calibrate ingest", Status::InvalidArgument(
+                                          "an xDiT log needs the run's workload: give --model (and --height, --width, "
+                                          "--steps as run) and --config"));
+    }
+    if (args->count("config")) {
+      const ModelSpec& model = **(*catalog)->Model(ctx.run["model"].get<std::string>());
+      auto w = ReadWorkload(*args, **catalog);
+      auto c = ParseParallelConfig((*args)["config"].as<std::string>());
+      auto tokens = ComputeTokenGeometry(model, *w);
+      if (!tokens.ok()) return Fail("calibrate ingest", tokens.status());
+      if (ctx.ranks > 0 && ctx.ranks != c->world_size()) {
+        return Fail("calibrate ingest", Status::InvalidArgument(fmt::format(
+                                            "--ranks {} but --config '{}' runs on {} GPUs", ctx.ranks,
+                                            (*args)["config"].as<std::string>(), c->world_size())));
+      }
+      Status valid = ValidateConfig({&model, *tokens, w->steps, w->batch, c->world_size()}, *c);
+      if (!valid.ok()) return Fail("calibrate ingest", valid.WithContext("--config"));
+    }
+  }
   auto measurements = ParseIngest(text.str(), format, ctx, file);
   if (!measurements.ok()) return Fail("calibrate ingest", measurements.status());
+  // Nothing is stored from a file with an error: every row must also be one the fits and the
+  // catalog can take, or it would fail every later fit.
+  for (size_t i = 0; i < measurements->size(); ++i) {
+    const Measurement& m = (*measurements)[i];
+    Status st = CheckFittable(m);
+    if (st.ok() && !(*catalog)->Gpu(m.device).ok()) {
+      st = Status::InvalidArgument(fmt::format("device '{}' is not a catalog GPU id (see `ditune hardware`; 'cpu' "
+                                               "for this machine's CPU executor)",
+                                               m.device));
+    }
+    if (st.ok() && !m.link.empty() && !(*catalog)->Link(m.link).ok()) {
+      st = Status::InvalidArgument(fmt::format("link '{}' is not a catalog link id (see `ditune hardware`)", m.link));
+    }
+    if (!st.ok()) {
+      return Fail("calibrate ingest",
+                  st.WithContext(fmt::format("{}: measurement {} of {} (nothing was stored)", file, i + 1,
+                                             measurements->size())));
+    }
+  }
   auto store = OpenStore(*args);
   if (!store.ok()) return Fail("calibrate ingest", store.status());
   auto ids = (*store)->AddMeasurements(*measurements);
@@ -242,11 +289,20 @@ int ComputeCmd(int argc, char** argv) {
   if (backend != "cpu" && backend != "cuda" && backend != "ref") {
     return Fail("calibrate compute", Status::InvalidArgument(fmt::format("--backend '{}': valid: cpu, cuda, ref", backend)));
   }
+  const int reps = (*args)["reps"].as<int>();
+  if (reps < 1 || reps > 1000) {
+    return Fail("calibrate compute", Status::InvalidArgument(fmt::format("--reps {}: give 1 to 1000", reps)));
+  }
+  if (backend == "cpu" && args->count("gpu")) {
+    return Fail("calibrate compute", Status::InvalidArgument(
+                                         "--gpu names the catalog GPU of --backend cuda or ref measurements; the cpu "
+                                         "backend measures this machine ('cpu')"));
+  }
   auto store = OpenStore(*args);
   if (!store.ok()) return Fail("calibrate compute", store.status());
   StatusOr<std::vector<Measurement>> ms = Status::Internal("no sweep ran");
   if (backend == "cpu") {
-    ms = exec::ComputeSweep((*args)["reps"].as<int>(), TerminalProgress("compute sweep"));
+    ms = exec::ComputeSweep(reps, TerminalProgress("compute sweep"));
   } else {
     auto device = exec::CreateDevice(backend == "ref" ? "cpu" : backend);
     if (!device.ok()) return Fail("calibrate compute", device.status());
@@ -262,7 +318,7 @@ int ComputeCmd(int argc, char** argv) {
     }
     if (!id.ok()) return Fail("calibrate compute", id.status().WithContext("give --gpu ID"));
     std::cerr << fmt::format("timing the {} kernels on {} as '{}'\n", backend, (*device)->props().name, *id);
-    ms = exec::KernelSweep(kernels->get(), *id, (*args)["reps"].as<int>(), TerminalProgress("kernel sweep"));
+    ms = exec::KernelSweep(kernels->get(), *id, reps, TerminalProgress("kernel sweep"));
   }
   if (!ms.ok()) return Fail("calibrate compute", ms.status());
   auto ids = (*store)->AddMeasurements(*ms);

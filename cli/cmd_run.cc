@@ -117,6 +117,8 @@ int RunRun(int argc, char** argv) {
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("run", args.status());
   if (help) return 0;
+  // Checked here too, so that a bad value fails the same whether or not this run has peers.
+  if (auto timeout = exec::CommTimeoutFromEnv(); !timeout.ok()) return Fail("run", timeout.status());
   const std::string backend = (*args)["backend"].as<std::string>();
   if (backend != "cpu") {
     if (backend != "cuda" && backend != "ref") {
@@ -216,7 +218,9 @@ int RunRun(int argc, char** argv) {
   ro.iters = (*args)["iters"].as<int>();
   ro.warmup = (*args)["warmup"].as<int>();
   ro.seed = (*args)["seed"].as<uint64_t>();
-  if (ro.iters < 1 || ro.warmup < 0) return fail(Status::InvalidArgument("--iters must be >= 1 and --warmup >= 0"));
+  if (ro.iters < 1 || ro.iters > 10000 || ro.warmup < 0 || ro.warmup > 1000) {
+    return fail(Status::InvalidArgument("--iters must be 1 to 10000 and --warmup 0 to 1000"));
+  }
   auto m = exec::MeasureRun(model, *workload, config, &run_comm, ro);
   if (!m.ok()) {
     // Every rank validated the same input above; a failure in the run itself (a peer that

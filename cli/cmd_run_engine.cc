@@ -100,7 +100,9 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   ro.warmup = args["warmup"].as<int>();
   ro.engine.seed = args["seed"].as<uint64_t>();
   ro.world = world.get();
-  if (ro.iters < 1 || ro.warmup < 0) return Fail(cmd, Status::InvalidArgument("--iters must be >= 1 and --warmup >= 0"));
+  if (ro.iters < 1 || ro.iters > 10000 || ro.warmup < 0 || ro.warmup > 1000) {
+    return Fail(cmd, Status::InvalidArgument("--iters must be 1 to 10000 and --warmup 0 to 1000"));
+  }
   auto r = exec::MeasureEngineRun(model, *workload, *config, ro);
   if (!r.ok()) {
     // Every rank validates the same input before any transfer; a failure after that must not

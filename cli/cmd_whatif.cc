@@ -1,5 +1,7 @@
 // `ditune whatif WORKLOAD --gpu ID[,ID..] --gpus N[,N..] [--intra ..] [--inter ..]
 //  [--sizes HxW,..] [--frames-list F,..] [--slo SECONDS] [--csv FILE] [--plot FILE.svg] [--json]`.
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -14,43 +16,55 @@
 namespace ditune::cli {
 namespace {
 
-std::vector<std::string> SplitList(const std::string& s) {
+// The items of a comma-separated flag value: InvalidArgument for an empty value or item.
+StatusOr<std::vector<std::string>> SplitList(const std::string& flag, const std::string& s) {
   std::vector<std::string> out;
   size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t comma = s.find(',', pos);
+  for (;;) {
+    const size_t comma = s.find(',', pos);
     std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
+    if (item.empty()) {
+      return Status::InvalidArgument(fmt::format("--{} '{}': an empty item; give comma-separated values", flag, s));
+    }
+    out.push_back(std::move(item));
+    if (comma == std::string::npos) return out;
     pos = comma + 1;
   }
-  return out;
 }
 
-StatusOr<std::vector<int>> IntList(const std::string& flag, const std::string& s) {
+// A decimal integer in [lo, hi], or InvalidArgument naming the flag, the item and the range.
+StatusOr<int> BoundedInt(const std::string& flag, const std::string& item, int lo, int hi) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(item, &used, 10);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != item.size() || v < lo || v > hi) {
+    return Status::InvalidArgument(fmt::format("--{}: '{}' is not an integer from {} to {}", flag, item, lo, hi));
+  }
+  return static_cast<int>(v);
+}
+
+StatusOr<std::vector<int>> IntList(const std::string& flag, const std::string& s, int hi) {
+  DITUNE_ASSIGN_OR_RETURN(auto items, SplitList(flag, s));
   std::vector<int> out;
-  for (const auto& item : SplitList(s)) {
-    size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || v < 1) {
-      return Status::InvalidArgument(fmt::format("--{} '{}': '{}' is not an integer >= 1", flag, s, item));
-    }
+  for (const auto& item : items) {
+    DITUNE_ASSIGN_OR_RETURN(int v, BoundedInt(flag, item, 1, hi));
     out.push_back(v);
   }
-  if (out.empty()) return Status::InvalidArgument(fmt::format("--{} needs at least one value", flag));
   return out;
 }
 
-Status WriteFile(const std::string& path, const std::string& text) {
+Status WriteFile(const std::string& flag, const std::string& path, const std::string& text) {
   std::ofstream out(path);
-  if (!out) return Status::IOError(fmt::format("cannot write '{}'", path));
+  if (!out) {
+    return Status::InvalidArgument(fmt::format("--{} '{}': cannot write there ({})", flag, path, std::strerror(errno)));
+  }
   out << text;
-  if (!out) return Status::IOError(fmt::format("writing '{}' failed", path));
+  out.close();
+  if (!out) return Status::IOError(fmt::format("--{} '{}': writing failed ({})", flag, path, std::strerror(errno)));
   return Status::Ok();
 }
 
@@ -86,26 +100,41 @@ int RunWhatIf(int argc, char** argv) {
   }
   WhatIfQuery q;
   q.workload = *workload;
-  q.gpus = SplitList((*args)["gpu"].as<std::string>());
-  auto counts = IntList("gpus", (*args)["gpus"].as<std::string>());
+  auto gpus = SplitList("gpu", (*args)["gpu"].as<std::string>());
+  if (!gpus.ok()) return Fail("whatif", gpus.status());
+  q.gpus = *gpus;
+  auto counts = IntList("gpus", (*args)["gpus"].as<std::string>(), kMaxClusterGpus);
   if (!counts.ok()) return Fail("whatif", counts.status());
   q.counts = *counts;
-  if (args->count("intra")) q.intras = SplitList((*args)["intra"].as<std::string>());
-  if (args->count("inter")) q.inters = SplitList((*args)["inter"].as<std::string>());
+  for (const char* flag : {"intra", "inter"}) {
+    if (!args->count(flag)) continue;
+    auto ids = SplitList(flag, (*args)[flag].as<std::string>());
+    if (!ids.ok()) return Fail("whatif", ids.status());
+    (std::string(flag) == "intra" ? q.intras : q.inters) = *ids;
+  }
   if (args->count("sizes")) {
-    for (const auto& s : SplitList((*args)["sizes"].as<std::string>())) {
-      int h = 0, w = 0;
-      char x = 0, extra = 0;
-      if (std::sscanf(s.c_str(), "%d%c%d%c", &h, &x, &w, &extra) != 3 || x != 'x' || h < 1 || w < 1) {
+    auto sizes = SplitList("sizes", (*args)["sizes"].as<std::string>());
+    if (!sizes.ok()) return Fail("whatif", sizes.status());
+    for (const auto& s : *sizes) {
+      const size_t x = s.find('x');
+      if (x == std::string::npos) {
         return Fail("whatif", Status::InvalidArgument(fmt::format("--sizes: '{}' is not HxW like 2048x2048", s)));
       }
-      q.sizes.emplace_back(h, w);
+      auto h = BoundedInt("sizes", s.substr(0, x), 1, kMaxSide);
+      auto w = BoundedInt("sizes", s.substr(x + 1), 1, kMaxSide);
+      if (!h.ok()) return Fail("whatif", h.status());
+      if (!w.ok()) return Fail("whatif", w.status());
+      q.sizes.emplace_back(*h, *w);
     }
   }
   if (args->count("frames-list")) {
-    auto f = IntList("frames-list", (*args)["frames-list"].as<std::string>());
+    auto f = IntList("frames-list", (*args)["frames-list"].as<std::string>(), kMaxFrames);
     if (!f.ok()) return Fail("whatif", f.status());
     q.frames = *f;
+  }
+  if (args->count("slo") && !((*args)["slo"].as<double>() > 0)) {
+    return Fail("whatif", Status::InvalidArgument(
+                              fmt::format("--slo {}: give the latency target in seconds, > 0", (*args)["slo"].as<double>())));
   }
   auto objective = ParseObjective((*args)["objective"].as<std::string>());
   if (!objective.ok()) return Fail("whatif", objective.status());
@@ -118,7 +147,7 @@ int RunWhatIf(int argc, char** argv) {
   if (!rows.ok()) return Fail("whatif", rows.status());
 
   if (args->count("csv")) {
-    Status st = WriteFile((*args)["csv"].as<std::string>(), WhatIfCsv(*rows));
+    Status st = WriteFile("csv", (*args)["csv"].as<std::string>(), WhatIfCsv(*rows));
     if (!st.ok()) return Fail("whatif", st);
   }
   if (args->count("plot")) {
@@ -126,7 +155,7 @@ int RunWhatIf(int argc, char** argv) {
                                           workload->frames > 1 ? fmt::format("{}x{}x{}", workload->height, workload->width, workload->frames)
                                                                : fmt::format("{}x{}", workload->height, workload->width),
                                           workload->steps);
-    Status st = WriteFile((*args)["plot"].as<std::string>(), WhatIfSvg(*rows, title));
+    Status st = WriteFile("plot", (*args)["plot"].as<std::string>(), WhatIfSvg(*rows, title));
     if (!st.ok()) return Fail("whatif", st);
   }
   std::optional<SloAnswer> slo;

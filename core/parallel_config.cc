@@ -75,9 +75,16 @@ Status SetField(Fields* f, std::string_view key, std::string_view value, std::st
 }
 
 Status ParseDitune(std::string_view text, Fields* f) {
+  if (text.empty()) return Status::Ok();  // one device
+  std::vector<std::string_view> seen;
   for (std::string_view item : Split(text, ',')) {
     item = Trim(item);
-    if (item.empty()) continue;
+    if (item.empty()) {
+      return Status::InvalidArgument(fmt::format(
+          "an empty item between commas; write key=value items separated by single commas, e.g. ulysses=2,ring=2 "
+          "(valid keys: {}; \"\" is one device)",
+          kKeys));
+    }
     size_t eq = item.find('=');
     if (eq == std::string_view::npos) {
       return Status::InvalidArgument(
@@ -85,6 +92,10 @@ Status ParseDitune(std::string_view text, Fields* f) {
     }
     std::string_view key = Trim(item.substr(0, eq));
     std::string_view value = Trim(item.substr(eq + 1));
+    for (std::string_view k : seen) {
+      if (k == key) return Status::InvalidArgument(fmt::format("'{}' is given twice; give each key once", key));
+    }
+    seen.push_back(key);
     if (key == "order") {
       DITUNE_ASSIGN_OR_RETURN(f->config.order, ParseRankOrder(value));
       continue;

@@ -9,14 +9,18 @@ std::string_view OutputTypeName(OutputType t) {
 }
 
 StatusOr<TokenGeometry> ComputeTokenGeometry(const ModelSpec& model, const Workload& w) {
-  if (w.steps < 1) {
-    return Status::InvalidArgument(fmt::format("--steps must be >= 1, got {}", w.steps));
+  // The bounds keep every product of sizes (tokens x batch x widths) far inside 64 bits.
+  if (w.steps < 1 || w.steps > kMaxSteps) {
+    return Status::InvalidArgument(fmt::format("--steps must be 1 to {}, got {}", kMaxSteps, w.steps));
   }
-  if (w.batch < 1) {
-    return Status::InvalidArgument(fmt::format("--batch must be >= 1, got {}", w.batch));
+  if (w.batch < 1 || w.batch > kMaxBatch) {
+    return Status::InvalidArgument(fmt::format("--batch must be 1 to {}, got {}", kMaxBatch, w.batch));
   }
   const int unit = model.vae_spatial * model.patch_spatial;
   auto check_side = [&](const char* flag, int px) -> Status {
+    if (px > kMaxSide) {
+      return Status::InvalidArgument(fmt::format("--{} {}: at most {} pixels", flag, px, kMaxSide));
+    }
     if (px < unit || px % unit != 0) {
       int lo = std::max(unit, px / unit * unit);
       return Status::InvalidArgument(fmt::format(
@@ -43,6 +47,9 @@ StatusOr<TokenGeometry> ComputeTokenGeometry(const ModelSpec& model, const Workl
     return g;
   }
   const int t = model.vae_temporal;
+  if (w.frames > kMaxFrames) {
+    return Status::InvalidArgument(fmt::format("--frames {}: at most {}", w.frames, kMaxFrames));
+  }
   if (w.frames < 1 || (w.frames - 1) % t != 0) {
     int lo = std::max(0, (w.frames - 1) / t) * t + 1;
     return Status::InvalidArgument(fmt::format(

@@ -38,8 +38,15 @@ struct TokenGeometry {
   }
 };
 
+// The largest workload ditune takes: 32768 px a side (a 2048 x 2048 token grid at 16 px per
+// token), 1024 frames, 10000 steps, 4096 prompts a generation.
+inline constexpr int kMaxSide = 32768;
+inline constexpr int kMaxFrames = 1024;
+inline constexpr int kMaxSteps = 10000;
+inline constexpr int kMaxBatch = 4096;
+
 // Checks the workload against the model (pixels divisible by vae x patch, frame count
-// the VAE accepts, steps and batch >= 1) and computes its geometry.
+// the VAE accepts, steps and batch within 1 and the bounds above) and computes its geometry.
 StatusOr<TokenGeometry> ComputeTokenGeometry(const ModelSpec& model, const Workload& workload);
 
 std::string_view OutputTypeName(OutputType t);

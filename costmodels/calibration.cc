@@ -44,6 +44,12 @@ std::string ComputeFitKey(const Measurement& m) {
   return fmt::format("{}/{}/{}", m.device, m.backend, op);
 }
 
+Status CheckFittable(const Measurement& m) {
+  if (m.kind == MeasurementKind::kCollective) return ParseCollective(m.op).status();
+  if (m.kind == MeasurementKind::kOp) return ParseOpClass(m.op == "norm" ? "elementwise" : m.op).status();
+  return Status::Ok();
+}
+
 StatusOr<std::vector<Fit>> BuildFits(const std::vector<Measurement>& measurements,
                                      std::vector<std::string>* skipped) {
   struct Group {

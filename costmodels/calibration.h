@@ -25,6 +25,11 @@ namespace ditune {
 inline constexpr const char* kFitKindComm = "comm";
 inline constexpr const char* kFitKindCompute = "compute";
 
+// Whether BuildFits can take `m`: an op measurement names an op class (gemm, attention,
+// linear_attention, elementwise, norm), a collective one a collective. InvalidArgument
+// naming the field and the valid names otherwise; other kinds pass.
+Status CheckFittable(const Measurement& m);
+
 // Groups the measurements by what they calibrate and fits each group that has enough
 // points (>= 2 distinct sizes). Measurements nothing calibrates (steps, e2e) are skipped.
 // `skipped`, when given, receives one line per group that could not be fitted.

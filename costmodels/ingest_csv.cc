@@ -76,6 +76,9 @@ std::optional<int64_t> ParseInt(std::string_view s) {
   return v;
 }
 
+// How deep a measurement's params JSON may nest.
+constexpr int kMaxParamsDepth = 16;
+
 Status LineError(std::string_view origin, int line, std::string_view what) {
   return Status::InvalidArgument(fmt::format("{}:{}: {}", origin, line, what));
 }
@@ -266,7 +269,20 @@ StatusOr<std::vector<Measurement>> ParseMeasurementCsv(std::string_view text,
       DITUNE_ASSIGN_OR_RETURN(m.samples, integer("samples"));
     }
     if (std::string_view params = get("params"); !params.empty()) {
-      nlohmann::json j = nlohmann::json::parse(params, nullptr, /*allow_exceptions=*/false);
+      // Parameters are a flat record of sizes: a deep nesting is refused before anything
+      // recursive (storing, printing) meets it.
+      int depth = 0;
+      const nlohmann::json::parser_callback_t deepest = [&depth](int d, nlohmann::json::parse_event_t,
+                                                                 nlohmann::json&) {
+        depth = std::max(depth, d);
+        return true;
+      };
+      nlohmann::json j = nlohmann::json::parse(params, deepest, /*allow_exceptions=*/false);
+      if (depth > ingest_internal::kMaxParamsDepth) {
+        return LineError(origin, line,
+                         fmt::format("column 'params': nests {} levels deep; at most {}", depth,
+                                     ingest_internal::kMaxParamsDepth));
+      }
       if (j.is_discarded() || !j.is_object()) {
         return LineError(origin, line,
                          fmt::format("column 'params': '{}' is not a JSON object (valid: e.g. "

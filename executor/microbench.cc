@@ -173,6 +173,7 @@ StatusOr<std::vector<Measurement>> KernelSweep(Kernels* kernels, const std::stri
 }
 
 StatusOr<std::vector<Measurement>> ComputeSweep(int reps, const Progress& progress) {
+  if (reps < 1) return Status::InvalidArgument("reps must be >= 1");
   TuneAllocator();
   std::vector<Measurement> out;
   struct G {

@@ -130,8 +130,8 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
     Workload w1 = workload;
     ValidationContext ctx1{model, tokens, workload.steps, workload.batch, 1};
     if (mem.fits() && IsValidConfig(ctx1, ParallelConfig{})) {
-      CostModels one{models.compute, std::make_unique<CommModel>(single), models.terms};
-      auto c = SimulateCandidate(*model, w1, single, ParallelConfig{}, one, opt.sim);
+      CostModels single_models{models.compute, std::make_unique<CommModel>(single), models.terms};
+      auto c = SimulateCandidate(*model, w1, single, ParallelConfig{}, single_models, opt.sim);
       if (c.ok()) plan.single_gpu = std::move(*c);
     }
   }

@@ -1,4 +1,6 @@
 // Chrome trace export of a simulated schedule.
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 
@@ -46,9 +48,11 @@ Status WriteChromeTrace(const Engine& e, const SimInput& in, const std::string& 
     }
   }
   std::ofstream out(path);
-  if (!out) return Status::IOError(fmt::format("cannot write trace '{}'", path));
+  // The path is the user's: a place that cannot take a file is bad input.
+  if (!out) return Status::InvalidArgument(fmt::format("cannot write trace '{}' ({})", path, std::strerror(errno)));
   out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  if (!out) return Status::IOError(fmt::format("writing trace '{}' failed", path));
+  out.close();
+  if (!out) return Status::IOError(fmt::format("writing trace '{}' failed ({})", path, std::strerror(errno)));
   return Status::Ok();
 }
 

@@ -60,7 +60,7 @@ expect unknown-model 2 "unknown model 'flux-dev' \(did you mean 'flux.1-dev'\?\)
 expect unknown-gpu 2 "unknown GPU 'h100'" -- check --model flux.1-dev --gpu h100 --gpus 1 --config ""
 expect bad-height 2 "--height 1000 must be a positive multiple of 16" -- check --model flux.1-dev --height 1000 \
   --gpu h100-sxm5-80gb --gpus 1 --config ""
-expect non-int-flag 2 "Argument .*eight.* failed to parse" -- check --model flux.1-dev --gpus eight --gpu h100-sxm5-80gb \
+expect non-int-flag 2 "--gpus 'eight': not a valid value \(this flag takes a decimal number" -- check --model flux.1-dev --gpus eight --gpu h100-sxm5-80gb \
   --config ""
 expect bad-output-type 2 "--output-type 'png' is not one of: latent, decoded" -- check --model flux.1-dev \
   --gpu h100-sxm5-80gb --gpus 1 --config "" --output-type png
@@ -91,7 +91,28 @@ expect ingest-unknown-link 2 "unknown link 'nvlnk4'" -- calibrate ingest "$data/
 sed 's/   187.78 /   18x.78 /' "$data/all_reduce_perf.txt" >"$tmp/all_reduce_perf.txt"
 expect ingest-bad-line 2 "all_reduce_perf.txt:17:" -- calibrate ingest "$tmp/all_reduce_perf.txt" --gpu h100-sxm5-80gb \
   --link nvlink4 --db "$db"
+# Rows the fits or the catalog cannot take fail the whole file, before anything is stored.
+printf 'source,kind,op,backend,device,ranks,link,bytes,flops,median_s,p10_s,p90_s,samples,params,run_id\n%s\n%s\n' \
+  'microbench,collective,all_to_all,nccl,h100-sxm5-80gb,8,nvlink4,134217728,,0.00061,,,20,,x' \
+  'microbench,collective,bogus_op,nccl,h100-sxm5-80gb,8,nvlink4,134217728,,0.00061,,,20,,x' >"$tmp/bad_op.csv"
+expect ingest-unknown-op 2 "measurement 2 of 2 \(nothing was stored\): collective 'bogus_op' is not one of" -- \
+  calibrate ingest "$tmp/bad_op.csv" --db "$db" --fit
+sed 's/bogus_op/all_gather/; s/,h100-sxm5-80gb,8,nvlink4,134217728,,0.00061,,,20,,x$/,h100-sxm5-80gb,8,nvlnk,134217728,,0.00061,,,20,,x/' \
+  "$tmp/bad_op.csv" >"$tmp/bad_link.csv"
+expect ingest-unknown-link-row 2 "link 'nvlnk' is not a catalog link id" -- calibrate ingest "$tmp/bad_link.csv" --db "$db"
+deep=$(printf '[%.0s' {1..40})1$(printf ']%.0s' {1..40})
+printf 'source,kind,op,backend,device,ranks,link,bytes,flops,median_s,p10_s,p90_s,samples,params,run_id\n%s\n' \
+  "microbench,collective,all_to_all,nccl,h100-sxm5-80gb,8,nvlink4,134217728,,0.00061,,,20,\"{\"\"a\"\": $deep}\",x" \
+  >"$tmp/deep.csv"
+expect ingest-deep-params 2 "deep.csv:2: column 'params': nests 41 levels deep; at most 16" -- \
+  calibrate ingest "$tmp/deep.csv" --db "$db"
+expect ingest-xdit-no-model 2 "an xDiT log needs the run's workload: give --model" -- \
+  calibrate ingest "$data/xdit_flux_4gpu.log" --gpu h100-sxm5-80gb --db "$db"
+expect ingest-xdit-bad-config 2 "cfg-needs-guidance" -- calibrate ingest "$data/xdit_flux_4gpu.log" \
+  --gpu h100-sxm5-80gb --model flux.1-dev --config ulysses=2,cfg=2 --db "$db"
 expect ingest-nothing-stored 0 "10 measurements" -- calibrate show --db "$db"
+expect fit-after-refusals 0 "all_reduce/nvlink4 +9 " -- calibrate fit --db "$db"
+expect compute-zero-reps 2 "--reps 0: give 1 to 1000" -- calibrate compute --reps 0 --db "$db"
 expect ingest-missing-file 2 "cannot open" -- calibrate ingest "$tmp/nope.txt" --db "$db"
 printf 'this is not a database, just some text that is long enough to look like one' >"$tmp/bad.db"
 expect damaged-db 2 "is damaged or not a ditune database" -- calibrate show --db "$tmp/bad.db"
@@ -144,7 +165,7 @@ expect whatif-slo 0 "fewest GPU-seconds" -- whatif --model pixart-alpha --height
   --gpus 1,2,4,8 --slo 10
 expect whatif-slo-unmet 3 "no swept cluster meets 0.001 s" -- whatif --model pixart-alpha --gpu l40-48gb --gpus 1,2 \
   --slo 0.001
-expect whatif-bad-list 2 "--gpus '1,two': 'two' is not an integer" -- whatif --model pixart-alpha --gpu l40-48gb \
+expect whatif-bad-list 2 "--gpus: 'two' is not an integer from 1 to 65536" -- whatif --model pixart-alpha --gpu l40-48gb \
   --gpus 1,two
 expect launch-dry-run 0 "^torchrun --nproc_per_node 8 'my script.py' --ulysses_degree" -- launch --auto \
   --model pixart-alpha --gpu h100-sxm5-80gb --gpus 8 --dry-run -- torchrun --nproc_per_node 8 "my script.py"
@@ -178,5 +199,35 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     --model tiny-flux --config ""
 fi
 
+# Numbers out of range, malformed lists and configs, unwritable outputs: exit 2, named.
+expect hex-number 2 "'0x8' after --gpus: give numbers in decimal" -- simulate --model pixart-alpha \
+  --gpu h100-sxm5-80gb --gpus 0x8 --config ""
+expect huge-batch 2 "--batch must be 1 to 4096, got 1073741824" -- simulate --model pixart-alpha \
+  --gpu h100-sxm5-80gb --gpus 1 --config "" --batch 1073741824
+expect huge-height 2 "--height 2147483647: at most 32768 pixels" -- simulate --model pixart-alpha \
+  --gpu h100-sxm5-80gb --gpus 1 --config "" --height 2147483647
+expect huge-gpus 2 "--gpus 2147483647: give 1 to 65536" -- check --model pixart-alpha --gpu h100-sxm5-80gb \
+  --gpus 2147483647 --config ""
+expect zero-nodes 2 "--nodes 0: give >= 1" -- check --model pixart-alpha --gpu h100-sxm5-80gb --gpus 1 --nodes 0 \
+  --config ""
+expect empty-intra 2 "--intra is empty" -- check --model pixart-alpha --gpu h100-sxm5-80gb --gpus 1 --intra "" \
+  --config ""
+expect config-empty-item 2 "an empty item between commas" -- check --model pixart-alpha --gpu h100-sxm5-80gb \
+  --gpus 4 --config "ulysses=2,,ring=2"
+expect config-twice 2 "'ulysses' is given twice" -- check --model pixart-alpha --gpu h100-sxm5-80gb --gpus 4 \
+  --config "ulysses=2,ulysses=4"
+expect whatif-empty-item 2 "--gpus '1,,2': an empty item" -- whatif --model pixart-alpha --gpu l40-48gb --gpus 1,,2
+expect whatif-size-overflow 2 "--sizes: '4294967312' is not an integer from 1 to 32768" -- whatif \
+  --model pixart-alpha --gpu l40-48gb --gpus 1 --sizes 4294967312x16
+expect whatif-zero-slo 2 "--slo 0: give the latency target in seconds, > 0" -- whatif --model pixart-alpha \
+  --gpu l40-48gb --gpus 1 --slo 0
+expect whatif-unwritable 2 "--csv '$tmp': cannot write there \(Is a directory\)" -- whatif --model pixart-alpha \
+  --gpu l40-48gb --gpus 1 --csv "$tmp"
+expect trace-unwritable 2 "cannot write trace '$tmp/none/t.json' \(No such file or directory\)" -- simulate \
+  --model pixart-alpha --gpu h100-sxm5-80gb --gpus 1 --config "" --trace "$tmp/none/t.json"
+expect run-huge-iters 2 "--iters must be 1 to 10000" -- run --model tiny-pixart --steps 2 --config "" \
+  --iters 2147483647
+DITUNE_COMM_TIMEOUT_S=abc expect run-bad-timeout-env 2 "DITUNE_COMM_TIMEOUT_S='abc': .* a number >= 0" -- run \
+  --model tiny-pixart --steps 2 --config ""
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
