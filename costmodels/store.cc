@@ -4,9 +4,11 @@
 #include <fmt/ranges.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iterator>
 #include <string_view>
@@ -305,6 +307,45 @@ StatusOr<SchemaState> ReadSchemaState(sqlite3* db, const std::string& path) {
   return state;
 }
 
+// The (table, column) pairs of `db`'s tables, sorted.
+StatusOr<std::vector<std::pair<std::string, std::string>>> Columns(sqlite3* db, const std::string& path) {
+  DITUNE_ASSIGN_OR_RETURN(
+      Statement s,
+      Statement::Prepare(db, path,
+                         "SELECT m.name, p.name FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p "
+                         "WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY 1, 2",
+                         "reading the tables' columns"));
+  std::vector<std::pair<std::string, std::string>> out;
+  while (true) {
+    DITUNE_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.emplace_back(s.Text(0), s.Text(1));
+  }
+  return out;
+}
+
+// OK when every table of the current schema has every column this ditune reads (a store
+// edited by hand may lack one): compared with the schema built afresh in memory.
+Status CheckColumns(sqlite3* db, const std::string& path) {
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open(":memory:", &raw);
+  std::unique_ptr<sqlite3, int (*)(sqlite3*)> ref(raw, sqlite3_close);
+  if (rc != SQLITE_OK) return SqliteError(raw, rc, "building the reference schema", ":memory:");
+  for (const char* migration : kMigrations) {
+    DITUNE_RETURN_IF_ERROR(Exec(ref.get(), ":memory:", migration, "building the reference schema"));
+  }
+  DITUNE_ASSIGN_OR_RETURN(auto want, Columns(ref.get(), ":memory:"));
+  DITUNE_ASSIGN_OR_RETURN(auto have, Columns(db, path));
+  for (const auto& tc : want) {
+    if (!std::binary_search(have.begin(), have.end(), tc)) {
+      return Status::Corruption(fmt::format(
+          "{} is damaged: table '{}' has no column '{}'; move it aside or use another database (--db or DITUNE_DB)",
+          path, tc.first, tc.second));
+    }
+  }
+  return Status::Ok();
+}
+
 // OK when `state` is a ditune store this code can read (perhaps after migrating).
 Status CheckSchema(const SchemaState& state, const std::string& path) {
   if (state.version > Store::kSchemaVersion) {
@@ -489,14 +530,18 @@ std::string Store::DefaultPath() {
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   if (path.empty()) return Status::InvalidArgument("the calibration store path is empty");
   if (path != ":memory:") {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      return Status::InvalidArgument(fmt::format(
+          "the calibration store {} is a directory; give a file path (--db or DITUNE_DB)", path));
+    }
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
     if (!parent.empty()) {
-      std::error_code ec;
       std::filesystem::create_directories(parent, ec);
       if (ec) {
-        return Status::IOError(
+        return Status::InvalidArgument(
             fmt::format("cannot create directory {} for the calibration store "
-                        "{}: {}",
+                        "{}: {} (give another path with --db or DITUNE_DB)",
                         parent.string(), path, ec.message()));
       }
     }
@@ -507,7 +552,19 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   // The Store owns the handle from here on, even when opening failed.
   std::unique_ptr<Store> store(new Store(db, path));
+  if ((rc & 0xff) == SQLITE_CANTOPEN) {
+    const int err = db != nullptr ? sqlite3_system_errno(db) : 0;
+    return Status::InvalidArgument(fmt::format("cannot open the calibration store {}: {} (give a writable file path "
+                                               "with --db or DITUNE_DB)",
+                                               path, err != 0 ? std::strerror(err) : sqlite3_errstr(rc)));
+  }
   if (rc != SQLITE_OK) return SqliteError(db, rc, "opening the calibration store", path);
+  if (sqlite3_db_readonly(db, "main") == 1) {
+    return Status::InvalidArgument(fmt::format(
+        "the calibration store {} is read-only here; ditune records into it: give a writable copy with --db or "
+        "DITUNE_DB",
+        path));
+  }
   sqlite3_extended_result_codes(db, 1);
   rc = sqlite3_busy_timeout(db, kBusyTimeoutMs);
   if (rc != SQLITE_OK) return SqliteError(db, rc, "setting the busy timeout", path);
@@ -520,6 +577,7 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   // In WAL mode NORMAL still keeps every commit atomic across a crash of the process.
   DITUNE_RETURN_IF_ERROR(Exec(db, path, "PRAGMA synchronous=NORMAL", "setting synchronous mode"));
   DITUNE_RETURN_IF_ERROR(store->Migrate());
+  DITUNE_RETURN_IF_ERROR(CheckColumns(db, path));
   return store;
 }
 

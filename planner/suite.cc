@@ -1,6 +1,7 @@
 #include "planner/suite.h"
 
 #include <charconv>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -106,7 +107,7 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
     if (f[15] != "OOM") {
       double v = 0;
       auto [p, ec] = std::from_chars(f[15].data(), f[15].data() + f[15].size(), v);
-      if (ec != std::errc() || p != f[15].data() + f[15].size() || !(v > 0)) {
+      if (ec != std::errc() || p != f[15].data() + f[15].size() || !(v > 0) || !std::isfinite(v)) {
         return RowError(origin, line, fmt::format("latency_s '{}' is not a positive number of seconds or OOM", f[15]));
       }
       row.latency_s = v;
@@ -116,6 +117,9 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
     }
     row.source = f[16];
     rows.push_back(std::move(row));
+  }
+  if (rows.empty()) {
+    return Status::InvalidArgument(fmt::format("{}: the suite has a header but no rows", origin));
   }
   std::map<std::string, int> calibrate;
   std::map<std::string, int> first_line;

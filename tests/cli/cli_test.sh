@@ -144,6 +144,12 @@ expect validate-bad-row 2 "suite.csv:4: latency_s 'fast'" -- validate --suite "$
 printf 'group,model\n' >"$tmp/header.csv"
 expect validate-bad-header 2 "header.csv:1: the header must be exactly" -- validate --suite "$tmp/header.csv"
 expect validate-recorded 0 "summary: rows=65" -- validate --suite "$suite" --db "$tmp/val.db"
+head -1 "$suite" >"$tmp/only-header.csv"
+expect validate-no-rows 2 "only-header.csv: the suite has a header but no rows" -- validate --suite "$tmp/only-header.csv"
+sed '3s/,[0-9.]*,\([^,]*\)$/,inf,\1/' "$suite" >"$tmp/inf.csv"
+expect validate-inf 2 "inf.csv:3: latency_s 'inf' is not a positive number" -- validate --suite "$tmp/inf.csv"
+mkdir -p "$tmp/dbdir"
+expect db-is-directory 2 "is a directory; give a file path" -- calibrate show --db "$tmp/dbdir"
 expect validate-fits-stored 0 "e2e +h100-sxm5-80gb/flux.1-dev" -- calibrate show --db "$tmp/val.db"
 
 # Planning, what-if and launch.

@@ -744,19 +744,40 @@ TEST_F(StoreTest, OpenCreatesMissingDirectories) {
   EXPECT_EQ(store->path(), path_);
   EXPECT_TRUE(fs::exists(path_));
 
-  // A directory that cannot be made is a clear I/O error.
+  // A directory that cannot be made is bad input (the user's path), named with the reason.
   { std::ofstream(dir_ / "plain-file") << "x"; }
   StatusOr<std::unique_ptr<Store>> blocked =
       Store::Open((dir_ / "plain-file" / "sub" / "ditune.db").string());
   ASSERT_FALSE(blocked.ok());
-  EXPECT_EQ(blocked.status().code(), Status::Code::kIOError);
+  EXPECT_EQ(blocked.status().code(), Status::Code::kInvalidArgument);
   EXPECT_TRUE(Contains(blocked.status().message(), "plain-file")) << blocked.status().message();
+  EXPECT_TRUE(Contains(blocked.status().message(), "Not a directory")) << blocked.status().message();
 
   // A directory where the file should be.
   fs::create_directories(dir_ / "is-a-dir");
   StatusOr<std::unique_ptr<Store>> dir = Store::Open((dir_ / "is-a-dir").string());
   ASSERT_FALSE(dir.ok());
-  EXPECT_EQ(dir.status().code(), Status::Code::kIOError) << dir.status().ToString();
+  EXPECT_EQ(dir.status().code(), Status::Code::kInvalidArgument) << dir.status().ToString();
+  EXPECT_TRUE(Contains(dir.status().message(), "is a directory")) << dir.status().message();
+}
+
+// A store edited by hand that lost a column is refused as damaged before any query meets the
+// gap, and the file is left as it was.
+TEST_F(StoreTest, AMissingColumnIsDamageNotAnInternalError) {
+  ASSERT_NE(OpenStore(), nullptr);
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "ALTER TABLE measurements DROP COLUMN median_s", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const auto before = fs::file_size(path_);
+  StatusOr<std::unique_ptr<Store>> store = Store::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Status::Code::kCorruption);
+  EXPECT_TRUE(Contains(store.status().message(), "table 'measurements' has no column 'median_s'"))
+      << store.status().message();
+  EXPECT_EQ(fs::file_size(path_), before);
 }
 
 TEST(StoreDefaultPathTest, EnvironmentDecides) {
