@@ -74,7 +74,7 @@ Measurement DitRunMeasurement(const ModelSpec& model, const Workload& w, const P
                         m.iters, run_id, std::move(extra));
 }
 
-StatusOr<ParallelConfig> ReadRunConfig(const cxxopts::ParseResult& args) {
+StatusOr<ParallelConfig> ReadRunConfig(const cxxopts::ParseResult& args, const Workload& workload) {
   if (args.count("config")) return ParseParallelConfig(args["config"].as<std::string>());
   if (!args.count("plan")) return Status::InvalidArgument("give --config SPEC or --plan FILE");
   std::ifstream in(args["plan"].as<std::string>());
@@ -85,6 +85,19 @@ StatusOr<ParallelConfig> ReadRunConfig(const cxxopts::ParseResult& args) {
   if (j.is_discarded() || !j.contains("ranked") || !j["ranked"].is_array() || j["ranked"].empty() ||
       !j["ranked"][0].contains("config") || !j["ranked"][0]["config"].is_string()) {
     return Status::InvalidArgument("the plan file is not the JSON of `ditune plan --json` (ranked[0].config)");
+  }
+  // A plan is for one workload: its best configuration need not even be valid for another.
+  if (j.contains("workload") && j["workload"].is_object()) {
+    const nlohmann::json& pw = j["workload"];
+    const nlohmann::json mine = {{"model", workload.model_id}, {"height", workload.height}, {"width", workload.width},
+                                 {"frames", workload.frames}, {"batch", workload.batch}};
+    for (const auto& [key, value] : mine.items()) {
+      if (pw.contains(key) && pw[key] != value) {
+        return Status::InvalidArgument(fmt::format(
+            "--plan {} was made for {} {}, this run's is {}: give the plan's workload flags or plan this one",
+            args["plan"].as<std::string>(), key, pw[key].dump(), value.dump()));
+      }
+    }
   }
   return ParseParallelConfig(j["ranked"][0]["config"].get<std::string>());
 }
@@ -164,7 +177,7 @@ int RunRun(int argc, char** argv) {
 
   ParallelConfig config;
   if (args->count("config") || args->count("plan")) {
-    auto c = ReadRunConfig(*args);
+    auto c = ReadRunConfig(*args, *workload);
     if (!c.ok()) return fail(c.status());
     config = *c;
   } else {

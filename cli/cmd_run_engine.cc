@@ -48,7 +48,7 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   if (args.count("config") + args.count("plan") != 1) {
     return Fail(cmd, Status::InvalidArgument("give exactly one of --config SPEC, --plan FILE"));
   }
-  auto config = ReadRunConfig(args);
+  auto config = ReadRunConfig(args, *workload);
   if (!config.ok()) return Fail(cmd, config.status());
   const bool emulate = args.count("emulate-rank") > 0;
   const int rank = emulate ? args["emulate-rank"].as<int>() : 0;

@@ -16,8 +16,9 @@
 
 namespace ditune::cli {
 
-// The configuration --config SPEC or --plan FILE (the best of `ditune plan --json`) names.
-StatusOr<ParallelConfig> ReadRunConfig(const cxxopts::ParseResult& args);
+// The configuration --config SPEC or --plan FILE (the best of `ditune plan --json`) names; a plan
+// made for another workload than `workload` is InvalidArgument.
+StatusOr<ParallelConfig> ReadRunConfig(const cxxopts::ParseResult& args, const Workload& workload);
 
 // The store's record of a measured DiT loop on `ranks` ranks (its slowest rank's median, p10
 // and p90 over `iters` iterations), with `extra` added to its parameters.

@@ -233,6 +233,9 @@ expect trace-unwritable 2 "cannot write trace '$tmp/none/t.json' \(No such file 
   --model pixart-alpha --gpu h100-sxm5-80gb --gpus 1 --config "" --trace "$tmp/none/t.json"
 expect run-huge-iters 2 "--iters must be 1 to 10000" -- run --model tiny-pixart --steps 2 --config "" \
   --iters 2147483647
+"$bin" plan --model tiny-sd3 --gpu cpu --gpus 1 --json >"$tmp/plan-sd3.json" 2>/dev/null
+expect run-plan-other-workload 2 "was made for model \"tiny-sd3\", this run's is \"tiny-pixart\"" -- run \
+  --plan "$tmp/plan-sd3.json" --model tiny-pixart --steps 2
 DITUNE_COMM_TIMEOUT_S=abc expect run-bad-timeout-env 2 "DITUNE_COMM_TIMEOUT_S='abc': .* a number >= 0" -- run \
   --model tiny-pixart --steps 2 --config ""
 echo "$pass passed, $fail failed"
