@@ -336,6 +336,7 @@ Status CheckColumns(sqlite3* db, const std::string& path) {
   }
   DITUNE_ASSIGN_OR_RETURN(auto want, Columns(ref.get(), ":memory:"));
   DITUNE_ASSIGN_OR_RETURN(auto have, Columns(db, path));
+  std::sort(have.begin(), have.end());
   for (const auto& tc : want) {
     if (!std::binary_search(have.begin(), have.end(), tc)) {
       return Status::Corruption(fmt::format(
