@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -110,6 +111,13 @@ StatusOr<cxxopts::ParseResult> Parse(cxxopts::Options& options, int argc, char**
     if (!result.unmatched().empty()) {
       return Status::InvalidArgument(fmt::format("unexpected argument '{}' (see --help)",
                                                  result.unmatched().front()));
+    }
+    // A flag given twice would silently take its last value.
+    std::map<std::string, int> times;
+    for (const auto& kv : result.arguments()) {
+      if (++times[kv.key()] == 2) {
+        return Status::InvalidArgument(fmt::format("--{} is given more than once; give it once", kv.key()));
+      }
     }
     // cxxopts reads integers in hexadecimal too ("--gpus 0x8" is 8): ditune's numbers are decimal.
     for (int i = 2; i < argc; ++i) {

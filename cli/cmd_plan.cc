@@ -46,7 +46,10 @@ StatusOr<AutoConfigureOptions> ReadPlanOptions(const cxxopts::ParseResult& args)
     pos = comma + 1;
   }
   o.use_cache = args.count("no-cache") == 0;
-  if (args.count("db")) o.db_path = args["db"].as<std::string>();
+  if (args.count("db")) {
+    o.db_path = args["db"].as<std::string>();
+    if (o.db_path.empty()) return Status::InvalidArgument("--db is empty: give the calibration database's path");
+  }
   return o;
 }
 
@@ -71,6 +74,12 @@ int RunPlan(int argc, char** argv) {
   if (!spec.ok()) return Fail("plan", spec.status());
   auto opt = ReadPlanOptions(*args);
   if (!opt.ok()) return Fail("plan", opt.status());
+  for (int warmup : opt->plan.enumerate.warmups) {
+    if (warmup > workload->steps) {
+      return Fail("plan", Status::InvalidArgument(fmt::format("--warmup {}: at most the workload's {} steps", warmup,
+                                                              workload->steps)));
+    }
+  }
   if (args->count("xdit-flags")) opt->plan.enumerate = XditOnly(opt->plan.enumerate);
   bool cached = false;
   opt->from_cache = &cached;
@@ -81,6 +90,13 @@ int RunPlan(int argc, char** argv) {
   if (args->count("xdit-flags")) {
     Status x = SupportedByXdit(best.config);
     if (!x.ok()) return Fail("plan", x);
+    if (args->count("json")) {
+      std::cout << nlohmann::json{{"config", ToString(best.config)}, {"xdit_flags", ToXditFlags(best.config)},
+                                  {"latency_s", best.result.total.value()}}
+                       .dump(2)
+                << "\n";
+      return 0;
+    }
     std::cout << ToXditFlags(best.config) << "\n";
     return 0;
   }

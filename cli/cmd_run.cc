@@ -168,6 +168,16 @@ int RunRun(int argc, char** argv) {
   const ModelSpec& model = **(*catalog)->Model(workload->model_id);
   const int given = static_cast<int>(args->count("config") + args->count("plan") + args->count("auto"));
   if (given != 1) return fail(Status::InvalidArgument("give exactly one of --config SPEC, --plan FILE, --auto"));
+  if (!emulate) {
+    for (const char* flag : {"gpu", "gpus", "gpus-per-node", "nodes", "intra", "inter"}) {
+      if (args->count(flag)) {
+        return fail(Status::InvalidArgument(fmt::format(
+            "--{}: the CPU executor runs on the launched ranks; the CLUSTER flags describe the GPUs and links whose "
+            "communication --emulate-rank models",
+            flag)));
+      }
+    }
+  }
   exec::Comm& comm = *comm_ptr;
   // Every rank reads the store; only rank 0 writes it.
   auto store = Store::Open(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());

@@ -56,6 +56,9 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   if (emulate && args.count("comm")) {
     return Fail(cmd, Status::InvalidArgument("--comm is for runs across ranks; --emulate-rank runs one rank alone"));
   }
+  if (args.count("comm") && args["comm"].as<std::string>() != "mpi" && args["comm"].as<std::string>() != "nccl") {
+    return Fail(cmd, Status::InvalidArgument(fmt::format("--comm '{}': valid: mpi, nccl", args["comm"].as<std::string>())));
+  }
   // Every rank of the plan, one process each: the world they exchange over.
   std::unique_ptr<exec::Comm> world;
   if (!emulate && n > 1) {

@@ -236,6 +236,17 @@ expect run-huge-iters 2 "--iters must be 1 to 10000" -- run --model tiny-pixart 
 "$bin" plan --model tiny-sd3 --gpu cpu --gpus 1 --json >"$tmp/plan-sd3.json" 2>/dev/null
 expect run-plan-other-workload 2 "was made for model \"tiny-sd3\", this run's is \"tiny-pixart\"" -- run \
   --plan "$tmp/plan-sd3.json" --model tiny-pixart --steps 2
+expect flag-twice 2 "--model is given more than once" -- check --model pixart-alpha --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 1 --config ""
+expect plan-warmup-over-steps 2 "--warmup 99: at most the workload's 20 steps" -- plan --model pixart-alpha \
+  --gpu h100-sxm5-80gb --gpus 4 --warmup 0,99
+expect plan-empty-db 2 "--db is empty" -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 4 --db ""
+expect plan-xdit-json 0 '"xdit_flags": "--ulysses_degree' -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 4 \
+  --xdit-flags --json
+expect run-cpu-cluster-flag 2 "--gpus: the CPU executor runs on the launched ranks" -- run --model tiny-pixart \
+  --steps 2 --config "" --gpus 4
+expect run-bad-comm 2 "--comm 'bogus': valid: mpi, nccl" -- run --backend ref --comm bogus --model tiny-pixart \
+  --steps 2 --config ""
 DITUNE_COMM_TIMEOUT_S=abc expect run-bad-timeout-env 2 "DITUNE_COMM_TIMEOUT_S='abc': .* a number >= 0" -- run \
   --model tiny-pixart --steps 2 --config ""
 echo "$pass passed, $fail failed"
