@@ -43,13 +43,14 @@ std::string SegmentsText(const Fit& f) {
   }
   auto model = PiecewiseLatencyModel::FromJson(f.params);
   if (!model.ok()) return "?";
-  const bool bytes = f.params.value("x", "") != "flops";
+  const std::string x = f.params.value("x", "");
   std::string s;
   for (const auto& seg : model->segments()) {
     if (!s.empty()) s += " | ";
     s += fmt::format("from {:.3g}: {:.3g} us + {}", seg.x_lo, seg.latency_s * 1e6,
-                     bytes ? fmt::format("{:.4g} GB/s", seg.rate / 1e9)
-                           : fmt::format("{:.4g} TFLOP/s", seg.rate / 1e12));
+                     x == "flops"      ? fmt::format("{:.4g} TFLOP/s", seg.rate / 1e12)
+                     : x == "launches" ? fmt::format("{:.3g} us per launch", 1e6 / seg.rate)
+                                       : fmt::format("{:.4g} GB/s", seg.rate / 1e9));
   }
   return s;
 }
@@ -327,8 +328,11 @@ int ComputeCmd(int argc, char** argv) {
   for (const auto& m : *ms) {
     const bool ew = m.op == "elementwise";
     const double rate = ew ? m.bytes.value() / m.median.value() / 1e9 : m.flops.value() / m.median.value() / 1e9;
-    rows.push_back({m.op, m.params.dump(), fmt::format("{:.1f}", m.median.value() * 1e6),
-                    fmt::format("{:.2f} {}", rate, ew ? "GB/s" : "GFLOP/s")});
+    std::string rate_text = fmt::format("{:.2f} {}", rate, ew ? "GB/s" : "GFLOP/s");
+    if (m.op == "launch") {
+      rate_text = fmt::format("{:.2f} us per launch", 1e6 * m.median.value() / m.params.value("launches", 1.0));
+    }
+    rows.push_back({m.op, m.params.dump(), fmt::format("{:.1f}", m.median.value() * 1e6), rate_text});
   }
   std::cout << FormatTable({"op", "shape", "time us", "rate"}, rows);
   std::vector<std::string> skipped;

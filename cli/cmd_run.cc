@@ -2,6 +2,9 @@
 // runs the plan on the CPU executor (one process, or every rank of `mpirun -np N`), measures
 // it, compares it with the prediction and records both in the store. `--backend cuda|ref`
 // runs the DiT engine on one device instead (cmd_run_engine.cc).
+#include <unistd.h>
+
+#include <chrono>
 #include <ctime>
 #include <optional>
 #include <fstream>
@@ -65,6 +68,13 @@ Measurement DitMeasurement(const ModelSpec& model, const Workload& w, const Para
   meas.samples = iters;
   meas.run_id = run_id;
   return meas;
+}
+
+std::string NewRunId(const std::string& tag) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() % 1000000000LL;
+  return fmt::format("run-{}-{}-{}-{:09d}", static_cast<long long>(std::time(nullptr)), tag,
+                     static_cast<long long>(getpid()), ns);
 }
 
 // The store's record of one measured CPU executor run.
@@ -268,7 +278,7 @@ int RunRun(int argc, char** argv) {
     return 0;
   }
 
-  const std::string run_id = fmt::format("run-{}-{}", static_cast<long long>(std::time(nullptr)), std::to_string(comm.size()));
+  const std::string run_id = NewRunId(std::to_string(comm.size()));
   RunRecord rec;
   rec.run_id = run_id;
   rec.plan = {{"model", model.id}, {"height", workload->height}, {"width", workload->width},

@@ -1,10 +1,9 @@
 // `ditune run --backend cuda|ref`: the DiT engine — the whole model on one device; with
 // --emulate-rank R exactly rank R's share of a multi-device plan; or, under mpirun, every
 // rank of the plan exchanging for real (NCCL, or MPI staged through the host) — measured
-// with device events, compared with the simulator's prediction, and (cuda) recorded in the
-// store.
+// with device events, compared with the simulator's prediction, and recorded in the store
+// (runs on the host's ref kernels under device "cpu", backend "ref").
 #include <algorithm>
-#include <ctime>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -119,14 +118,23 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   if (!root) return 0;
 
   // The simulator's view of the same run: the whole plan on the CLUSTER flags' GPUs (default:
-  // n of this device's GPU), DiT only.
+  // n of this device's GPU), DiT only, priced as ditune's engine runs it.
   auto gpu_id = RunGpuId(args, **catalog, backend, r->device_name);
   std::string prediction = "no prediction: " + (gpu_id.ok() ? std::string() : gpu_id.status().message());
-  // The ref kernels check semantics; the cost models describe the cpu executor and GPUs, so a
-  // prediction of a ref run on the host would compare unlike things.
-  if (backend == "ref" && !args.count("gpu")) prediction = "no prediction for the ref kernels (give --gpu ID to see the model's)";
+  // What prices the run: the ref kernels on the host their own sweep (without it the
+  // catalog's CPU figures describe the cpu executor, not them); with --gpu naming a GPU, the
+  // ref kernels stand in for the cuda engine there and are priced as it.
+  const bool on_host = gpu_id.ok() && *gpu_id == "cpu";
+  const std::string priced_as = backend == "ref" && !on_host ? "cuda" : backend;
+  const bool calibrated = priced_as != "ref" || std::any_of(fits->begin(), fits->end(), [](const Fit& f) {
+                            return f.active && f.kind == kFitKindCompute && f.key.starts_with("cpu/ref/");
+                          });
+  if (gpu_id.ok() && !calibrated) {
+    prediction = "no prediction: the ref kernels on this host are not calibrated (run `ditune calibrate compute "
+                 "--backend ref` first)";
+  }
   double predicted_dit = 0, predicted_busy = 0;
-  if (gpu_id.ok() && (backend != "ref" || args.count("gpu"))) {
+  if (gpu_id.ok() && calibrated) {
     ClusterSpec spec{*gpu_id, n};
     if (args.count("gpus")) {
       auto s = ReadClusterSpec(args);
@@ -138,14 +146,7 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
     }
     auto cluster = ResolveCluster(spec, **catalog);
     if (!cluster.ok()) return Fail(cmd, cluster.status());
-    auto models = ModelsFor(*cluster, model.id, *fits);
-    if (!models.ok()) return Fail(cmd, models.status());
-    Workload latent = *workload;
-    latent.output = OutputType::kLatent;
-    SimInput in{&model, latent, &*cluster, *config, &models->compute, models->comm.get()};
-    SimOptions so;
-    so.terms = models->terms;
-    auto sim = Simulate(in, so);
+    auto sim = SimulateEngineRun(model, *workload, *config, *cluster, *fits, priced_as);
     if (!sim.ok()) return Fail(cmd, sim.status());
     predicted_dit = sim->dit.value();
     for (const auto& rr : sim->ranks) {
@@ -164,8 +165,10 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   }
 
   std::string run_id;
-  if (backend == "cuda" && !emulate && gpu_id.ok()) {
-    run_id = fmt::format("run-{}-{}", static_cast<long long>(std::time(nullptr)), *gpu_id);
+  // Every real run is recorded where it ran: its DiT time calibrates the engine's scale on
+  // this device and backend (`calibrate fit`). Emulated ranks are not whole runs.
+  if (!emulate && gpu_id.ok() && (backend == "cuda" || on_host)) {
+    run_id = NewRunId(*gpu_id);
     RunRecord rec;
     rec.run_id = run_id;
     rec.plan = {{"model", model.id}, {"height", workload->height}, {"width", workload->width},

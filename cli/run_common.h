@@ -26,6 +26,10 @@ Measurement DitMeasurement(const ModelSpec& model, const Workload& w, const Para
                            const std::string& backend, const std::string& device, double median_s, double p10_s,
                            double p90_s, int iters, const std::string& run_id, nlohmann::json extra);
 
+// A run id no other run has: "run-<unix seconds>-<tag>-<process id>-<nanoseconds>" (runs
+// end seconds apart or less, and the store keys runs by this id).
+std::string NewRunId(const std::string& tag);
+
 // `ditune run --backend cuda|ref` after parsing; returns the exit status.
 int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend);
 

@@ -44,9 +44,22 @@ std::string ComputeFitKey(const Measurement& m) {
   return fmt::format("{}/{}/{}", m.device, m.backend, op);
 }
 
+// Launches in a host-launch measurement (op "launch"); 0 when params do not say.
+double Launches(const Measurement& m) {
+  if (!m.params.is_object() || !m.params.contains("launches") || !m.params["launches"].is_number()) return 0;
+  return m.params["launches"].get<double>();
+}
+
 Status CheckFittable(const Measurement& m) {
   if (m.kind == MeasurementKind::kCollective) return ParseCollective(m.op).status();
-  if (m.kind == MeasurementKind::kOp) return ParseOpClass(m.op == "norm" ? "elementwise" : m.op).status();
+  if (m.kind == MeasurementKind::kOp && m.op == "launch") {
+    if (Launches(m) >= 1) return Status::Ok();
+    return Status::InvalidArgument("op 'launch' needs params.launches, the kernels issued in the timed span (>= 1)");
+  }
+  if (m.kind == MeasurementKind::kOp) {
+    auto cls = ParseOpClass(m.op == "norm" ? "elementwise" : m.op);
+    if (!cls.ok()) return Status::InvalidArgument(cls.status().message() + ", launch");
+  }
   return Status::Ok();
 }
 
@@ -69,6 +82,15 @@ StatusOr<std::vector<Fit>> BuildFits(const std::vector<Measurement>& measurement
       g.kind = kFitKindComm;
       g.x = "bus_bytes";
       g.points.push_back({bus, m.median.value()});
+      g.ids.push_back(m.id);
+    } else if (m.kind == MeasurementKind::kOp && m.op == "launch") {
+      // Host time of issuing `launches` kernels: the fit's rate is launches per second.
+      const double n = Launches(m);
+      if (n < 1) continue;
+      Group& g = groups[{kFitKindCompute, ComputeFitKey(m)}];
+      g.kind = kFitKindCompute;
+      g.x = "launches";
+      g.points.push_back({n, m.median.value()});
       g.ids.push_back(m.id);
     } else if (m.kind == MeasurementKind::kOp) {
       const std::string op = m.op == "norm" ? "elementwise" : m.op;
@@ -117,6 +139,15 @@ Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const 
     const std::vector<std::string> key = SplitKey(f.key);
     if (f.kind == kFitKindCompute && compute != nullptr) {
       if (key.size() != 3 || key[0] != device || key[1] != backend) continue;
+      if (key[2] == "launch") {
+        auto model = PiecewiseLatencyModel::FromJson(f.params);
+        if (!model.ok()) return model.status().WithContext(fmt::format("fit {} '{}'", f.id, f.key));
+        if (model->empty()) return Status::Corruption(fmt::format("fit {} '{}': no segments", f.id, f.key));
+        // The per-launch cost is the inverse rate of the longest runs (the fixed part is the
+        // clock reading around them).
+        compute->SetMeasuredLaunchOverhead(Seconds(1.0 / model->segments().back().rate));
+        continue;
+      }
       if (key[2].rfind("attention@", 0) == 0) {
         auto model = PiecewiseLatencyModel::FromJson(f.params);
         if (!model.ok()) return model.status().WithContext(fmt::format("fit {} '{}'", f.id, f.key));
@@ -144,10 +175,12 @@ Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const 
 }
 
 StatusOr<CostModels> MakeCostModels(const Cluster& cluster, const std::vector<Fit>& fits,
-                                    const std::string& backend) {
+                                    const std::string& backend, Runtime runtime) {
   CostModels m{ComputeModel::Defaults(*cluster.gpu), std::make_unique<CommModel>(cluster)};
-  // The CPU "GPU" is measured by the cpu backend whatever the caller's default.
-  const std::string b = cluster.gpu->is_cpu ? "cpu" : backend;
+  m.compute.SetRuntime(runtime);
+  // The CPU "GPU" is measured by the cpu backend whatever the caller's default, unless the
+  // caller asks for the engine's reference kernels on it.
+  const std::string b = cluster.gpu->is_cpu && backend != "ref" ? "cpu" : backend;
   DITUNE_RETURN_IF_ERROR(ApplyFits(fits, cluster.gpu->id, b, &m.compute, m.comm.get()));
   return m;
 }

@@ -4,7 +4,8 @@
 //   comm     "<collective>/<link>[/cross-socket]"   piecewise over bus bytes
 //            (nccl-tests' size x bus factor), so group sizes pool into one curve
 //   compute  "<device>/<backend>/<op class>"        piecewise over FLOPs (bytes for
-//            elementwise ops)
+//            elementwise ops); "<device>/<backend>/launch": the host's time to issue
+//            kernels, piecewise over launches (ditune's engine on that backend)
 // Every fit records the measurements it came from and is rebuilt identically from them.
 #ifndef DITUNE_COSTMODELS_CALIBRATION_H_
 #define DITUNE_COSTMODELS_CALIBRATION_H_
@@ -26,7 +27,8 @@ inline constexpr const char* kFitKindComm = "comm";
 inline constexpr const char* kFitKindCompute = "compute";
 
 // Whether BuildFits can take `m`: an op measurement names an op class (gemm, attention,
-// linear_attention, elementwise, norm), a collective one a collective. InvalidArgument
+// linear_attention, elementwise, norm) or is a host-launch timing (op "launch" with
+// params.launches >= 1), a collective one a collective. InvalidArgument
 // naming the field and the valid names otherwise; other kinds pass.
 Status CheckFittable(const Measurement& m);
 
@@ -51,8 +53,11 @@ struct CostModels {
   std::unique_ptr<CommModel> comm;
   PipelineTermScales terms;  // text encoding and VAE decode, fitted per (GPU, model)
 };
+// `backend` picks the compute fits ("<gpu>/<backend>/..."), `runtime` who issues the
+// kernels: an eager framework such as xDiT, or ditune's engine (whose measured launch
+// overhead, fit "<gpu>/<backend>/launch", then applies).
 StatusOr<CostModels> MakeCostModels(const Cluster& cluster, const std::vector<Fit>& fits,
-                                    const std::string& backend = "cuda");
+                                    const std::string& backend = "cuda", Runtime runtime = Runtime::kEager);
 
 // The fit key of a collective measurement, and of an op measurement.
 std::string CommFitKey(const Measurement& m);

@@ -12,8 +12,30 @@ ComputeModel ComputeModel::Defaults(const GpuSpec& gpu) {
   m.defaults_[static_cast<int>(OpClass::kAttention)] = {0.50, 10e-6};
   m.defaults_[static_cast<int>(OpClass::kLinearAttention)] = {0.30, 10e-6};
   m.defaults_[static_cast<int>(OpClass::kElementwise)] = {0.80, 3e-6};
-  m.launch_overhead_ = gpu.is_cpu ? Seconds(0) : Microseconds(15);
+  m.is_cpu_ = gpu.is_cpu;
+  m.SetRuntime(Runtime::kEager);
   return m;
+}
+
+void ComputeModel::SetRuntime(Runtime runtime) {
+  runtime_ = runtime;
+  if (runtime == Runtime::kEngine && measured_launch_) {
+    launch_overhead_ = *measured_launch_;
+  } else if (is_cpu_) {
+    launch_overhead_ = Seconds(0);
+  } else {
+    launch_overhead_ = runtime == Runtime::kEager ? Microseconds(15) : Microseconds(5);
+  }
+}
+
+void ComputeModel::SetMeasuredLaunchOverhead(Seconds s) {
+  measured_launch_ = s;
+  if (runtime_ == Runtime::kEngine) launch_overhead_ = s;
+}
+
+Seconds ComputeModel::HostTime(const OpCost& op) const {
+  if (runtime_ == Runtime::kEngine) return op.host_only || op.engine_fused ? Seconds(0) : launch_overhead_;
+  return launch_overhead_ * op.kernels;
 }
 
 double ComputeModel::FitSize(const OpCost& op) {
@@ -21,7 +43,8 @@ double ComputeModel::FitSize(const OpCost& op) {
 }
 
 Seconds ComputeModel::DeviceTime(const OpCost& op) const {
-  return op.host_only ? Seconds(0) : CurveTime(op) * scale_;
+  if (op.host_only || (runtime_ == Runtime::kEngine && op.engine_fused)) return Seconds(0);
+  return CurveTime(op) * scale_;
 }
 
 Seconds ComputeModel::CurveTime(const OpCost& op) const {

@@ -23,6 +23,15 @@ struct DefaultEfficiency {
   double t0_s = 5e-6;  // the fixed cost that halves efficiency at small sizes
 };
 
+// Who issues the kernels, which sets the host's share of the time:
+// - kEager: an eager framework (xDiT over diffusers): each op is several framework ops
+//   (OpCost::kernels) and blocks carry Python glue (host-only ops), each costing the launch
+//   overhead; the catalog default is 15 µs an op.
+// - kEngine: ditune's own engine: one fused kernel per device op issued from C++, no glue;
+//   the overhead is what `calibrate compute` measures for the backend (default 5 µs on a
+//   GPU, 0 on the host, whose kernels run on the issuing thread and are timed as device time).
+enum class Runtime { kEager, kEngine };
+
 class ComputeModel {
  public:
   // Catalog defaults for `gpu`: tensor peak and memory bandwidth with typical efficiencies
@@ -33,9 +42,10 @@ class ComputeModel {
 
   // Device time of one op: the fitted or default curve, times the scale.
   Seconds DeviceTime(const OpCost& op) const;
-  // Host time to issue it: kernels x launch overhead. An eager framework's host runs ahead
+  // Host time to issue it: launches x launch overhead, where launches are the op's framework
+  // ops for kEager and one kernel (none for a host-only op) for kEngine. The host runs ahead
   // of the device, so a sequence of ops takes about max(sum of device, sum of host) time.
-  Seconds HostTime(const OpCost& op) const { return launch_overhead_ * op.kernels; }
+  Seconds HostTime(const OpCost& op) const;
   // One op on its own: max(device, host).
   Seconds OpTime(const OpCost& op) const;
   // A sequence of ops: max(sum of device times, sum of host times).
@@ -50,6 +60,13 @@ class ComputeModel {
   bool has_fit(OpClass cls) const { return fits_[static_cast<int>(cls)].has_value(); }
   void set_launch_overhead(Seconds s) { launch_overhead_ = s; }
   Seconds launch_overhead() const { return launch_overhead_; }
+  // Switches to `runtime`, resetting the launch overhead to its default for this device
+  // (a measured one is set after).
+  void SetRuntime(Runtime runtime);
+  // The engine's launch overhead as measured on this device: kEngine uses it instead of
+  // the default, now or once it is set.
+  void SetMeasuredLaunchOverhead(Seconds s);
+  Runtime runtime() const { return runtime_; }
   // A multiplier on every op time (fitted from end-to-end runs: framework overheads
   // that scale with the work).
   void set_scale(double k) { scale_ = k; }
@@ -71,6 +88,9 @@ class ComputeModel {
   std::array<std::optional<PiecewiseLatencyModel>, kNumOpClasses> fits_{};
   std::map<int, PiecewiseLatencyModel> attention_by_head_dim_;
   Seconds launch_overhead_;
+  Runtime runtime_ = Runtime::kEager;
+  bool is_cpu_ = false;
+  std::optional<Seconds> measured_launch_;
   double scale_ = 1.0;
 };
 

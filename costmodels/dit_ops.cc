@@ -38,6 +38,7 @@ void AddMlp(std::vector<OpCost>* ops, const ModelSpec& m, const std::string& p, 
             double inner, int tp) {
   ops->push_back(Gemm(p + "mlp_up", n, width, (m.mlp_gated ? 2.0 : 1.0) * inner / tp));
   ops->push_back(Elementwise(p + "act", n, inner / tp, m.mlp_gated ? 3 : 2, m.mlp_gated ? 2 : 1));
+  ops->back().engine_fused = !m.mlp_gated;
   ops->push_back(Gemm(p + "mlp_down", n, inner / tp, width));
 }
 

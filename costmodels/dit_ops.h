@@ -29,6 +29,9 @@ struct OpCost {
   int kernels = 1;  // framework ops the host issues (kernels, and views/reshapes that launch none)
   bool host_only = false;  // no device work: views, reshapes, chunking, Python glue
   int head_dim = 0;        // attention: kernels' efficiency depends on it
+  // ditune's engine computes this op in the epilogue of the GEMM before it (the GELU of a
+  // non-gated MLP): no device time or launch of its own under Runtime::kEngine.
+  bool engine_fused = false;
 };
 
 // Framework ops of one block that launch no kernel of their own (views, transposes,

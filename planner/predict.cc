@@ -8,25 +8,113 @@ namespace ditune {
 
 std::string E2eFitKey(const std::string& gpu, const std::string& model) { return fmt::format("{}/{}", gpu, model); }
 
-StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_id, const std::vector<Fit>& fits) {
-  DITUNE_ASSIGN_OR_RETURN(CostModels m, MakeCostModels(cluster, fits));
+std::string EngineFitKey(const std::string& gpu, const std::string& backend) {
+  return fmt::format("{}/{}/engine", gpu, backend);
+}
+
+namespace {
+
+StatusOr<double> ScaleParam(const Fit& f, const char* name) {
+  if (!f.params.contains(name) || !f.params[name].is_number()) {
+    return Status::Corruption(fmt::format("fit {} '{}': no {}", f.id, f.key, name));
+  }
+  return f.params[name].get<double>();
+}
+
+}  // namespace
+
+StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_id, const std::vector<Fit>& fits,
+                               const std::string& backend, Runtime runtime) {
+  DITUNE_ASSIGN_OR_RETURN(CostModels m, MakeCostModels(cluster, fits, backend, runtime));
   const std::string key = E2eFitKey(cluster.gpu->id, model_id);
+  const bool engine = runtime == Runtime::kEngine;
+  const std::string engine_key = EngineFitKey(cluster.gpu->id, cluster.gpu->is_cpu && backend != "ref" ? "cpu" : backend);
   for (const auto& f : fits) {
     if (!f.active || f.kind != kFitKindE2e) continue;
     if (f.key == key + "/text_encode" || f.key == key + "/vae_decode") {
-      if (!f.params.contains("scale") || !f.params["scale"].is_number()) {
-        return Status::Corruption(fmt::format("fit {} '{}': no scale", f.id, f.key));
-      }
-      (f.key.ends_with("text_encode") ? m.terms.text_encode : m.terms.vae_decode) = f.params["scale"].get<double>();
+      DITUNE_ASSIGN_OR_RETURN(double k, ScaleParam(f, "scale"));
+      (f.key.ends_with("text_encode") ? m.terms.text_encode : m.terms.vae_decode) = k;
     }
-    if (f.key == key) {
-      if (!f.params.contains("compute_scale") || !f.params["compute_scale"].is_number()) {
-        return Status::Corruption(fmt::format("fit {} '{}': no compute_scale", f.id, f.key));
-      }
-      m.compute.set_scale(f.params["compute_scale"].get<double>());
+    if (f.key == (engine ? engine_key : key)) {
+      DITUNE_ASSIGN_OR_RETURN(double k, ScaleParam(f, "compute_scale"));
+      m.compute.set_scale(k);
     }
   }
   return m;
+}
+
+StatusOr<SimResult> SimulateEngineRun(const ModelSpec& model, const Workload& workload, const ParallelConfig& config,
+                                      const Cluster& cluster, const std::vector<Fit>& fits,
+                                      const std::string& backend) {
+  DITUNE_ASSIGN_OR_RETURN(CostModels models, ModelsFor(cluster, model.id, fits, backend, Runtime::kEngine));
+  Workload latent = workload;
+  latent.output = OutputType::kLatent;
+  SimInput in{&model, latent, &cluster, config, &models.compute, models.comm.get()};
+  SimOptions so;
+  so.terms = models.terms;
+  return Simulate(in, so);
+}
+
+StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measurements, const Catalog& catalog,
+                                           const std::vector<Fit>& fits, std::vector<std::string>* skipped) {
+  struct Pairs {
+    std::vector<double> modelled, measured;
+    std::vector<int64_t> ids;
+  };
+  std::map<std::string, Pairs> groups;
+  for (const auto& m : measurements) {
+    if (m.kind != MeasurementKind::kE2e || m.op != "dit" || m.source != MeasurementSource::kExecutor ||
+        m.backend == "cpu" || m.ranks != 1) {
+      continue;
+    }
+    auto why = [&](const std::string& reason) {
+      if (skipped != nullptr) skipped->push_back(fmt::format("measurement {} (engine dit): {}", m.id, reason));
+    };
+    const auto& p = m.params;
+    if (!p.is_object() || !p.contains("model") || !p["model"].is_string() || !p.contains("config") ||
+        !p["config"].is_string()) {
+      why("params must name the model and the config");
+      continue;
+    }
+    auto model = catalog.Model(p["model"].get<std::string>());
+    if (!model.ok()) {
+      why(model.status().message());
+      continue;
+    }
+    auto config = ParseParallelConfig(p["config"].get<std::string>());
+    auto cluster = ResolveCluster(ClusterSpec{m.device, 1}, catalog);
+    if (!config.ok() || !cluster.ok()) {
+      why(!config.ok() ? config.status().message() : cluster.status().message());
+      continue;
+    }
+    Workload w{(*model)->id, p.value("height", (*model)->default_height), p.value("width", (*model)->default_width),
+               p.value("frames", 1), p.value("steps", (*model)->default_steps), p.value("batch", 1),
+               OutputType::kLatent};
+    auto sim = SimulateEngineRun(**model, w, *config, *cluster, fits, m.backend);
+    if (!sim.ok() || sim->dit.value() <= 0) {
+      why(sim.ok() ? "the model predicts no DiT time" : sim.status().message());
+      continue;
+    }
+    Pairs& g = groups[EngineFitKey(m.device, m.backend)];
+    g.modelled.push_back(sim->dit.value());
+    g.measured.push_back(m.median.value());
+    g.ids.push_back(m.id);
+  }
+  std::vector<Fit> out;
+  for (const auto& [key, g] : groups) {
+    DITUNE_ASSIGN_OR_RETURN(double k, FitScale(g.modelled, g.measured));
+    Fit f;
+    f.kind = kFitKindE2e;
+    f.key = key;
+    f.params = {{"compute_scale", k}};
+    f.points = static_cast<int>(g.modelled.size());
+    std::vector<double> scaled;
+    for (double x : g.modelled) scaled.push_back(x * k);
+    f.mape = MeanAbsolutePercentageError(scaled, g.measured);
+    f.measurement_ids = g.ids;
+    out.push_back(std::move(f));
+  }
+  return out;
 }
 
 StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& measurements, const Catalog& catalog,
@@ -84,7 +172,9 @@ StatusOr<std::vector<Fit>> RecalibrateAll(Store* store, const Catalog& catalog, 
   DITUNE_ASSIGN_OR_RETURN(std::vector<Measurement> all, store->Measurements());
   DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> fits, BuildFits(all, skipped));
   DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> terms, FitPipelineTerms(all, catalog, skipped));
+  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> engine, FitEngineScales(all, catalog, fits, skipped));
   fits.insert(fits.end(), terms.begin(), terms.end());
+  fits.insert(fits.end(), engine.begin(), engine.end());
   if (!fits.empty()) DITUNE_RETURN_IF_ERROR(store->ReplaceFits(fits));
   return fits;
 }

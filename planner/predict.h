@@ -18,10 +18,34 @@ namespace ditune {
 inline constexpr const char* kFitKindE2e = "e2e";
 std::string E2eFitKey(const std::string& gpu, const std::string& model);
 
-// Models for `cluster` with the store's fits and, if there are any, the e2e scales of
-// (cluster GPU, model): the framework's compute scale ("<gpu>/<model>"), and the text
-// encoding and VAE decode scales ("<gpu>/<model>/text_encode", ".../vae_decode").
-StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_id, const std::vector<Fit>& fits);
+// The fit key of ditune's engine on `backend` kernels on `gpu`: "<gpu>/<backend>/engine",
+// the scale measured / modelled DiT time over every one-device engine run recorded there.
+std::string EngineFitKey(const std::string& gpu, const std::string& backend);
+
+// Models for `cluster` with the store's fits. `backend` picks the compute fits
+// (MakeCostModels): cuda for GPUs, ref for the engine's reference kernels on the host.
+// `runtime` says who runs the kernels:
+// - kEager (xDiT and the like): the e2e scales of (cluster GPU, model) apply, if there are
+//   any: the framework's compute scale ("<gpu>/<model>") and the text encoding and VAE
+//   decode scales ("<gpu>/<model>/text_encode", ".../vae_decode");
+// - kEngine (ditune's engine): the engine's measured launch overhead and its scale
+//   (EngineFitKey) apply instead of the framework's compute scale, for every model — a
+//   scale fitted on some models and sizes predicts the others.
+StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_id, const std::vector<Fit>& fits,
+                               const std::string& backend = "cuda", Runtime runtime = Runtime::kEager);
+
+// The simulator's view of one run of ditune's engine: `config` on `cluster`, DiT only
+// (latent output), with the models of ModelsFor(..., backend, kEngine).
+StatusOr<SimResult> SimulateEngineRun(const ModelSpec& model, const Workload& workload, const ParallelConfig& config,
+                                      const Cluster& cluster, const std::vector<Fit>& fits,
+                                      const std::string& backend);
+
+// Fits of the engine scales: every one-device DiT measurement of ditune's engine (source
+// executor, op dit, ranks 1, a backend other than the CPU executor's "cpu") gives measured
+// / modelled, modelled from `fits` (the per-op curves and launch overhead); the median per
+// (GPU, backend) is the fit. `skipped` receives measurements that cannot be used.
+StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measurements, const Catalog& catalog,
+                                           const std::vector<Fit>& fits, std::vector<std::string>* skipped = nullptr);
 
 // Fits of the text-encoding and VAE-decode terms: every e2e measurement whose op is
 // text_encode or vae_decode and whose params name the workload (model, height, width,
@@ -30,8 +54,9 @@ StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_
 StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& measurements, const Catalog& catalog,
                                             std::vector<std::string>* skipped = nullptr);
 
-// Refits everything the store's measurements calibrate — per-op and collective curves and
-// the text-encoding / VAE terms — and replaces the active fits in one transaction.
+// Refits everything the store's measurements calibrate — per-op and collective curves, the
+// text-encoding / VAE terms and the engine scales — and replaces the active fits in one
+// transaction.
 StatusOr<std::vector<Fit>> RecalibrateAll(Store* store, const Catalog& catalog,
                                           std::vector<std::string>* skipped = nullptr);
 

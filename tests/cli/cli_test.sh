@@ -199,7 +199,15 @@ expect engine-bad-backend 2 "--backend 'tpu': valid: cpu, cuda, ref" -- run --ba
 expect engine-auto 2 "with --backend ref give --config SPEC or --plan FILE" -- run --backend ref --model tiny-flux --auto
 expect engine-too-big 2 "needs about [0-9.]+ GB on the device" -- run --backend ref --model stepvideo-t2v --steps 1 \
   --config ""
+expect engine-ref-uncalibrated 0 "no prediction: the ref kernels on this host are not calibrated \(run .ditune calibrate compute --backend ref. first\)" \
+  -- run --backend ref --model tiny-pixart --height 128 --width 128 --steps 2 --iters 1 --config ""
 expect calibrate-ref-kernels 0 "elementwise" -- calibrate compute --backend ref --reps 2
+# Calibrated, a ref run is predicted and recorded; its DiT time then calibrates the engine's scale.
+expect engine-ref-predicted 0 "predicted [0-9.]+ s \([-+][0-9.]+%\)" -- run --backend ref \
+  --model tiny-pixart --height 128 --width 128 --steps 2 --iters 1 --config ""
+expect engine-ref-recorded 0 "recorded as run-[0-9]+-cpu-[0-9]+-[0-9]+ in" -- run --backend ref --model tiny-sd3 \
+  --height 128 --width 128 --steps 2 --iters 1 --config ""
+expect engine-scale-fitted 0 "cpu/ref/engine +[0-9]+ .*compute scale [0-9.]+ \(measured / modelled\)" -- calibrate fit
 if ! nvidia-smi -L >/dev/null 2>&1; then
   expect engine-cuda-no-gpu 1 "no CUDA device|compute backend 'cuda' is not built" -- run --backend cuda \
     --model tiny-flux --config ""

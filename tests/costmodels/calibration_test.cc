@@ -92,6 +92,42 @@ TEST(CalibrationTest, FitsRebuildFromTheirMeasurements) {
   EXPECT_FALSE(other.has_fit(OpClass::kGemm));
 }
 
+TEST(CalibrationTest, LaunchTimingsGiveTheEnginesLaunchOverhead) {
+  // Host time of issuing n kernels: 2 us of clock reading and 4 us per launch.
+  std::vector<Measurement> meas;
+  for (int n : {32, 128, 512}) {
+    Measurement m;
+    m.id = n;
+    m.kind = MeasurementKind::kOp;
+    m.op = "launch";
+    m.backend = "cuda";
+    m.device = "h100-sxm5-80gb";
+    m.params = {{"launches", n}};
+    m.median = m.p10 = m.p90 = Seconds(2e-6 + n * 4e-6);
+    EXPECT_TRUE(CheckFittable(m).ok());
+    meas.push_back(m);
+  }
+  auto fits = *BuildFits(meas);
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_EQ(fits[0].key, "h100-sxm5-80gb/cuda/launch");
+  EXPECT_EQ(fits[0].params["x"], "launches");
+  const Cluster cluster = *ResolveCluster({"h100-sxm5-80gb", 1}, Cat());
+  OpCost norm{"n", OpClass::kElementwise, Flops(1e3), Bytes(1e4), 4};
+  // The eager framework keeps its own overhead; the engine takes the measured one.
+  auto eager = std::move(MakeCostModels(cluster, fits, "cuda", Runtime::kEager)).value();
+  EXPECT_NEAR(eager.compute.HostTime(norm).value(), 4 * 15e-6, 1e-12);
+  auto engine = std::move(MakeCostModels(cluster, fits, "cuda", Runtime::kEngine)).value();
+  EXPECT_NEAR(engine.compute.HostTime(norm).value(), 4e-6, 1e-8);
+  // Without the launch count the timing means nothing: refused, naming the field.
+  Measurement bad = meas[0];
+  bad.params = nlohmann::json::object();
+  Status st = CheckFittable(bad);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("params.launches"), std::string::npos) << st.message();
+  bad.op = "gemmm";
+  EXPECT_NE(CheckFittable(bad).message().find("elementwise, launch"), std::string::npos);
+}
+
 TEST(CalibrationTest, RecalibrateReplacesFitsInTheStore) {
   const std::string dir = std::string(DITUNE_TEST_TMP_DIR) + "/calibration";
   std::filesystem::remove_all(dir);

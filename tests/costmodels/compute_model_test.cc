@@ -53,6 +53,38 @@ TEST(ComputeModelTest, FitOverridesDefaultAndScaleApplies) {
   EXPECT_DOUBLE_EQ(m.OpTime(att).value(), 1.5 * (1e-5 + 1e9 / 1e11));
 }
 
+TEST(ComputeModelTest, TheEngineIssuesOneKernelPerOpAndFoldsTheMlpActivation) {
+  ComputeModel m = ComputeModel::Defaults(**Cat().Gpu("h100-sxm5-80gb"));
+  OpCost norm{"n", OpClass::kElementwise, Flops(1e3), Bytes(1e4), 4};
+  OpCost glue{"v", OpClass::kElementwise, Flops(0), Bytes(0), 45, true};
+  OpCost act{"act", OpClass::kElementwise, Flops(1e6), Bytes(1e8), 1};
+  act.engine_fused = true;
+  // Eager: 15 us per framework op, glue included; the activation is a kernel of its own.
+  EXPECT_NEAR(m.HostTime(norm).value(), 4 * 15e-6, 1e-12);
+  EXPECT_NEAR(m.HostTime(glue).value(), 45 * 15e-6, 1e-12);
+  const double act_eager = m.DeviceTime(act).value();
+  EXPECT_GT(act_eager, 0.0);
+  // The engine: one launch per device op at its default 5 us, no glue, the activation in the
+  // GEMM's epilogue.
+  m.SetRuntime(Runtime::kEngine);
+  EXPECT_NEAR(m.HostTime(norm).value(), 5e-6, 1e-12);
+  EXPECT_EQ(m.HostTime(glue).value(), 0.0);
+  EXPECT_EQ(m.HostTime(act).value(), 0.0);
+  EXPECT_EQ(m.DeviceTime(act).value(), 0.0);
+  EXPECT_EQ(m.DeviceTime(norm).value(), ComputeModel::Defaults(**Cat().Gpu("h100-sxm5-80gb")).DeviceTime(norm).value());
+  // A measured launch overhead is the engine's, set before or after the switch, never eager's.
+  m.SetMeasuredLaunchOverhead(Microseconds(3));
+  EXPECT_NEAR(m.HostTime(norm).value(), 3e-6, 1e-12);
+  m.SetRuntime(Runtime::kEager);
+  EXPECT_NEAR(m.HostTime(norm).value(), 4 * 15e-6, 1e-12);
+  m.SetRuntime(Runtime::kEngine);
+  EXPECT_NEAR(m.launch_overhead().value(), 3e-6, 1e-12);
+  // On the host the kernels run on the issuing thread: no launch overhead either way.
+  ComputeModel cpu = ComputeModel::Defaults(**Cat().Gpu("cpu"));
+  cpu.SetRuntime(Runtime::kEngine);
+  EXPECT_EQ(cpu.HostTime(norm).value(), 0.0);
+}
+
 TEST(PipelineTermsTest, TextAndVaeAreSeparateAndVaeSkipsForLatent) {
   const ModelSpec& flux = **Cat().Model("flux.1-dev");
   ComputeModel m = ComputeModel::Defaults(**Cat().Gpu("h100-sxm5-80gb"));

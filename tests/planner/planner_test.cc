@@ -7,6 +7,7 @@
 #include "planner/auto_configure.h"
 #include "planner/enumerate.h"
 #include "planner/plan.h"
+#include "planner/predict.h"
 
 namespace ditune {
 namespace {
@@ -256,6 +257,81 @@ TEST(LaunchTest, Commands) {
                               *ParseParallelConfig("cfg=2"), cluster);
   EXPECT_EQ(ShellJoin(run), "mpirun -np 2 ditune run --config cfg=2 --model tiny-pixart --height 64 --width 64 "
                             "--steps 4 --batch 1 --output-type latent");
+}
+
+// Runs of the engine on some models calibrate its scale for every model on that device and
+// backend; the eager framework's scales and the engine's never mix.
+TEST(PredictTest, EngineRunsOnSomeModelsCalibrateTheOthers) {
+  const Cluster host = *ResolveCluster({"cpu", 1}, Cat());
+  std::vector<Fit> fits;
+  for (auto [op, rate] : std::vector<std::pair<const char*, double>>{{"gemm", 3e10}, {"attention", 1e10},
+                                                                     {"elementwise", 4e9}}) {
+    Fit f;
+    f.kind = kFitKindCompute;
+    f.key = std::string("cpu/ref/") + op;
+    f.params = PiecewiseLatencyModel({{1, 1e15, 2e-6, rate}}).ToJson();
+    f.active = true;
+    fits.push_back(f);
+  }
+  auto dit = [&](const std::string& model, int size, const std::vector<Fit>& with) {
+    Workload w{model, size, size, 1, 3, 1, OutputType::kLatent};
+    auto r = SimulateEngineRun(**Cat().Model(model), w, ParallelConfig{}, host, with, "ref");
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->dit.value() : 0.0;
+  };
+  // Recorded runs of two models, 30% slower than the per-op curves say; one CPU executor run
+  // and one two-rank run, which calibrate other things.
+  std::vector<Measurement> runs;
+  auto run = [&](const std::string& model, int size, double seconds, const std::string& backend, int ranks) {
+    Measurement m;
+    m.id = static_cast<int64_t>(runs.size() + 1);
+    m.source = MeasurementSource::kExecutor;
+    m.kind = MeasurementKind::kE2e;
+    m.op = "dit";
+    m.backend = backend;
+    m.device = "cpu";
+    m.ranks = ranks;
+    m.params = {{"model", model}, {"height", size}, {"width", size}, {"frames", 1}, {"steps", 3},
+                {"batch", 1}, {"config", ""}};
+    m.median = m.p10 = m.p90 = Seconds(seconds);
+    runs.push_back(m);
+  };
+  run("tiny-pixart", 256, 1.3 * dit("tiny-pixart", 256, fits), "ref", 1);
+  run("tiny-flux", 128, 1.3 * dit("tiny-flux", 128, fits), "ref", 1);
+  run("tiny-sd3", 128, 1.3 * dit("tiny-sd3", 128, fits), "ref", 1);
+  run("tiny-sd3", 256, 9.0, "cpu", 1);
+  run("tiny-sd3", 256, 9.0, "ref", 2);
+  std::vector<std::string> skipped;
+  auto scales = *FitEngineScales(runs, Cat(), fits, &skipped);
+  ASSERT_EQ(scales.size(), 1u);
+  EXPECT_EQ(scales[0].key, EngineFitKey("cpu", "ref"));
+  EXPECT_EQ(scales[0].key, "cpu/ref/engine");
+  EXPECT_NEAR(scales[0].params["compute_scale"].get<double>(), 1.3, 1e-9);
+  EXPECT_EQ(scales[0].points, 3);
+  EXPECT_EQ(scales[0].measurement_ids, (std::vector<int64_t>{1, 2, 3}));
+  // A model with no runs of its own is predicted with the scale (the host has no launch
+  // overhead, so every time scales).
+  std::vector<Fit> with = fits;
+  with.push_back(scales[0]);
+  EXPECT_NEAR(dit("tiny-video", 256, with), 1.3 * dit("tiny-video", 256, fits), 1e-9);
+  // The eager framework's models ignore the engine's scale, and the engine ignores a per-model
+  // framework scale.
+  auto eager = std::move(ModelsFor(host, "tiny-video", with, "ref", Runtime::kEager)).value();
+  EXPECT_EQ(eager.compute.scale(), 1.0);
+  Fit framework;
+  framework.kind = kFitKindE2e;
+  framework.key = E2eFitKey("cpu", "tiny-video");
+  framework.params = {{"compute_scale", 2.0}};
+  framework.active = true;
+  with.push_back(framework);
+  EXPECT_EQ((*ModelsFor(host, "tiny-video", with, "ref", Runtime::kEngine)).compute.scale(), 1.3);
+  EXPECT_EQ((*ModelsFor(host, "tiny-video", with, "ref", Runtime::kEager)).compute.scale(), 2.0);
+  // A run naming a model the catalog lacks is skipped with the reason, not fatal.
+  run("no-such-model", 256, 1.0, "ref", 1);
+  skipped.clear();
+  EXPECT_EQ((*FitEngineScales(runs, Cat(), fits, &skipped)).size(), 1u);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("no-such-model"), std::string::npos) << skipped[0];
 }
 
 }  // namespace
