@@ -26,7 +26,17 @@ std::vector<std::string> SplitKey(const std::string& key) {
   return parts;
 }
 
+// Launches in a host-launch measurement (op "launch"); 0 when params do not say.
+double Launches(const Measurement& m) {
+  if (!m.params.is_object() || !m.params.contains("launches") || !m.params["launches"].is_number()) return 0;
+  return m.params["launches"].get<double>();
+}
+
 }  // namespace
+
+std::string FitBackend(const GpuSpec& gpu, const std::string& backend) {
+  return gpu.is_cpu && backend != "ref" ? "cpu" : backend;
+}
 
 std::string CommFitKey(const Measurement& m) {
   std::string key = fmt::format("{}/{}", m.op, m.link);
@@ -42,12 +52,6 @@ std::string ComputeFitKey(const Measurement& m) {
     op += fmt::format("@{}", m.params["head_dim"].get<int>());
   }
   return fmt::format("{}/{}/{}", m.device, m.backend, op);
-}
-
-// Launches in a host-launch measurement (op "launch"); 0 when params do not say.
-double Launches(const Measurement& m) {
-  if (!m.params.is_object() || !m.params.contains("launches") || !m.params["launches"].is_number()) return 0;
-  return m.params["launches"].get<double>();
 }
 
 Status CheckFittable(const Measurement& m) {
@@ -178,10 +182,7 @@ StatusOr<CostModels> MakeCostModels(const Cluster& cluster, const std::vector<Fi
                                     const std::string& backend, Runtime runtime) {
   CostModels m{ComputeModel::Defaults(*cluster.gpu), std::make_unique<CommModel>(cluster)};
   m.compute.SetRuntime(runtime);
-  // The CPU "GPU" is measured by the cpu backend whatever the caller's default, unless the
-  // caller asks for the engine's reference kernels on it.
-  const std::string b = cluster.gpu->is_cpu && backend != "ref" ? "cpu" : backend;
-  DITUNE_RETURN_IF_ERROR(ApplyFits(fits, cluster.gpu->id, b, &m.compute, m.comm.get()));
+  DITUNE_RETURN_IF_ERROR(ApplyFits(fits, cluster.gpu->id, FitBackend(*cluster.gpu, backend), &m.compute, m.comm.get()));
   return m;
 }
 

@@ -53,7 +53,12 @@ struct CostModels {
   std::unique_ptr<CommModel> comm;
   PipelineTermScales terms;  // text encoding and VAE decode, fitted per (GPU, model)
 };
-// `backend` picks the compute fits ("<gpu>/<backend>/..."), `runtime` who issues the
+// The backend whose compute fits describe `backend` on `gpu`: the CPU "GPU" is measured by
+// the cpu backend whatever the caller's default, unless the caller asks for the engine's
+// reference kernels on it.
+std::string FitBackend(const GpuSpec& gpu, const std::string& backend);
+
+// `backend` picks the compute fits ("<gpu>/<FitBackend>/..."), `runtime` who issues the
 // kernels: an eager framework such as xDiT, or ditune's engine (whose measured launch
 // overhead, fit "<gpu>/<backend>/launch", then applies).
 StatusOr<CostModels> MakeCostModels(const Cluster& cluster, const std::vector<Fit>& fits,

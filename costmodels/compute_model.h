@@ -60,8 +60,8 @@ class ComputeModel {
   bool has_fit(OpClass cls) const { return fits_[static_cast<int>(cls)].has_value(); }
   void set_launch_overhead(Seconds s) { launch_overhead_ = s; }
   Seconds launch_overhead() const { return launch_overhead_; }
-  // Switches to `runtime`, resetting the launch overhead to its default for this device
-  // (a measured one is set after).
+  // Switches to `runtime`: its launch overhead is the measured one (kEngine, once set) or its
+  // default for this device.
   void SetRuntime(Runtime runtime);
   // The engine's launch overhead as measured on this device: kEngine uses it instead of
   // the default, now or once it is set.

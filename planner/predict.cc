@@ -28,7 +28,7 @@ StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_
   DITUNE_ASSIGN_OR_RETURN(CostModels m, MakeCostModels(cluster, fits, backend, runtime));
   const std::string key = E2eFitKey(cluster.gpu->id, model_id);
   const bool engine = runtime == Runtime::kEngine;
-  const std::string engine_key = EngineFitKey(cluster.gpu->id, cluster.gpu->is_cpu && backend != "ref" ? "cpu" : backend);
+  const std::string engine_key = EngineFitKey(cluster.gpu->id, FitBackend(*cluster.gpu, backend));
   for (const auto& f : fits) {
     if (!f.active || f.kind != kFitKindE2e) continue;
     if (f.key == key + "/text_encode" || f.key == key + "/vae_decode") {
