@@ -21,7 +21,28 @@ StatusOr<double> ScaleParam(const Fit& f, const char* name) {
   return f.params[name].get<double>();
 }
 
+// Measured and modelled times of one fit's group, and the measurements they came from.
+struct ScalePairs {
+  std::vector<double> modelled, measured;
+  std::vector<int64_t> ids;
+};
+
 }  // namespace
+
+StatusOr<Fit> ScaleFit(const std::string& key, const std::string& param, const std::vector<double>& modelled,
+                       const std::vector<double>& measured, const std::vector<int64_t>& ids) {
+  DITUNE_ASSIGN_OR_RETURN(double k, FitScale(modelled, measured));
+  Fit f;
+  f.kind = kFitKindE2e;
+  f.key = key;
+  f.params = {{param, k}};
+  f.points = static_cast<int>(modelled.size());
+  std::vector<double> scaled;
+  for (double x : modelled) scaled.push_back(x * k);
+  f.mape = MeanAbsolutePercentageError(scaled, measured);
+  f.measurement_ids = ids;
+  return f;
+}
 
 StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_id, const std::vector<Fit>& fits,
                                const std::string& backend, Runtime runtime) {
@@ -57,11 +78,7 @@ StatusOr<SimResult> SimulateEngineRun(const ModelSpec& model, const Workload& wo
 
 StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measurements, const Catalog& catalog,
                                            const std::vector<Fit>& fits, std::vector<std::string>* skipped) {
-  struct Pairs {
-    std::vector<double> modelled, measured;
-    std::vector<int64_t> ids;
-  };
-  std::map<std::string, Pairs> groups;
+  std::map<std::string, ScalePairs> groups;
   for (const auto& m : measurements) {
     if (m.kind != MeasurementKind::kE2e || m.op != "dit" || m.source != MeasurementSource::kExecutor ||
         m.backend == "cpu" || m.ranks != 1) {
@@ -95,23 +112,14 @@ StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measu
       why(sim.ok() ? "the model predicts no DiT time" : sim.status().message());
       continue;
     }
-    Pairs& g = groups[EngineFitKey(m.device, m.backend)];
+    ScalePairs& g = groups[EngineFitKey(m.device, m.backend)];
     g.modelled.push_back(sim->dit.value());
     g.measured.push_back(m.median.value());
     g.ids.push_back(m.id);
   }
   std::vector<Fit> out;
   for (const auto& [key, g] : groups) {
-    DITUNE_ASSIGN_OR_RETURN(double k, FitScale(g.modelled, g.measured));
-    Fit f;
-    f.kind = kFitKindE2e;
-    f.key = key;
-    f.params = {{"compute_scale", k}};
-    f.points = static_cast<int>(g.modelled.size());
-    std::vector<double> scaled;
-    for (double x : g.modelled) scaled.push_back(x * k);
-    f.mape = MeanAbsolutePercentageError(scaled, g.measured);
-    f.measurement_ids = g.ids;
+    DITUNE_ASSIGN_OR_RETURN(Fit f, ScaleFit(key, "compute_scale", g.modelled, g.measured, g.ids));
     out.push_back(std::move(f));
   }
   return out;
@@ -119,8 +127,7 @@ StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measu
 
 StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& measurements, const Catalog& catalog,
                                             std::vector<std::string>* skipped) {
-  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> pairs;  // key -> (modelled, measured)
-  std::map<std::string, std::vector<int64_t>> ids;
+  std::map<std::string, ScalePairs> groups;
   for (const auto& m : measurements) {
     if (m.kind != MeasurementKind::kE2e || (m.op != "text_encode" && m.op != "vae_decode")) continue;
     auto why = [&](const std::string& reason) {
@@ -147,22 +154,14 @@ StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& meas
     const double modelled = m.op == "text_encode" ? TextEncodeTime(cm, **model, w).value()
                                                   : VaeDecodeTime(cm, **model, w).value();
     const std::string key = fmt::format("{}/{}", E2eFitKey(m.device, (*model)->id), m.op);
-    pairs[key].first.push_back(modelled);
-    pairs[key].second.push_back(m.median.value());
-    ids[key].push_back(m.id);
+    ScalePairs& g = groups[key];
+    g.modelled.push_back(modelled);
+    g.measured.push_back(m.median.value());
+    g.ids.push_back(m.id);
   }
   std::vector<Fit> fits;
-  for (const auto& [key, pm] : pairs) {
-    DITUNE_ASSIGN_OR_RETURN(double k, FitScale(pm.first, pm.second));
-    Fit f;
-    f.kind = kFitKindE2e;
-    f.key = key;
-    f.params = {{"scale", k}};
-    f.points = static_cast<int>(pm.first.size());
-    std::vector<double> scaled;
-    for (double x : pm.first) scaled.push_back(x * k);
-    f.mape = MeanAbsolutePercentageError(scaled, pm.second);
-    f.measurement_ids = ids[key];
+  for (const auto& [key, g] : groups) {
+    DITUNE_ASSIGN_OR_RETURN(Fit f, ScaleFit(key, "scale", g.modelled, g.measured, g.ids));
     fits.push_back(std::move(f));
   }
   return fits;

@@ -47,6 +47,11 @@ StatusOr<SimResult> SimulateEngineRun(const ModelSpec& model, const Workload& wo
 StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measurements, const Catalog& catalog,
                                            const std::vector<Fit>& fits, std::vector<std::string>* skipped = nullptr);
 
+// An e2e fit of one scale: `param` (e.g. "compute_scale") = the robust ratio measured /
+// modelled (FitScale), with its MAPE after scaling and the measurements it came from.
+StatusOr<Fit> ScaleFit(const std::string& key, const std::string& param, const std::vector<double>& modelled,
+                       const std::vector<double>& measured, const std::vector<int64_t>& ids);
+
 // Fits of the text-encoding and VAE-decode terms: every e2e measurement whose op is
 // text_encode or vae_decode and whose params name the workload (model, height, width,
 // frames, batch) gives measured / modelled; the median per (GPU, model, term) is the fit.

@@ -111,16 +111,7 @@ StatusOr<SuiteReport> ValidateSuite(const std::vector<SuiteRow>& rows, const Cat
       modelled.push_back(a);
       measured.push_back(b);
     }
-    DITUNE_ASSIGN_OR_RETURN(double k, FitScale(modelled, measured));
-    Fit f;
-    f.kind = kFitKindE2e;
-    f.key = key;
-    f.params = {{"compute_scale", k}};
-    f.points = static_cast<int>(pairs.size());
-    std::vector<double> scaled;
-    for (double a : modelled) scaled.push_back(a * k);
-    f.mape = MeanAbsolutePercentageError(scaled, measured);
-    f.measurement_ids = ids[key];
+    DITUNE_ASSIGN_OR_RETURN(Fit f, ScaleFit(key, "compute_scale", modelled, measured, ids[key]));
     e2e.push_back(f);
   }
   fits.insert(fits.end(), e2e.begin(), e2e.end());
