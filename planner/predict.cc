@@ -25,6 +25,11 @@ StatusOr<double> ScaleParam(const Fit& f, const char* name) {
 struct ScalePairs {
   std::vector<double> modelled, measured;
   std::vector<int64_t> ids;
+  void Add(double modelled_s, const Measurement& m) {
+    modelled.push_back(modelled_s);
+    measured.push_back(m.median.value());
+    ids.push_back(m.id);
+  }
 };
 
 }  // namespace
@@ -43,6 +48,20 @@ StatusOr<Fit> ScaleFit(const std::string& key, const std::string& param, const s
   f.measurement_ids = ids;
   return f;
 }
+
+namespace {
+
+// One ScaleFit per group, keyed by the group's key.
+StatusOr<std::vector<Fit>> ScaleFits(const std::map<std::string, ScalePairs>& groups, const std::string& param) {
+  std::vector<Fit> fits;
+  for (const auto& [key, g] : groups) {
+    DITUNE_ASSIGN_OR_RETURN(Fit f, ScaleFit(key, param, g.modelled, g.measured, g.ids));
+    fits.push_back(std::move(f));
+  }
+  return fits;
+}
+
+}  // namespace
 
 StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_id, const std::vector<Fit>& fits,
                                const std::string& backend, Runtime runtime) {
@@ -112,17 +131,9 @@ StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measu
       why(sim.ok() ? "the model predicts no DiT time" : sim.status().message());
       continue;
     }
-    ScalePairs& g = groups[EngineFitKey(m.device, m.backend)];
-    g.modelled.push_back(sim->dit.value());
-    g.measured.push_back(m.median.value());
-    g.ids.push_back(m.id);
+    groups[EngineFitKey(m.device, m.backend)].Add(sim->dit.value(), m);
   }
-  std::vector<Fit> out;
-  for (const auto& [key, g] : groups) {
-    DITUNE_ASSIGN_OR_RETURN(Fit f, ScaleFit(key, "compute_scale", g.modelled, g.measured, g.ids));
-    out.push_back(std::move(f));
-  }
-  return out;
+  return ScaleFits(groups, "compute_scale");
 }
 
 StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& measurements, const Catalog& catalog,
@@ -154,17 +165,9 @@ StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& meas
     const double modelled = m.op == "text_encode" ? TextEncodeTime(cm, **model, w).value()
                                                   : VaeDecodeTime(cm, **model, w).value();
     const std::string key = fmt::format("{}/{}", E2eFitKey(m.device, (*model)->id), m.op);
-    ScalePairs& g = groups[key];
-    g.modelled.push_back(modelled);
-    g.measured.push_back(m.median.value());
-    g.ids.push_back(m.id);
+    groups[key].Add(modelled, m);
   }
-  std::vector<Fit> fits;
-  for (const auto& [key, g] : groups) {
-    DITUNE_ASSIGN_OR_RETURN(Fit f, ScaleFit(key, "scale", g.modelled, g.measured, g.ids));
-    fits.push_back(std::move(f));
-  }
-  return fits;
+  return ScaleFits(groups, "scale");
 }
 
 StatusOr<std::vector<Fit>> RecalibrateAll(Store* store, const Catalog& catalog, std::vector<std::string>* skipped) {
