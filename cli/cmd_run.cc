@@ -126,6 +126,8 @@ int RunRun(int argc, char** argv) {
       ("iters", "timed iterations", cxxopts::value<int>()->default_value("3"))
       ("warmup", "untimed iterations first", cxxopts::value<int>()->default_value("1"))
       ("seed", "weights and inputs seed", cxxopts::value<uint64_t>()->default_value("42"))
+      ("profile", "engine (--backend cuda|ref): after the timed iterations, one more with every kernel timed on the "
+                  "device; prints each kernel's time against the model's price of it")
       ("comm", "engine backends across ranks (under mpirun): nccl (GPU memory, one GPU per rank) or mpi (staged "
                "through the host; ranks may share a GPU); default nccl for cuda where built, else mpi. Under "
                "mpirun a rank waits DITUNE_COMM_TIMEOUT_S seconds (default 600, 0: forever) on its peers before it "
@@ -148,6 +150,9 @@ int RunRun(int argc, char** argv) {
       return Fail("run", Status::InvalidArgument(fmt::format("--backend '{}': valid: cpu, cuda, ref", backend)));
     }
     return RunOnEngine(*args, backend);
+  }
+  if (args->count("profile")) {
+    return Fail("run", Status::InvalidArgument("--profile times the engine's kernels: it needs --backend cuda or ref"));
   }
   if (args->count("comm")) {
     return Fail("run", Status::InvalidArgument(

@@ -5,6 +5,10 @@
 // (runs on the host's ref kernels under device "cpu", backend "ref").
 #include <algorithm>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -28,6 +32,61 @@ StatusOr<std::string> RunGpuId(const cxxopts::ParseResult& args, const Catalog& 
   if (args.count("gpu")) return args["gpu"].as<std::string>();
   if (backend == "ref") return std::string("cpu");
   return MapGpuName(device_name, catalog);
+}
+
+struct ProfileLine {
+  std::string kernel;
+  int64_t calls = 0;
+  double measured_s = 0, flops = 0, bytes = 0;
+  std::optional<double> modelled_s;  // where the model prices this kernel
+};
+
+// The measured kernels with the model's price of each beside them, and the kernels the
+// model prices that did not run (measured 0), in decreasing measured time.
+std::vector<ProfileLine> ProfileRows(const std::vector<exec::KernelProfileRow>& measured,
+                                     const std::map<std::string, Seconds>& modelled) {
+  std::vector<ProfileLine> rows;
+  for (const auto& m : measured) {
+    ProfileLine l{m.kernel, m.calls, m.seconds, m.flops, m.bytes, std::nullopt};
+    if (auto it = modelled.find(m.kernel); it != modelled.end()) l.modelled_s = it->second.value();
+    rows.push_back(std::move(l));
+  }
+  for (const auto& [kernel, t] : modelled) {
+    const bool ran = std::any_of(measured.begin(), measured.end(), [&](const auto& m) { return m.kernel == kernel; });
+    if (!ran && t.value() > 0) rows.push_back({kernel, 0, 0, 0, 0, t.value()});
+  }
+  return rows;
+}
+
+void PrintProfile(const std::vector<exec::KernelProfileRow>& measured, const std::map<std::string, Seconds>& modelled,
+                  double loop_s, int rank, std::ostream& os) {
+  os << fmt::format("kernel profile of rank {}: one more loop with every kernel timed on the device ({:.4f} s){}\n",
+                    rank, loop_s, modelled.empty() ? "" : "; modelled: each kernel's fitted curve, no engine scale");
+  os << fmt::format("{:<16} {:>7} {:>12} {:>7} {:>16} {:>12} {:>8}\n", "kernel", "calls", "measured_ms", "share",
+                    "achieved", "modelled_ms", "error");
+  double kernels = 0, priced = 0;
+  for (const auto& m : measured) kernels += m.seconds;
+  for (const auto& l : ProfileRows(measured, modelled)) {
+    std::string achieved = "-";
+    if (l.measured_s > 0 && l.flops > 0) {
+      achieved = fmt::format("{:.3f} TFLOP/s", l.flops / l.measured_s / 1e12);
+    } else if (l.measured_s > 0 && l.bytes > 0) {
+      achieved = fmt::format("{:.2f} GB/s", l.bytes / l.measured_s / 1e9);
+    }
+    std::string model = "-", error = "-";
+    if (l.modelled_s) {
+      priced += *l.modelled_s;
+      model = fmt::format("{:.3f}", 1e3 * *l.modelled_s);
+      if (l.measured_s > 0) error = fmt::format("{:+.1f}%", 100 * (*l.modelled_s / l.measured_s - 1));
+    }
+    os << fmt::format("{:<16} {:>7} {:>12.3f} {:>6.1f}% {:>16} {:>12} {:>8}\n", l.kernel, l.calls, 1e3 * l.measured_s,
+                      kernels > 0 ? 100 * l.measured_s / kernels : 0.0, achieved, model, error);
+  }
+  os << fmt::format("{:<16} {:>7} {:>12.3f} {:>7} {:>16} {:>12} {:>8}\n", "kernels", "", 1e3 * kernels, "", "",
+                    modelled.empty() ? "-" : fmt::format("{:.3f}", 1e3 * priced),
+                    modelled.empty() || kernels <= 0 ? "-" : fmt::format("{:+.1f}%", 100 * (priced / kernels - 1)));
+  os << fmt::format("between kernels: {:.3f} ms of the loop (launch gaps, host work, waiting on transfers)\n",
+                    1e3 * std::max(0.0, loop_s - kernels));
 }
 
 }  // namespace
@@ -102,6 +161,7 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   ro.warmup = args["warmup"].as<int>();
   ro.engine.seed = args["seed"].as<uint64_t>();
   ro.world = world.get();
+  ro.profile = args.count("profile") > 0;
   if (ro.iters < 1 || ro.iters > 10000 || ro.warmup < 0 || ro.warmup > 1000) {
     return Fail(cmd, Status::InvalidArgument("--iters must be 1 to 10000 and --warmup 0 to 1000"));
   }
@@ -134,6 +194,7 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
                  "--backend ref` first)";
   }
   double predicted_dit = 0, predicted_busy = 0;
+  std::map<std::string, Seconds> modelled_kernels;  // with --profile
   if (gpu_id.ok() && calibrated) {
     ClusterSpec spec{*gpu_id, n};
     if (args.count("gpus")) {
@@ -148,6 +209,11 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
     if (!cluster.ok()) return Fail(cmd, cluster.status());
     auto sim = SimulateEngineRun(model, *workload, *config, *cluster, *fits, priced_as);
     if (!sim.ok()) return Fail(cmd, sim.status());
+    if (ro.profile) {
+      auto k = EngineKernelTimes(model, *workload, *config, *cluster, *fits, priced_as, rank);
+      if (!k.ok()) return Fail(cmd, k.status());
+      modelled_kernels = std::move(*k);
+    }
     predicted_dit = sim->dit.value();
     for (const auto& rr : sim->ranks) {
       if (rr.rank == rank) predicted_busy = rr.busy.value();
@@ -207,6 +273,16 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
       }
     }
     if (!run_id.empty()) j["run_id"] = run_id;
+    if (ro.profile) {
+      j["profile_loop_s"] = r->profile_loop_s;
+      j["profile"] = nlohmann::json::array();
+      for (const auto& row : ProfileRows(r->profile, modelled_kernels)) {
+        nlohmann::json e{{"kernel", row.kernel}, {"calls", row.calls}, {"measured_s", row.measured_s},
+                         {"flops", row.flops}, {"bytes", row.bytes}};
+        if (row.modelled_s) e["modelled_s"] = *row.modelled_s;
+        j["profile"].push_back(std::move(e));
+      }
+    }
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -231,6 +307,7 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   }
   std::cout << fmt::format("memory: weights {:.2f} GB, peak {:.2f} GB\n", r->weight_bytes / 1e9, r->peak_bytes / 1e9);
   std::cout << "text encoding and VAE decode: not run by the engine (latent output)\n";
+  if (ro.profile) PrintProfile(r->profile, modelled_kernels, r->profile_loop_s, rank, std::cout);
   if (!run_id.empty()) std::cout << "recorded as " << run_id << " in " << (*store)->path() << "\n";
   return 0;
 }

@@ -44,14 +44,23 @@ std::string CommFitKey(const Measurement& m) {
   return key;
 }
 
-std::string ComputeFitKey(const Measurement& m) {
+std::vector<std::string> ComputeFitKeys(const Measurement& m) {
   std::string op = m.op == "norm" ? "elementwise" : m.op;
+  const auto prefix = fmt::format("{}/{}/", m.device, m.backend);
+  const bool has_params = m.params.is_object();
   // Attention kernels are fitted per head dimension when the measurement says it.
-  if (op == "attention" && m.params.is_object() && m.params.contains("head_dim") &&
-      m.params["head_dim"].is_number_integer()) {
-    op += fmt::format("@{}", m.params["head_dim"].get<int>());
+  if (op == "attention" && has_params && m.params.contains("head_dim") && m.params["head_dim"].is_number_integer()) {
+    return {prefix + fmt::format("attention@{}", m.params["head_dim"].get<int>())};
   }
-  return fmt::format("{}/{}/{}", m.device, m.backend, op);
+  const std::string kernel =
+      has_params && m.params.contains("kernel") && m.params["kernel"].is_string() ? m.params["kernel"].get<std::string>()
+                                                                               : "";
+  if (!IsKernelFitName(kernel)) return {prefix + op};
+  // A GEMM with an epilogue is its own kernel; an elementwise kernel has its own curve and
+  // also joins the class's pooled one (what prices ops whose kernel was not measured).
+  if (op == "gemm") return {prefix + kernel};
+  if (op == "elementwise") return {prefix + op, prefix + kernel};
+  return {prefix + op};
 }
 
 Status CheckFittable(const Measurement& m) {
@@ -91,7 +100,7 @@ StatusOr<std::vector<Fit>> BuildFits(const std::vector<Measurement>& measurement
       // Host time of issuing `launches` kernels: the fit's rate is launches per second.
       const double n = Launches(m);
       if (n < 1) continue;
-      Group& g = groups[{kFitKindCompute, ComputeFitKey(m)}];
+      Group& g = groups[{kFitKindCompute, fmt::format("{}/{}/launch", m.device, m.backend)}];
       g.kind = kFitKindCompute;
       g.x = "launches";
       g.points.push_back({n, m.median.value()});
@@ -102,11 +111,13 @@ StatusOr<std::vector<Fit>> BuildFits(const std::vector<Measurement>& measurement
       if (!cls.ok()) return cls.status().WithContext(fmt::format("measurement {}", m.id));
       const double x = *cls == OpClass::kElementwise ? m.bytes.value() : m.flops.value();
       if (x <= 0) continue;
-      Group& g = groups[{kFitKindCompute, ComputeFitKey(m)}];
-      g.kind = kFitKindCompute;
-      g.x = *cls == OpClass::kElementwise ? "bytes" : "flops";
-      g.points.push_back({x, m.median.value()});
-      g.ids.push_back(m.id);
+      for (const std::string& key : ComputeFitKeys(m)) {
+        Group& g = groups[{kFitKindCompute, key}];
+        g.kind = kFitKindCompute;
+        g.x = *cls == OpClass::kElementwise ? "bytes" : "flops";
+        g.points.push_back({x, m.median.value()});
+        g.ids.push_back(m.id);
+      }
     }
   }
   std::vector<Fit> fits;
@@ -156,6 +167,12 @@ Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const 
         auto model = PiecewiseLatencyModel::FromJson(f.params);
         if (!model.ok()) return model.status().WithContext(fmt::format("fit {} '{}'", f.id, f.key));
         compute->SetAttentionFit(std::atoi(key[2].c_str() + 10), *model);
+        continue;
+      }
+      if (IsKernelFitName(key[2])) {
+        auto model = PiecewiseLatencyModel::FromJson(f.params);
+        if (!model.ok()) return model.status().WithContext(fmt::format("fit {} '{}'", f.id, f.key));
+        compute->SetKernelFit(key[2], *model);
         continue;
       }
       auto cls = ParseOpClass(key[2]);

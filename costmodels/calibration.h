@@ -5,7 +5,9 @@
 //            (nccl-tests' size x bus factor), so group sizes pool into one curve
 //   compute  "<device>/<backend>/<op class>"        piecewise over FLOPs (bytes for
 //            elementwise ops); "<device>/<backend>/launch": the host's time to issue
-//            kernels, piecewise over launches (ditune's engine on that backend)
+//            kernels, piecewise over launches (ditune's engine on that backend);
+//            "<device>/<backend>/attention@<head_dim>" and "<device>/<backend>/<kernel>"
+//            (gemm_gelu, norm_modulate, gelu, ...: the engine's kernels, IsKernelFitName)
 // Every fit records the measurements it came from and is rebuilt identically from them.
 #ifndef DITUNE_COSTMODELS_CALIBRATION_H_
 #define DITUNE_COSTMODELS_CALIBRATION_H_
@@ -64,9 +66,12 @@ std::string FitBackend(const GpuSpec& gpu, const std::string& backend);
 StatusOr<CostModels> MakeCostModels(const Cluster& cluster, const std::vector<Fit>& fits,
                                     const std::string& backend = "cuda", Runtime runtime = Runtime::kEager);
 
-// The fit key of a collective measurement, and of an op measurement.
+// The fit key of a collective measurement, and the keys of an op measurement: its class
+// ("<device>/<backend>/gemm"), attention per head dimension ("attention@128"), and for the
+// engine's own kernels (params.kernel, IsKernelFitName) the kernel's ("gemm_gelu" alone;
+// an elementwise kernel both its own and the pooled "elementwise").
 std::string CommFitKey(const Measurement& m);
-std::string ComputeFitKey(const Measurement& m);
+std::vector<std::string> ComputeFitKeys(const Measurement& m);
 
 }  // namespace ditune
 

@@ -53,6 +53,10 @@ Seconds ComputeModel::CurveTime(const OpCost& op) const {
     auto it = attention_by_head_dim_.find(op.head_dim);
     if (it != attention_by_head_dim_.end()) return Seconds(it->second.Seconds(FitSize(op)));
   }
+  if (!op.kernel.empty() && (op.kernel != kernel_names::kGemmGelu || runtime_ == Runtime::kEngine)) {
+    auto it = kernel_fits_.find(op.kernel);
+    if (it != kernel_fits_.end()) return Seconds(it->second.Seconds(FitSize(op)));
+  }
   if (fits_[c]) return Seconds(fits_[c]->Seconds(FitSize(op)));
   const DefaultEfficiency& d = defaults_[c];
   // Memory roofline for every class at the elementwise efficiency.
@@ -76,6 +80,10 @@ Seconds ComputeModel::OpsTime(const std::vector<OpCost>& ops) const {
 
 void ComputeModel::SetAttentionFit(int head_dim, PiecewiseLatencyModel model) {
   attention_by_head_dim_[head_dim] = std::move(model);
+}
+
+void ComputeModel::SetKernelFit(const std::string& kernel, PiecewiseLatencyModel model) {
+  kernel_fits_[kernel] = std::move(model);
 }
 
 void ComputeModel::SetFit(OpClass cls, PiecewiseLatencyModel model) {

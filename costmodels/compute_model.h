@@ -7,6 +7,7 @@
 #include <array>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/hardware_spec.h"
@@ -57,6 +58,10 @@ class ComputeModel {
   // A fitted curve for attention kernels of one head dimension; it takes precedence over
   // the class's curve for ops with that head_dim.
   void SetAttentionFit(int head_dim, PiecewiseLatencyModel model);
+  // A fitted curve for one engine kernel (dit_ops.h kernel_names, IsKernelFitName): it takes
+  // precedence over the class's curve for ops that kernel computes (OpCost::kernel; the
+  // GEMM with the GELU epilogue only under Runtime::kEngine, where the MLP runs fused).
+  void SetKernelFit(const std::string& kernel, PiecewiseLatencyModel model);
   bool has_fit(OpClass cls) const { return fits_[static_cast<int>(cls)].has_value(); }
   void set_launch_overhead(Seconds s) { launch_overhead_ = s; }
   Seconds launch_overhead() const { return launch_overhead_; }
@@ -87,6 +92,7 @@ class ComputeModel {
   std::array<DefaultEfficiency, kNumOpClasses> defaults_{};
   std::array<std::optional<PiecewiseLatencyModel>, kNumOpClasses> fits_{};
   std::map<int, PiecewiseLatencyModel> attention_by_head_dim_;
+  std::map<std::string, PiecewiseLatencyModel, std::less<>> kernel_fits_;
   Seconds launch_overhead_;
   Runtime runtime_ = Runtime::kEager;
   bool is_cpu_ = false;

@@ -9,24 +9,33 @@ constexpr double kB = kElementBytes;
 
 // [n x k] x [k x m], bf16 operands.
 OpCost Gemm(std::string name, double n, double k, double m) {
-  return {std::move(name), OpClass::kGemm, Flops(2.0 * n * k * m), Bytes(kB * (n * k + k * m + n * m)), 1};
+  OpCost op{std::move(name), OpClass::kGemm, Flops(2.0 * n * k * m), Bytes(kB * (n * k + k * m + n * m)), 1};
+  op.kernel = kernel_names::kGemm;
+  return op;
 }
 
 // An elementwise pass over n x w elements that touches each `passes` times (reads and
-// writes), in `kernels` launches (eager frameworks split fused math into several).
-OpCost Elementwise(std::string name, double n, double w, double passes, int kernels) {
-  return {std::move(name), OpClass::kElementwise, Flops(4.0 * n * w), Bytes(kB * n * w * passes), kernels};
+// writes), in `kernels` launches (eager frameworks split fused math into several); the
+// engine computes it with `kernel`.
+OpCost Elementwise(std::string name, double n, double w, double passes, int kernels, const char* kernel) {
+  OpCost op{std::move(name), OpClass::kElementwise, Flops(4.0 * n * w), Bytes(kB * n * w * passes), kernels};
+  op.kernel = kernel;
+  return op;
 }
 
 OpCost Attention(std::string name, const ModelSpec& m, double q, double kv, double heads, double batch) {
   const double d = m.head_dim;
   if (m.attention == AttentionKind::kLinear) {
     // phi(K)^T V (d x d per head) and phi(Q) (K^T V): linear in tokens.
-    return {std::move(name), OpClass::kLinearAttention, Flops(4.0 * batch * (q + kv) * heads * d * d),
-            Bytes(kB * batch * heads * d * (2 * q + 2 * kv)), 3, false, m.head_dim};
+    OpCost op{std::move(name), OpClass::kLinearAttention, Flops(4.0 * batch * (q + kv) * heads * d * d),
+              Bytes(kB * batch * heads * d * (2 * q + 2 * kv)), 3, false, m.head_dim};
+    op.kernel = kernel_names::kLinearAttention;
+    return op;
   }
-  return {std::move(name), OpClass::kAttention, Flops(4.0 * batch * q * kv * heads * d),
-          Bytes(kB * batch * heads * d * (2 * q + 2 * kv)), 1, false, m.head_dim};
+  OpCost op{std::move(name), OpClass::kAttention, Flops(4.0 * batch * q * kv * heads * d),
+            Bytes(kB * batch * heads * d * (2 * q + 2 * kv)), 1, false, m.head_dim};
+  op.kernel = kernel_names::kAttention;
+  return op;
 }
 
 double MlpParams(const ModelSpec& m, double width, double inner) {
@@ -37,7 +46,9 @@ double MlpParams(const ModelSpec& m, double width, double inner) {
 void AddMlp(std::vector<OpCost>* ops, const ModelSpec& m, const std::string& p, double n, double width,
             double inner, int tp) {
   ops->push_back(Gemm(p + "mlp_up", n, width, (m.mlp_gated ? 2.0 : 1.0) * inner / tp));
-  ops->push_back(Elementwise(p + "act", n, inner / tp, m.mlp_gated ? 3 : 2, m.mlp_gated ? 2 : 1));
+  if (!m.mlp_gated) ops->back().kernel = kernel_names::kGemmGelu;
+  ops->push_back(Elementwise(p + "act", n, inner / tp, m.mlp_gated ? 3 : 2, m.mlp_gated ? 2 : 1,
+                             m.mlp_gated ? kernel_names::kSwiGlu : kernel_names::kGelu));
   ops->back().engine_fused = !m.mlp_gated;
   ops->push_back(Gemm(p + "mlp_down", n, inner / tp, width));
 }
@@ -46,21 +57,29 @@ void AddMlp(std::vector<OpCost>* ops, const ModelSpec& m, const std::string& p, 
 void AddJointPre(std::vector<OpCost>* ops, const std::string& p, double n, double width, double hidden,
                  double batch, int tp) {
   ops->push_back(Gemm(p + "modulation", batch, hidden, 6.0 * width));
-  ops->push_back(Elementwise(p + "norm1_mod", n, width, 2, 4));
+  ops->push_back(Elementwise(p + "norm1_mod", n, width, 2, 4, kernel_names::kNormModulate));
   ops->push_back(Gemm(p + "qkv", n, width, 3.0 * hidden / tp));
-  ops->push_back(Elementwise(p + "qk_norm_rope", n, 2.0 * hidden / tp, 2, 6));
+  ops->push_back(Elementwise(p + "qk_norm_rope", n, 2.0 * hidden / tp, 2, 6, kernel_names::kQkNormRope));
 }
 
 void AddJointPost(std::vector<OpCost>* ops, const ModelSpec& m, const std::string& p, double n,
                   double width, double hidden, double inner, int tp) {
   ops->push_back(Gemm(p + "attn_out", n, hidden / tp, width));
-  ops->push_back(Elementwise(p + "residual1", n, width, 3, 2));
-  ops->push_back(Elementwise(p + "norm2_mod", n, width, 2, 4));
+  ops->push_back(Elementwise(p + "residual1", n, width, 3, 2, kernel_names::kGatedResidual));
+  ops->push_back(Elementwise(p + "norm2_mod", n, width, 2, 4, kernel_names::kNormModulate));
   AddMlp(ops, m, p, n, width, inner, tp);
-  ops->push_back(Elementwise(p + "residual2", n, width, 3, 2));
+  ops->push_back(Elementwise(p + "residual2", n, width, 3, 2, kernel_names::kGatedResidual));
 }
 
 }  // namespace
+
+bool IsKernelFitName(std::string_view name) {
+  using namespace kernel_names;  // NOLINT(google-build-using-namespace): the list below
+  for (const char* k : {kGemmGelu, kAttentionMerge, kNormModulate, kGatedResidual, kGelu, kSwiGlu, kQkNormRope, kCopy}) {
+    if (name == k) return true;
+  }
+  return false;
+}
 
 std::string_view OpClassName(OpClass c) {
   switch (c) {
@@ -117,14 +136,14 @@ std::vector<OpCost> BlockOps(const ModelSpec& m, BlockFamily family, const RankW
   const double u = w.ulysses;
   switch (family) {
     case BlockFamily::kCross: {
-      ops.push_back(Elementwise("norm1_mod", ni, H, 2, 4));
+      ops.push_back(Elementwise("norm1_mod", ni, H, 2, 4, kernel_names::kNormModulate));
       ops.push_back(Gemm("qkv", ni, H, 3.0 * H / tp));
       ops.push_back(Attention("attn", m, u * static_cast<double>(w.img_tokens),
                               static_cast<double>(w.seq_img_tokens), w.heads, b));
       ops.push_back(Gemm("attn_out", ni, H / tp, H));
-      ops.push_back(Elementwise("residual1", ni, H, 3, 2));
+      ops.push_back(Elementwise("residual1", ni, H, 3, 2, kernel_names::kGatedResidual));
       // Cross-attention to the text: local queries, all heads (text is on every rank).
-      ops.push_back(Elementwise("norm2", ni, H, 2, 1));
+      ops.push_back(Elementwise("norm2", ni, H, 2, 1, kernel_names::kNormModulate));
       ops.push_back(Gemm("cross_q", ni, H, H / tp));
       const double text_per_patch = b * static_cast<double>(w.seq_txt_tokens) / w.patches;
       ops.push_back(Gemm("cross_kv", text_per_patch, H, 2.0 * H / tp));
@@ -136,13 +155,14 @@ std::vector<OpCost> BlockOps(const ModelSpec& m, BlockFamily family, const RankW
         xattn.flops = Flops(4.0 * b * static_cast<double>(w.img_tokens) * static_cast<double>(w.seq_txt_tokens) *
                             m.heads / tp * m.head_dim);
         xattn.kernels = 1;
+        xattn.kernel = kernel_names::kAttention;
       }
       ops.push_back(xattn);
       ops.push_back(Gemm("cross_out", ni, H / tp, H));
-      ops.push_back(Elementwise("residual2", ni, H, 3, 1));
-      ops.push_back(Elementwise("norm3_mod", ni, H, 2, 4));
+      ops.push_back(Elementwise("residual2", ni, H, 3, 1, kernel_names::kGatedResidual));
+      ops.push_back(Elementwise("norm3_mod", ni, H, 2, 4, kernel_names::kNormModulate));
       AddMlp(&ops, m, "", ni, H, M, tp);
-      ops.push_back(Elementwise("residual3", ni, H, 3, 2));
+      ops.push_back(Elementwise("residual3", ni, H, 3, 2, kernel_names::kGatedResidual));
       break;
     }
     case BlockFamily::kJoint: {
@@ -159,14 +179,14 @@ std::vector<OpCost> BlockOps(const ModelSpec& m, BlockFamily family, const RankW
     case BlockFamily::kSingle: {
       const double n = ni + nt;
       ops.push_back(Gemm("modulation", b, H, 3.0 * H));
-      ops.push_back(Elementwise("norm_mod", n, H, 2, 4));
+      ops.push_back(Elementwise("norm_mod", n, H, 2, 4, kernel_names::kNormModulate));
       ops.push_back(Gemm("qkv_mlp_in", n, H, (3.0 * H + (m.mlp_gated ? 2.0 : 1.0) * M) / tp));
-      ops.push_back(Elementwise("qk_norm_rope", n, 2.0 * H / tp, 2, 6));
+      ops.push_back(Elementwise("qk_norm_rope", n, 2.0 * H / tp, 2, 6, kernel_names::kQkNormRope));
       ops.push_back(Attention("attn", m, u * static_cast<double>(w.img_tokens + w.txt_tokens),
                               static_cast<double>(w.seq_img_tokens + w.seq_txt_tokens), w.heads, b));
-      ops.push_back(Elementwise("act", n, M / tp, 2, 1));
+      ops.push_back(Elementwise("act", n, M / tp, 2, 1, m.mlp_gated ? kernel_names::kSwiGlu : kernel_names::kGelu));
       ops.push_back(Gemm("out", n, (H + M) / tp, H));
-      ops.push_back(Elementwise("residual", n, H, 3, 2));
+      ops.push_back(Elementwise("residual", n, H, 3, 2, kernel_names::kGatedResidual));
       break;
     }
   }
@@ -182,7 +202,7 @@ std::vector<OpCost> StepOverheadOps(const ModelSpec& m, const RankWork& w) {
   ops.push_back(Gemm("patch_embed", ni, patch_in, m.hidden));
   ops.push_back(Gemm("time_embed", b, 256 + m.hidden, m.hidden));
   ops.push_back(Gemm("text_embed", text, m.text_hidden, m.text_stream_hidden));
-  ops.push_back(Elementwise("final_norm_mod", ni, m.hidden, 2, 4));
+  ops.push_back(Elementwise("final_norm_mod", ni, m.hidden, 2, 4, kernel_names::kNormModulate));
   ops.push_back(Gemm("final_proj", ni, m.hidden, patch_in));
   return ops;
 }

@@ -21,6 +21,26 @@ enum class OpClass { kGemm, kAttention, kLinearAttention, kElementwise };
 inline constexpr int kNumOpClasses = 4;
 std::string_view OpClassName(OpClass c);
 
+// The kernels ditune's engine runs (executor/kernels.h), by the names its kernel profile
+// (`ditune run --profile`) and the per-kernel compute fits ("<device>/<backend>/
+// elementwise@<kernel>", "gemm@gelu") use. An op's `kernel` says which one computes it there.
+namespace kernel_names {
+inline constexpr const char* kGemm = "gemm";
+inline constexpr const char* kGemmGelu = "gemm_gelu";  // a GEMM with the GELU in its epilogue
+inline constexpr const char* kAttention = "attention";
+inline constexpr const char* kLinearAttention = "linear_attention";
+inline constexpr const char* kAttentionMerge = "attention_merge";
+inline constexpr const char* kNormModulate = "norm_modulate";
+inline constexpr const char* kGatedResidual = "gated_residual";
+inline constexpr const char* kGelu = "gelu";
+inline constexpr const char* kSwiGlu = "swiglu";
+inline constexpr const char* kQkNormRope = "qk_norm_rope";
+inline constexpr const char* kCopy = "copy";
+}  // namespace kernel_names
+// Whether `name` is one of the engine's kernels above that has a fit of its own
+// ("<device>/<backend>/<name>"): GEMMs with the GELU epilogue and the elementwise kernels.
+bool IsKernelFitName(std::string_view name);
+
 struct OpCost {
   std::string name;  // e.g. "img.qkv", "attn", "txt.mlp_up"
   OpClass cls = OpClass::kGemm;
@@ -32,6 +52,8 @@ struct OpCost {
   // ditune's engine computes this op in the epilogue of the GEMM before it (the GELU of a
   // non-gated MLP): no device time or launch of its own under Runtime::kEngine.
   bool engine_fused = false;
+  // The engine kernel that computes it (kernel_names); empty: none in particular.
+  std::string kernel;
 };
 
 // Framework ops of one block that launch no kernel of their own (views, transposes,

@@ -44,8 +44,11 @@ StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workloa
   }
   DITUNE_RETURN_IF_ERROR(fits);
   DITUNE_ASSIGN_OR_RETURN(auto kernels, CreateKernels(options.kernels, device.get()));
+  std::unique_ptr<ProfilingKernels> profiler;
+  if (options.profile) profiler = std::make_unique<ProfilingKernels>(kernels.get());
+  Kernels* run_kernels = profiler != nullptr ? profiler.get() : kernels.get();
   DITUNE_ASSIGN_OR_RETURN(auto engine,
-                          DitEngine::Create(model, workload, work, kernels.get(), options.engine, world));
+                          DitEngine::Create(model, workload, work, run_kernels, options.engine, world));
   EngineRunResult r;
   r.device_name = device->props().name;
   r.work = work;
@@ -80,6 +83,13 @@ StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workloa
     }
     std::sort(comms.begin(), comms.end());
     r.comm_median_s = comms[comms.size() / 2];
+  }
+  if (profiler != nullptr) {
+    if (host != nullptr) DITUNE_RETURN_IF_ERROR(host->Barrier());
+    profiler->Start();
+    DITUNE_ASSIGN_OR_RETURN(EngineResult g, engine->Generate());
+    DITUNE_ASSIGN_OR_RETURN(r.profile, profiler->Stop());
+    r.profile_loop_s = g.dit_seconds;
   }
   std::sort(loops.begin(), loops.end());
   std::sort(steps.begin(), steps.end());

@@ -14,6 +14,7 @@
 #include "core/parallel_config.h"
 #include "core/workload.h"
 #include "executor/engine.h"
+#include "executor/profiling_kernels.h"
 
 namespace ditune::exec {
 
@@ -23,6 +24,9 @@ struct EngineRunOptions {
   Comm* world = nullptr;         // every rank at once: a world of the plan's size (MPI or NCCL)
   int warmup = 1;
   int iters = 3;
+  // After the timed iterations, one more with every kernel timed on the device
+  // (ProfilingKernels): the result's `profile`.
+  bool profile = false;
   EngineOptions engine;
 };
 
@@ -38,6 +42,10 @@ struct EngineRunResult {
   int64_t weight_bytes = 0;
   int64_t peak_bytes = 0;
   std::vector<Mat> latents;    // exact runs: the last iteration's output
+  // With options.profile: this rank's device time per kernel over one denoising loop, and
+  // that loop's own time (events around every kernel make it a little slower).
+  std::vector<KernelProfileRow> profile;
+  double profile_loop_s = 0;
 };
 
 // Refuses, before allocating, a rank whose weights and activations exceed the device's

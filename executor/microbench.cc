@@ -100,6 +100,9 @@ StatusOr<double> HostLaunchMedian(Kernels* kernels, int reps, int n, void* buf, 
   return t[t.size() / 2];
 }
 
+// The head dimension the elementwise sweep uses for per-head kernels over `cols` columns.
+int MergeHeadDim(int64_t cols) { return cols % 128 == 0 ? 128 : 64; }
+
 }  // namespace
 
 StatusOr<std::vector<Measurement>> KernelSweep(Kernels* kernels, const std::string& device_id, int reps,
@@ -141,11 +144,16 @@ StatusOr<std::vector<Measurement>> KernelSweep(Kernels* kernels, const std::stri
   int64_t elems = 0;
   for (const auto& g : gemms) elems = std::max(elems, g.m * g.k + g.k * g.n + g.m * g.n);
   for (const auto& a : attns) elems = std::max(elems, (2 * a.q + 2 * a.kv) * a.heads * a.d);
-  for (auto [r, c] : norms) elems = std::max(elems, 8 * r * c);
+  // The widest elementwise case: SwiGLU reads rows x 8 cols and writes rows x 4 cols.
+  for (auto [r, c] : norms) elems = std::max(elems, 12 * r * c);
+  int64_t lse_elems = 0;  // attention merge: two log-sum-exp vectors of rows x heads
+  for (auto [r, c] : norms) lse_elems = std::max(lse_elems, 2 * r * c / MergeHeadDim(c));
   DITUNE_ASSIGN_OR_RETURN(auto buf, d->Alloc(elems * 2));
   DITUNE_ASSIGN_OR_RETURN(auto vec, d->Alloc(2 * 16384 * 4));
+  DITUNE_ASSIGN_OR_RETURN(auto lse, d->Alloc(lse_elems * 4));
   DITUNE_RETURN_IF_ERROR(kernels->FillRandom(buf->data(), elems, 0.5f, 11, 1));
   DITUNE_RETURN_IF_ERROR(kernels->Zero(vec->data(), 2 * 16384 * 2));
+  DITUNE_RETURN_IF_ERROR(kernels->Zero(lse->data(), lse_elems * 2));
   auto at = [&](int64_t e) { return static_cast<char*>(buf->data()) + 2 * e; };
   // Host time to issue kernels back to back (a GPU's stream is asynchronous): what the
   // engine's host spends per kernel while the device runs ahead.
@@ -172,6 +180,13 @@ StatusOr<std::vector<Measurement>> KernelSweep(Kernels* kernels, const std::stri
     DITUNE_ASSIGN_OR_RETURN(double t, DeviceMedian(d, reps, [&] { return kernels->Gemm(a); }));
     op("gemm", 2.0 * g.m * g.k * g.n, kElementBytes * (g.m * g.k + g.k * g.n + g.m * g.n), t,
        {{"m", g.m}, {"k", g.k}, {"n", g.n}});
+    if (g.n > g.k) {
+      // An up-projection with the MLP's GELU in its epilogue (the engine's fused MLP-in).
+      a.epilogue = Epilogue::kGelu;
+      DITUNE_ASSIGN_OR_RETURN(double te, DeviceMedian(d, reps, [&] { return kernels->Gemm(a); }));
+      op("gemm", 2.0 * g.m * g.k * g.n, kElementBytes * (g.m * g.k + g.k * g.n + g.m * g.n), te,
+         {{"m", g.m}, {"k", g.k}, {"n", g.n}, {"kernel", kernel_names::kGemmGelu}});
+    }
     if (progress) progress(++done, total);
   }
   for (const auto& x : attns) {
@@ -205,10 +220,48 @@ StatusOr<std::vector<Measurement>> KernelSweep(Kernels* kernels, const std::stri
     op("elementwise", 8.0 * rows * cols, 2.0 * kElementBytes * rows * cols, t,
        {{"kernel", "norm_modulate"}, {"rows", rows}, {"cols", cols}});
     DITUNE_ASSIGN_OR_RETURN(double tg, DeviceMedian(d, reps, [&] {
-                              return kernels->Activate(Activation::kGelu, at(0), 4 * cols, at(0), 4 * cols, rows, 4 * cols);
+                              return kernels->Activate(Activation::kGelu, at(0), 4 * cols, at(4 * rows * cols), 4 * cols, rows, 4 * cols);
                             }));
     op("elementwise", 8.0 * rows * 4 * cols, 2.0 * kElementBytes * rows * 4 * cols, tg,
-       {{"kernel", "gelu"}, {"rows", rows}, {"cols", 4 * cols}});
+       {{"kernel", kernel_names::kGelu}, {"rows", rows}, {"cols", 4 * cols}});
+    // The rest of the engine's elementwise kernels at the same rows and widths, their bytes
+    // counted as the cost model counts its ops' (dit_ops.cc): passes x bf16 elements.
+    DITUNE_ASSIGN_OR_RETURN(double ts, DeviceMedian(d, reps, [&] {
+                              return kernels->Activate(Activation::kSwiGlu, at(0), 8 * cols, at(8 * rows * cols),
+                                                       4 * cols, rows, 4 * cols);
+                            }));
+    op("elementwise", 12.0 * rows * 4 * cols, 3.0 * kElementBytes * rows * 4 * cols, ts,
+       {{"kernel", kernel_names::kSwiGlu}, {"rows", rows}, {"cols", 4 * cols}});
+    DITUNE_ASSIGN_OR_RETURN(double tr, DeviceMedian(d, reps, [&] {
+                              return kernels->GatedResidual(at(0), cols, shift, at(rows * cols), cols, rows, cols);
+                            }));
+    op("elementwise", 2.0 * rows * cols, 3.0 * kElementBytes * rows * cols, tr,
+       {{"kernel", kernel_names::kGatedResidual}, {"rows", rows}, {"cols", cols}});
+    const int hd = MergeHeadDim(cols);
+    DITUNE_ASSIGN_OR_RETURN(double tq, DeviceMedian(d, reps, [&] {
+                              return kernels->QkNormRope(at(0), 2 * cols, rows, static_cast<int>(cols / hd), hd, 0);
+                            }));
+    op("elementwise", 20.0 * rows * 2 * cols, 2.0 * kElementBytes * rows * 2 * cols, tq,
+       {{"kernel", kernel_names::kQkNormRope}, {"rows", rows}, {"cols", 2 * cols}, {"head_dim", hd}});
+    DITUNE_ASSIGN_OR_RETURN(double tc, DeviceMedian(d, reps, [&] {
+                              return kernels->Copy(at(2 * rows * cols), cols, at(0), cols, rows, cols);
+                            }));
+    op("elementwise", 0, 2.0 * kElementBytes * rows * cols, tc,
+       {{"kernel", kernel_names::kCopy}, {"rows", rows}, {"cols", cols}});
+    AttentionMergeArgs mg;
+    mg.o = at(0);
+    mg.ldo = cols;
+    mg.o2 = at(rows * cols);
+    mg.ldo2 = cols;
+    mg.lse = static_cast<float*>(lse->data());
+    mg.lse2 = static_cast<float*>(lse->data()) + rows * (cols / hd);
+    mg.q_rows = rows;
+    mg.heads = static_cast<int>(cols / hd);
+    mg.head_dim = hd;
+    DITUNE_ASSIGN_OR_RETURN(double tm, DeviceMedian(d, reps, [&] { return kernels->MergeAttention(mg); }));
+    // Bytes as the model's Ring merge counts them: ten fp32 passes over the output.
+    op("elementwise", 0, 10.0 * 4.0 * rows * cols, tm,
+       {{"kernel", kernel_names::kAttentionMerge}, {"rows", rows}, {"cols", cols}, {"head_dim", hd}});
     if (progress) progress(++done, total);
   }
   for (int n : launches) {

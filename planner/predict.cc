@@ -95,6 +95,16 @@ StatusOr<SimResult> SimulateEngineRun(const ModelSpec& model, const Workload& wo
   return Simulate(in, so);
 }
 
+StatusOr<std::map<std::string, Seconds>> EngineKernelTimes(const ModelSpec& model, const Workload& workload,
+                                                           const ParallelConfig& config, const Cluster& cluster,
+                                                           const std::vector<Fit>& fits, const std::string& backend,
+                                                           int rank) {
+  DITUNE_ASSIGN_OR_RETURN(CostModels models, ModelsFor(cluster, model.id, fits, backend, Runtime::kEngine));
+  models.compute.set_scale(1.0);
+  SimInput in{&model, workload, &cluster, config, &models.compute, models.comm.get()};
+  return ModelledKernelTimes(in, rank);
+}
+
 StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measurements, const Catalog& catalog,
                                            const std::vector<Fit>& fits, std::vector<std::string>* skipped) {
   std::map<std::string, ScalePairs> groups;

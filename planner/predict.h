@@ -3,6 +3,8 @@
 #ifndef DITUNE_PLANNER_PREDICT_H_
 #define DITUNE_PLANNER_PREDICT_H_
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "core/catalog.h"
@@ -39,6 +41,14 @@ StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_
 StatusOr<SimResult> SimulateEngineRun(const ModelSpec& model, const Workload& workload, const ParallelConfig& config,
                                       const Cluster& cluster, const std::vector<Fit>& fits,
                                       const std::string& backend);
+
+// The engine's kernels over rank `rank`'s denoising loop, each priced by its fitted (or
+// default) curve on `cluster`'s GPU for `backend` alone, without the engine scale: what
+// `ditune run --profile` sets beside the measured kernels (simulator ModelledKernelTimes).
+StatusOr<std::map<std::string, Seconds>> EngineKernelTimes(const ModelSpec& model, const Workload& workload,
+                                                           const ParallelConfig& config, const Cluster& cluster,
+                                                           const std::vector<Fit>& fits, const std::string& backend,
+                                                           int rank);
 
 // Fits of the engine scales: every one-device DiT measurement of ditune's engine (source
 // executor, op dit, ranks 1, a backend other than the CPU executor's "cpu") gives measured

@@ -10,6 +10,7 @@
 #ifndef DITUNE_SIMULATOR_SIMULATE_H_
 #define DITUNE_SIMULATOR_SIMULATE_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,12 @@ struct SimResult {
 // `engine`, when given, receives the simulated task graph (for traces); with
 // extrapolation it holds the steps that were simulated.
 StatusOr<SimResult> Simulate(const SimInput& input, const SimOptions& options = {}, Engine* engine = nullptr);
+
+// The modelled device time of rank `rank`'s denoising loop per engine kernel
+// (OpCost::kernel names; "other" for ops that name none): its forwards (PipeFusion: the
+// warm-up forwards of the whole sequence, then one per patch) through its stage's blocks,
+// with the embeddings and final layer on the first stage. Communication is not in it.
+StatusOr<std::map<std::string, Seconds>> ModelledKernelTimes(const SimInput& input, int rank);
 
 // Writes `engine`'s schedule as a Chrome trace (Perfetto opens it): a process per rank,
 // a thread per stream; representative ranks are replicated to the ranks they stand for.

@@ -5,6 +5,11 @@
 namespace ditune {
 namespace {
 
+void AddByKernel(const OpCost& op, Seconds device, std::map<std::string, Seconds>* by_kernel) {
+  if (op.host_only) return;
+  (*by_kernel)[op.kernel.empty() ? "other" : op.kernel] += device;
+}
+
 // Sums device and host times of the ops into the phases around the attention op "attn";
 // `attn_device` / `attn_host`, when given, replace the attention op's own times.
 void Phases(const ComputeModel& cm, const std::vector<OpCost>& ops, BlockCost* c,
@@ -14,6 +19,7 @@ void Phases(const ComputeModel& cm, const std::vector<OpCost>& ops, BlockCost* c
     const bool is_attn = op.name == "attn";
     const Seconds d = is_attn && attn_device != nullptr ? *attn_device : cm.DeviceTime(op);
     const Seconds h = is_attn && attn_host != nullptr ? *attn_host : cm.HostTime(op);
+    if (!is_attn || attn_device == nullptr) AddByKernel(op, d, &c->by_kernel);
     if (op.name == "attn") {
       c->attn += d;
       c->attn_host += h;
@@ -47,10 +53,12 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
   for (const auto& op : StepOverheadOps(model, work_full_)) {
     overhead_full_ += compute.DeviceTime(op);
     overhead_host_full_ += compute.HostTime(op);
+    AddByKernel(op, compute.DeviceTime(op), &overhead_kernels_full_);
   }
   for (const auto& op : StepOverheadOps(model, work_patched_)) {
     overhead_patched_ += compute.DeviceTime(op);
     overhead_host_patched_ += compute.HostTime(op);
+    AddByKernel(op, compute.DeviceTime(op), &overhead_kernels_patched_);
   }
 }
 
@@ -88,6 +96,7 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
       // elementwise passes over the output in fp32 and fifteen framework ops.
       OpCost merge{"ring_merge", OpClass::kElementwise, Flops(0),
                    Bytes(10.0 * 4.0 * w.batch * q * w.heads * model_.head_dim), 15};
+      merge.kernel = kernel_names::kAttentionMerge;
       std::vector<OpCost> expanded;
       for (int k = 0; k < config_.ring; ++k) {
         expanded.push_back(chunk);
@@ -97,6 +106,7 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
       for (const auto& op : expanded) {
         device += compute_.DeviceTime(op);
         host += compute_.HostTime(op);
+        AddByKernel(op, compute_.DeviceTime(op), &c.by_kernel);
       }
       Phases(compute_, ops, &c, &device, &host);
       done = true;
@@ -108,10 +118,12 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
     // PipeFusion's attention writes the patch's fresh K and V into the stale full-sequence
     // buffer and reads it back: a copy of the patch's K/V and a handful of framework ops.
     const double width = static_cast<double>(model_.hidden) / (config_.tp * w.ulysses);
-    const OpCost kv{"kv_buffer", OpClass::kElementwise, Flops(0),
-                    Bytes(2.0 * 2.0 * kElementBytes * w.batch * static_cast<double>(w.img_tokens) * width), 8};
+    OpCost kv{"kv_buffer", OpClass::kElementwise, Flops(0),
+              Bytes(2.0 * 2.0 * kElementBytes * w.batch * static_cast<double>(w.img_tokens) * width), 8};
+    kv.kernel = kernel_names::kCopy;
     c.pre += compute_.DeviceTime(kv);
     c.pre_host += compute_.HostTime(kv);
+    AddByKernel(kv, compute_.DeviceTime(kv), &c.by_kernel);
   }
   // Tokens that take part in attention on this rank (text joins it in joint and single blocks).
   const double tokens = static_cast<double>(w.img_tokens) +
@@ -122,12 +134,15 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   if (config_.ulysses > 1) {
     // Each all-to-all needs its tensor permuted into contiguous per-rank chunks before and
     // after: memory-bound copies and a few framework ops each.
-    const OpCost qkv_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * 3.0 * qkv_one), 12};
-    const OpCost out_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * qkv_one), 4};
+    OpCost qkv_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * 3.0 * qkv_one), 12};
+    OpCost out_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * qkv_one), 4};
+    qkv_copies.kernel = out_copies.kernel = kernel_names::kCopy;
     c.pre += compute_.DeviceTime(qkv_copies);
     c.pre_host += compute_.HostTime(qkv_copies);
     c.post += compute_.DeviceTime(out_copies);
     c.post_host += compute_.HostTime(out_copies);
+    AddByKernel(qkv_copies, compute_.DeviceTime(qkv_copies), &c.by_kernel);
+    AddByKernel(out_copies, compute_.DeviceTime(out_copies), &c.by_kernel);
     const auto group = layout_.GroupOf(rep, Axis::kUlysses);
     const double share = comm_.Sharing(group, layout_.Groups(Axis::kUlysses));
     c.a2a_in = comm_.Time(Collective::kAllToAll, Bytes(qkv_one), group, share) * 3;

@@ -4,6 +4,8 @@
 #ifndef DITUNE_SIMULATOR_STAGE_COSTS_H_
 #define DITUNE_SIMULATOR_STAGE_COSTS_H_
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "core/cluster.h"
@@ -28,6 +30,9 @@ struct BlockCost {
   Seconds tp;         // tensor parallel: two all-reduces
   // Host time to issue the ops of each compute phase (eager frameworks).
   Seconds pre_host, attn_host, post_host;
+  // The compute phases' device time per engine kernel (OpCost::kernel; "other" for ops
+  // that name none): what `ditune run --profile` compares with the measured kernels.
+  std::map<std::string, Seconds> by_kernel;
 
   Seconds compute() const { return pre + attn + post; }
   Seconds comm() const { return a2a_in + ring_exposed + a2a_out + tp; }
@@ -47,6 +52,9 @@ class StageCosts {
   // Work outside the blocks (embeddings, final layer), per forward.
   Seconds Overhead(bool patched) const { return patched ? overhead_patched_ : overhead_full_; }
   Seconds OverheadHost(bool patched) const { return patched ? overhead_host_patched_ : overhead_host_full_; }
+  const std::map<std::string, Seconds>& OverheadByKernel(bool patched) const {
+    return patched ? overhead_kernels_patched_ : overhead_kernels_full_;
+  }
   // The rank's work description for a forward.
   const RankWork& Work(bool patched) const { return patched ? work_patched_ : work_full_; }
   // Bytes of one forward's hidden states on this rank (what PipeFusion sends to the next stage).
@@ -68,6 +76,7 @@ class StageCosts {
   BlockCost full_[3], patched_[3];
   Seconds overhead_full_, overhead_patched_;
   Seconds overhead_host_full_, overhead_host_patched_;
+  std::map<std::string, Seconds> overhead_kernels_full_, overhead_kernels_patched_;
 };
 
 }  // namespace ditune

@@ -207,6 +207,10 @@ expect engine-ref-predicted 0 "predicted [0-9.]+ s \([-+][0-9.]+%\)" -- run --ba
   --model tiny-pixart --height 128 --width 128 --steps 2 --iters 1 --config ""
 expect engine-ref-recorded 0 "recorded as run-[0-9]+-cpu-[0-9]+-[0-9]+ in" -- run --backend ref --model tiny-sd3 \
   --height 128 --width 128 --steps 2 --iters 1 --config ""
+expect engine-ref-profile 0 "^gemm_gelu +[0-9]+ +[0-9.]+ .*[-+][0-9.]+%" -- run --backend ref \
+  --model tiny-flux --height 128 --width 128 --steps 2 --iters 1 --config "" --profile
+expect cpu-profile 2 "--profile times the engine's kernels: it needs --backend cuda or ref" -- run --model tiny-flux \
+  --steps 2 --config "" --profile
 expect engine-scale-fitted 0 "cpu/ref/engine +[0-9]+ .*compute scale [0-9.]+ \(measured / modelled\)" -- calibrate fit
 if ! nvidia-smi -L >/dev/null 2>&1; then
   expect engine-cuda-no-gpu 1 "no CUDA device|compute backend 'cuda' is not built" -- run --backend cuda \

@@ -1,6 +1,7 @@
 #include "costmodels/calibration.h"
 
 #include <filesystem>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -126,6 +127,62 @@ TEST(CalibrationTest, LaunchTimingsGiveTheEnginesLaunchOverhead) {
   EXPECT_NE(st.message().find("params.launches"), std::string::npos) << st.message();
   bad.op = "gemmm";
   EXPECT_NE(CheckFittable(bad).message().find("elementwise, launch"), std::string::npos);
+}
+
+// The engine's kernels measured one by one get curves of their own: an elementwise kernel's
+// also joins the pooled elementwise curve, a GEMM with the GELU epilogue stays apart from
+// the plain GEMMs and prices the MLP's up-projection only where the engine fuses it.
+TEST(CalibrationTest, EngineKernelsGetTheirOwnCurves) {
+  std::vector<Measurement> meas;
+  auto add = [&](const std::string& op, const std::string& kernel, double x, double seconds) {
+    Measurement m;
+    m.id = static_cast<int64_t>(meas.size()) + 1;
+    m.kind = MeasurementKind::kOp;
+    m.op = op;
+    m.backend = "ref";
+    m.device = "cpu";
+    m.flops = Flops(op == "gemm" ? x : 0);
+    m.bytes = Bytes(op == "gemm" ? 1 : x);
+    if (!kernel.empty()) m.params = {{"kernel", kernel}};
+    m.median = m.p10 = m.p90 = Seconds(seconds);
+    meas.push_back(m);
+  };
+  for (double x : {1e6, 1e7, 1e8}) {
+    add("elementwise", "norm_modulate", x, x / 5e9);  // 5 GB/s
+    add("elementwise", "gelu", x, x / 0.2e9);         // 0.2 GB/s
+    add("gemm", "", x, x / 40e9);                     // 40 GFLOP/s
+    add("gemm", "gemm_gelu", x, x / 10e9);            // 10 GFLOP/s with the epilogue
+  }
+  EXPECT_EQ(ComputeFitKeys(meas[1]), (std::vector<std::string>{"cpu/ref/elementwise", "cpu/ref/gelu"}));
+  EXPECT_EQ(ComputeFitKeys(meas[3]), std::vector<std::string>{"cpu/ref/gemm_gelu"});
+  Measurement unnamed = meas[0];
+  unnamed.params = {{"kernel", "fancy_norm"}};
+  EXPECT_EQ(ComputeFitKeys(unnamed), std::vector<std::string>{"cpu/ref/elementwise"});
+  auto fits = BuildFits(meas);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  std::set<std::string> keys;
+  for (const auto& f : *fits) keys.insert(f.key);
+  EXPECT_EQ(keys, (std::set<std::string>{"cpu/ref/elementwise", "cpu/ref/gelu", "cpu/ref/norm_modulate",
+                                         "cpu/ref/gemm", "cpu/ref/gemm_gelu"}));
+  const Cluster cluster = *ResolveCluster({"cpu", 1}, Cat());
+  auto engine = std::move(MakeCostModels(cluster, *fits, "ref", Runtime::kEngine)).value();
+  auto eager = std::move(MakeCostModels(cluster, *fits, "ref", Runtime::kEager)).value();
+  OpCost act{"act", OpClass::kElementwise, Flops(0), Bytes(1e7), 1};
+  act.kernel = kernel_names::kGelu;
+  EXPECT_NEAR(engine.compute.DeviceTime(act).value(), 1e7 / 0.2e9, 1e-3 * 1e7 / 0.2e9);
+  OpCost norm = act;
+  norm.kernel = kernel_names::kNormModulate;
+  EXPECT_NEAR(engine.compute.DeviceTime(norm).value(), 1e7 / 5e9, 1e-3 * 1e7 / 5e9);
+  OpCost up{"mlp_up", OpClass::kGemm, Flops(1e7), Bytes(1), 1};
+  up.kernel = kernel_names::kGemmGelu;
+  EXPECT_NEAR(engine.compute.DeviceTime(up).value(), 1e7 / 10e9, 1e-3 * 1e7 / 10e9);
+  EXPECT_NEAR(eager.compute.DeviceTime(up).value(), 1e7 / 40e9, 1e-3 * 1e7 / 40e9);
+  // A kernel without a curve of its own falls back to the pooled one.
+  OpCost copy = act;
+  copy.kernel = kernel_names::kCopy;
+  EXPECT_TRUE(engine.compute.has_fit(OpClass::kElementwise));
+  EXPECT_GT(engine.compute.DeviceTime(copy).value(), engine.compute.DeviceTime(norm).value());
+  EXPECT_LT(engine.compute.DeviceTime(copy).value(), engine.compute.DeviceTime(act).value());
 }
 
 TEST(CalibrationTest, RecalibrateReplacesFitsInTheStore) {

@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <set>
+#include <string>
 
 #include "core/catalog.h"
 #include "core/validate.h"
@@ -15,6 +17,7 @@
 #include "executor/engine.h"
 #include "executor/kernels.h"
 #include "executor/parallel.h"
+#include "executor/profiling_kernels.h"
 
 namespace ditune::exec {
 namespace {
@@ -181,6 +184,68 @@ TEST(EngineTest, EveryRankDoesTheFlopsTheCostModelsPrice) {
           << c.model << " '" << c.config << "' rank " << r;
       EXPECT_EQ(out->latents.empty(), config.world_size() > 1 || config.patches > 1);
     }
+  }
+}
+
+// The profiler passes every call through unchanged, and while recording it sees each kernel
+// the engine runs: the GEMM FLOPs the ref kernels count, a time for every call, nothing when
+// not recording.
+TEST(EngineTest, TheKernelProfileSeesEveryKernelOfTheLoop) {
+  for (const char* model : {"tiny-pixart", "tiny-flux"}) {
+    SCOPED_TRACE(model);
+    const ModelSpec& m = **Cat().Model(model);
+    const Workload w = Tiny(model, 64, 2, 1);
+    auto work = EngineWorkFor(m, w, ParallelConfig{}, 0);
+    ASSERT_TRUE(work.ok());
+    auto dev = NewCpuDevice();
+    auto plain = CreateKernels("ref", dev.get());
+    ASSERT_TRUE(plain.ok());
+    ProfilingKernels profiled(plain->get());
+    EXPECT_EQ(profiled.name(), "ref");
+    auto engine = DitEngine::Create(m, w, *work, &profiled, EngineOptions{});
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    auto quiet = (*engine)->Generate();  // not recording
+    ASSERT_TRUE(quiet.ok());
+    auto nothing = profiled.Stop();
+    ASSERT_TRUE(nothing.ok());
+    EXPECT_TRUE(nothing->empty());
+
+    auto before = RefKernelCounts(plain->get());
+    profiled.Start();
+    auto out = (*engine)->Generate();
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    auto rows = profiled.Stop();
+    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    auto after = RefKernelCounts(plain->get());
+    double gemm_flops = 0, attention_flops = 0, kernels_s = 0;
+    int64_t gemms = 0, attentions = 0;
+    std::set<std::string> names;
+    for (const auto& r : *rows) {
+      names.insert(r.kernel);
+      EXPECT_GT(r.calls, 0) << r.kernel;
+      EXPECT_GT(r.seconds, 0) << r.kernel;
+      kernels_s += r.seconds;
+      if (r.kernel == kernel_names::kGemm || r.kernel == kernel_names::kGemmGelu) {
+        gemm_flops += r.flops;
+        gemms += r.calls;
+      }
+      if (r.kernel == kernel_names::kAttention) {
+        attention_flops += r.flops;
+        attentions += r.calls;
+      }
+    }
+    for (size_t i = 1; i < rows->size(); ++i) EXPECT_GE((*rows)[i - 1].seconds, (*rows)[i].seconds);
+    const double counted = (after->gemm_flops - before->gemm_flops) + (after->gemv_flops - before->gemv_flops);
+    EXPECT_NEAR(gemm_flops, counted, 1e-9 * counted);
+    EXPECT_EQ(gemms, after->gemms - before->gemms);
+    EXPECT_NEAR(attention_flops, after->attention_flops - before->attention_flops, 1e-9 * attention_flops);
+    EXPECT_EQ(attentions, after->attentions - before->attentions);
+    // The non-gated MLP runs its GELU in the up-projection's epilogue.
+    EXPECT_TRUE(names.count(kernel_names::kGemmGelu));
+    EXPECT_TRUE(names.count(kernel_names::kNormModulate));
+    EXPECT_TRUE(names.count(kernel_names::kGatedResidual));
+    EXPECT_EQ(names.count(kernel_names::kQkNormRope), m.num_blocks(BlockFamily::kCross) == m.num_blocks() ? 0u : 1u);
+    EXPECT_LE(kernels_s, out->dit_seconds * 1.05);
   }
 }
 

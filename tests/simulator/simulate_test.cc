@@ -256,3 +256,58 @@ TEST(SimulateTest, ChromeTraceHasATrackPerRankAndStream) {
 
 }  // namespace
 }  // namespace ditune
+
+namespace ditune {
+namespace {
+
+// The per-kernel price of one rank's loop: on one device, every op of every forward once per
+// step, summed by kernel; the methods' own kernels appear where they run (Ring's merges,
+// Ulysses' copies); a later PipeFusion stage has its blocks and none of the embeddings.
+TEST(ModelledKernelTimesTest, SumsEveryForwardsOpsByKernel) {
+  Fixture f("flux.1-dev", "h100-sxm5-80gb", 1, "", 1024, 1024, 4);
+  f.compute.SetRuntime(Runtime::kEngine);
+  auto times = ModelledKernelTimes(f.Input(), 0);
+  ASSERT_TRUE(times.ok()) << times.status().ToString();
+  auto tokens = ComputeTokenGeometry(*f.model, f.workload);
+  const RankWork w = ComputeRankWork(*f.model, *tokens, f.workload, f.config);
+  std::map<std::string, double> want;
+  for (int b = 0; b < f.model->num_blocks(); ++b) {
+    for (const auto& op : BlockOps(*f.model, f.model->family_of(b), w)) {
+      if (!op.host_only) want[op.kernel] += 4 * f.compute.DeviceTime(op).value();
+    }
+  }
+  for (const auto& op : StepOverheadOps(*f.model, w)) want[op.kernel] += 4 * f.compute.DeviceTime(op).value();
+  ASSERT_EQ(times->size(), want.size());
+  for (const auto& [kernel, t] : want) {
+    ASSERT_TRUE(times->count(kernel)) << kernel;
+    EXPECT_NEAR(times->at(kernel).value(), t, 1e-12 + 1e-9 * t) << kernel;
+  }
+  // The double blocks' MLP runs its GELU in the up-projection's epilogue; the single
+  // blocks' GELU over the fused projection's MLP columns is a kernel of its own.
+  EXPECT_GT(times->at(kernel_names::kGemmGelu).value(), 0);
+  EXPECT_GT(times->at(kernel_names::kGelu).value(), 0);
+  EXPECT_FALSE(times->count(kernel_names::kAttentionMerge));
+
+  Fixture ring("flux.1-dev", "h100-sxm5-80gb", 4, "ring=2,ulysses=2", 1024, 1024, 4);
+  auto rt = ModelledKernelTimes(ring.Input(), 3);
+  ASSERT_TRUE(rt.ok());
+  EXPECT_GT(rt->at(kernel_names::kAttentionMerge).value(), 0);
+  EXPECT_GT(rt->at(kernel_names::kCopy).value(), 0);
+
+  Fixture pp("pixart-alpha", "h100-sxm5-80gb", 2, "pipefusion=2,patches=4,warmup=1", 1024, 1024, 5);
+  auto first = ModelledKernelTimes(pp.Input(), 0);
+  auto second = ModelledKernelTimes(pp.Input(), 1);
+  ASSERT_TRUE(first.ok() && second.ok());
+  // Equal halves of PixArt's 28 blocks; only the first stage embeds and projects out.
+  EXPECT_GT(first->at(kernel_names::kGemm).value(), second->at(kernel_names::kGemm).value());
+  EXPECT_NEAR(first->at(kernel_names::kAttention).value(), second->at(kernel_names::kAttention).value(),
+              1e-9 * second->at(kernel_names::kAttention).value());
+  EXPECT_GT(second->at(kernel_names::kCopy).value(), 0);  // the stale K/V buffers
+
+  auto bad = ModelledKernelTimes(pp.Input(), 2);
+  EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("ranks 0 to 1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ditune

@@ -1,0 +1,75 @@
+// A Kernels that forwards every call to another and, while recording, times each compute
+// kernel on the device (an event before and after it on the stream) and sums the times per
+// kernel (costmodels/dit_ops.h kernel_names, plus "zero", "fill_random", "euler_step" and
+// "transfer" for the loop's bookkeeping). What `ditune run --profile` prints against the
+// cost model's price of the same kernels.
+//
+// Events around every call cost the host a little and keep a GPU's queue shallower: time a
+// run without recording, and record one further iteration for the breakdown.
+#ifndef DITUNE_EXECUTOR_PROFILING_KERNELS_H_
+#define DITUNE_EXECUTOR_PROFILING_KERNELS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/kernels.h"
+
+namespace ditune::exec {
+
+struct KernelProfileRow {
+  std::string kernel;
+  int64_t calls = 0;
+  double seconds = 0;  // device time, summed over the calls
+  double flops = 0;    // GEMMs and attention: the work the calls did
+  double bytes = 0;    // bytes read and written (bf16 activations and weights)
+};
+
+class ProfilingKernels : public Kernels {
+ public:
+  // `inner` must outlive this object.
+  explicit ProfilingKernels(Kernels* inner);
+  ~ProfilingKernels() override;
+
+  // Starts recording (forgetting what an earlier recording held).
+  void Start();
+  // Stops recording, waits for the device and returns one row per kernel that ran, in
+  // decreasing time.
+  StatusOr<std::vector<KernelProfileRow>> Stop();
+
+  std::string_view name() const override { return inner_->name(); }
+  Device* device() override { return inner_->device(); }
+  Status Gemm(const GemmArgs& a) override;
+  Status Attention(const AttentionArgs& a) override;
+  Status MergeAttention(const AttentionMergeArgs& a) override;
+  Status NormModulate(const NormArgs& a) override;
+  Status GatedResidual(void* x, int64_t ldx, const float* gate, const void* y, int64_t ldy,
+                       int64_t rows, int64_t cols) override;
+  Status Activate(Activation kind, const void* in, int64_t ld_in, void* out, int64_t ld_out,
+                  int64_t rows, int64_t cols) override;
+  Status QkNormRope(void* qk, int64_t ld, int64_t rows, int heads, int head_dim,
+                    int64_t first_position) override;
+  Status Copy(void* dst, int64_t ld_dst, const void* src, int64_t ld_src, int64_t rows,
+              int64_t cols) override;
+  Status Zero(void* data, int64_t count) override;
+  Status FillRandom(void* data, int64_t count, float stddev, uint64_t seed,
+                    uint64_t stream) override;
+  Status EulerStep(float* x, void* xb, const void* pred, int64_t pred_stride, int64_t uncond_offset,
+                   bool guidance_on, float guidance, float dt, int prompts, int64_t count) override;
+  Status UploadBf16(const float* host, void* dev, int64_t count) override;
+  Status UploadF32(const float* host, float* dev, int64_t count) override;
+  Status DownloadBf16(const void* dev, float* host, int64_t count) override;
+  Status DownloadF32(const float* dev, float* host, int64_t count) override;
+
+ private:
+  template <typename F>
+  Status Timed(const char* kernel, double flops, double bytes, F&& call);
+
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  Kernels* inner_;
+};
+
+}  // namespace ditune::exec
+
+#endif  // DITUNE_EXECUTOR_PROFILING_KERNELS_H_
