@@ -16,6 +16,8 @@
 #include <thread>
 #include <utility>
 
+#include <unistd.h>
+
 namespace ditune {
 namespace {
 
@@ -528,13 +530,35 @@ std::string Store::DefaultPath() {
   return (base / ".local" / "share" / "ditune" / "ditune.db").string();
 }
 
-StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const StoreOptions& options) {
   if (path.empty()) return Status::InvalidArgument("the calibration store path is empty");
+  bool read_only = options.read_only;
+  if (const char* env = std::getenv("DITUNE_DB_READ_ONLY"); env != nullptr && *env != '\0') {
+    const std::string_view v(env);
+    if (v != "0" && v != "1") {
+      return Status::InvalidArgument(fmt::format("DITUNE_DB_READ_ONLY='{}': valid: 0, 1 (read only)", v));
+    }
+    // A scratch store in memory is this process's own: never read only.
+    read_only = read_only || (v == "1" && path != ":memory:");
+  }
   if (path != ":memory:") {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
       return Status::InvalidArgument(fmt::format(
           "the calibration store {} is a directory; give a file path (--db or DITUNE_DB)", path));
+    }
+    const bool exists = std::filesystem::exists(path, ec);
+    // A store this process may read but not write (a read-only mount, another user's file)
+    // still serves every command that only reads it.
+    if (exists && ::access(path.c_str(), W_OK) != 0) read_only = true;
+    if (read_only) {
+      if (!exists) {
+        return Status::InvalidArgument(fmt::format(
+            "the calibration store {} does not exist, and a read-only store is never created (give an existing "
+            "store with --db or DITUNE_DB, or unset DITUNE_DB_READ_ONLY)",
+            path));
+      }
+      return OpenReadOnly(path, /*immutable=*/false);
     }
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
     if (!parent.empty()) {
@@ -561,10 +585,8 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   }
   if (rc != SQLITE_OK) return SqliteError(db, rc, "opening the calibration store", path);
   if (sqlite3_db_readonly(db, "main") == 1) {
-    return Status::InvalidArgument(fmt::format(
-        "the calibration store {} is read-only here; ditune records into it: give a writable copy with --db or "
-        "DITUNE_DB",
-        path));
+    store.reset();
+    return OpenReadOnly(path, /*immutable=*/false);
   }
   sqlite3_extended_result_codes(db, 1);
   rc = sqlite3_busy_timeout(db, kBusyTimeoutMs);
@@ -580,6 +602,73 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   DITUNE_RETURN_IF_ERROR(store->Migrate());
   DITUNE_RETURN_IF_ERROR(CheckColumns(db, path));
   return store;
+}
+
+StatusOr<std::unique_ptr<Store>> Store::OpenReadOnly(const std::string& path, bool immutable) {
+  sqlite3* db = nullptr;
+  // immutable: no locks and no shared-memory index (a WAL file's -shm that cannot be created
+  // on a read-only mount); the file must not change while open, which a read-only mount
+  // guarantees.
+  std::string name = path;
+  int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX;
+  if (immutable) {
+    name = "file:";
+    for (char c : std::filesystem::absolute(path).string()) {
+      if (c == '%' || c == '?' || c == '#') {
+        name += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+      } else {
+        name += c;
+      }
+    }
+    name += "?immutable=1";
+    flags |= SQLITE_OPEN_URI;
+  }
+  int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
+  std::unique_ptr<Store> store(new Store(db, path));
+  store->read_only_ = true;
+  if (rc != SQLITE_OK) {
+    const int err = db != nullptr ? sqlite3_system_errno(db) : 0;
+    return Status::InvalidArgument(fmt::format("cannot open the calibration store {} for reading: {}", path,
+                                               err != 0 ? std::strerror(err) : sqlite3_errstr(rc)));
+  }
+  sqlite3_extended_result_codes(db, 1);
+  rc = sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  if (rc != SQLITE_OK) return SqliteError(db, rc, "setting the busy timeout", path);
+  // The first read opens the WAL index when the file is in WAL mode.
+  rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+  if (!immutable && ((rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_READONLY)) {
+    std::error_code ec;
+    const auto wal = std::filesystem::file_size(path + "-wal", ec);
+    if (!ec && wal > 0) {
+      return Status::InvalidArgument(fmt::format(
+          "the calibration store {} is read-only here and its write-ahead log {}-wal holds changes not yet merged "
+          "into it (a process was killed while writing): open it once where it is writable, or give a writable "
+          "copy of both files with --db",
+          path, path));
+    }
+    store.reset();
+    return OpenReadOnly(path, /*immutable=*/true);
+  }
+  if (rc != SQLITE_OK) return SqliteError(db, rc, "reading the calibration store", path);
+  DITUNE_RETURN_IF_ERROR(QuickCheck(db, path));
+  DITUNE_ASSIGN_OR_RETURN(SchemaState state, ReadSchemaState(db, path));
+  DITUNE_RETURN_IF_ERROR(CheckSchema(state, path));
+  if (state.version != kSchemaVersion) {
+    return Status::InvalidArgument(fmt::format(
+        "the calibration store {} has schema version {} and this ditune reads version {}: it must be migrated, "
+        "which writes: open it once where it is writable (or give a writable copy with --db)",
+        path, state.version, kSchemaVersion));
+  }
+  DITUNE_RETURN_IF_ERROR(CheckColumns(db, path));
+  return store;
+}
+
+Status Store::CheckWritable(std::string_view doing) const {
+  if (!read_only_) return Status::Ok();
+  return Status::InvalidArgument(fmt::format(
+      "the calibration store {} is open read-only (not writable here, or DITUNE_DB_READ_ONLY=1); {} writes into "
+      "it: give a writable store with --db or DITUNE_DB",
+      path_, doing));
 }
 
 Status Store::Migrate() {
@@ -623,6 +712,7 @@ StatusOr<std::vector<int64_t>> Store::AddMeasurements(
   if (measurements.empty()) return ids;
 
   const std::string doing = fmt::format("adding {} measurements", measurements.size());
+  DITUNE_RETURN_IF_ERROR(CheckWritable(doing));
   DITUNE_ASSIGN_OR_RETURN(WriteTransaction txn, WriteTransaction::Begin(db_, path_, doing));
   DITUNE_ASSIGN_OR_RETURN(
       Statement insert,
@@ -795,6 +885,7 @@ StatusOr<int64_t> Store::ReplaceFit(const Fit& fit) {
   std::vector<Fit> fits = {fit};
   std::vector<std::string> params, measurement_ids;
   DITUNE_RETURN_IF_ERROR(EncodeFits(fits, &params, &measurement_ids));
+  DITUNE_RETURN_IF_ERROR(CheckWritable("calibrating (a new fit)"));
   DITUNE_ASSIGN_OR_RETURN(
       WriteTransaction txn,
       WriteTransaction::Begin(db_, path_, fmt::format("replacing fit '{}/{}'", fit.kind, fit.key)));
@@ -808,6 +899,7 @@ Status Store::ReplaceFits(const std::vector<Fit>& fits) {
   std::vector<std::string> params, measurement_ids;
   DITUNE_RETURN_IF_ERROR(EncodeFits(fits, &params, &measurement_ids));
   if (fits.empty()) return Status::Ok();  // the active set is unchanged
+  DITUNE_RETURN_IF_ERROR(CheckWritable("calibrating (new fits)"));
   DITUNE_ASSIGN_OR_RETURN(
       WriteTransaction txn,
       WriteTransaction::Begin(db_, path_, fmt::format("replacing {} fits", fits.size())));
@@ -852,6 +944,7 @@ Status Store::AddRun(const RunRecord& run) {
   const std::string per_rank = nlohmann::json(run.per_rank_s).dump();
 
   const std::string doing = "recording " + which;
+  DITUNE_RETURN_IF_ERROR(CheckWritable(doing));
   DITUNE_ASSIGN_OR_RETURN(WriteTransaction txn, WriteTransaction::Begin(db_, path_, doing));
   DITUNE_ASSIGN_OR_RETURN(
       Statement s,
@@ -918,6 +1011,7 @@ Status Store::PutCachedPlan(const std::string& key, int64_t calibration_version,
   if (key.empty()) return Status::InvalidArgument("plan cache: the key is empty");
   DITUNE_ASSIGN_OR_RETURN(std::string text, DumpJson(plan, "cached plan " + key));
   const std::string doing = "caching a plan";
+  DITUNE_RETURN_IF_ERROR(CheckWritable(doing));
   DITUNE_ASSIGN_OR_RETURN(WriteTransaction txn, WriteTransaction::Begin(db_, path_, doing));
   DITUNE_ASSIGN_OR_RETURN(
       Statement s,

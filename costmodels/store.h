@@ -58,14 +58,27 @@ struct MeasurementFilter {
   std::optional<std::string> link;
 };
 
+struct StoreOptions {
+  // Read only: nothing is created, migrated or written; the write methods return
+  // InvalidArgument naming the store. For a shared calibration (a read-only mount, a copy in
+  // a container image, a file on a network file system where SQLite's locking cannot be
+  // trusted). A store whose file this process may not write is opened so anyway, as is any
+  // store while DITUNE_DB_READ_ONLY=1.
+  bool read_only = false;
+};
+
 class Store {
  public:
   // The newest schema version this code writes.
   static constexpr int kSchemaVersion = 2;
 
   // Opens (creating if absent) the store at `path`, migrating an older schema forward.
-  // Refuses a newer schema, a non-ditune database and a damaged file.
-  static StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+  // Refuses a newer schema, a non-ditune database and a damaged file. Read only (see
+  // StoreOptions): refuses a missing file and an older schema (migrating writes), and reads
+  // a WAL-mode file whose shared-memory index cannot be created beside it as immutable,
+  // unless its write-ahead log holds changes (then it refuses, naming the log).
+  // InvalidArgument for DITUNE_DB_READ_ONLY other than 0 or 1.
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& path, const StoreOptions& options = {});
 
   // $DITUNE_DB when set, else ~/.local/share/ditune/ditune.db (directories created on use).
   static std::string DefaultPath();
@@ -103,13 +116,18 @@ class Store {
   StatusOr<std::optional<nlohmann::json>> GetCachedPlan(const std::string& key, int64_t calibration_version) const;
 
   const std::string& path() const { return path_; }
+  bool read_only() const { return read_only_; }
 
  private:
   Store(sqlite3* db, std::string path);
+  static StatusOr<std::unique_ptr<Store>> OpenReadOnly(const std::string& path, bool immutable);
   Status Migrate();
+  // InvalidArgument naming the store and `doing` when it is read only.
+  Status CheckWritable(std::string_view doing) const;
 
   sqlite3* db_;
   std::string path_;
+  bool read_only_ = false;
 };
 
 }  // namespace ditune

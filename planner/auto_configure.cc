@@ -41,7 +41,8 @@ StatusOr<Plan> AutoConfigure(const Workload& workload, const ClusterSpec& spec, 
     }
   }
   DITUNE_ASSIGN_OR_RETURN(Plan plan, MakePlan(*catalog, workload, cluster, fits, opt.plan));
-  if (opt.use_cache) {
+  // A read-only store serves cached plans but keeps no new ones.
+  if (opt.use_cache && !store->read_only()) {
     nlohmann::json ranked = nlohmann::json::array();
     for (const auto& c : plan.ranked) ranked.push_back(ToString(c.config));
     DITUNE_RETURN_IF_ERROR(store->PutCachedPlan(

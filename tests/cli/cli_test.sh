@@ -112,6 +112,16 @@ expect ingest-xdit-bad-config 2 "cfg-needs-guidance" -- calibrate ingest "$data/
   --gpu h100-sxm5-80gb --model flux.1-dev --config ulysses=2,cfg=2 --db "$db"
 expect ingest-nothing-stored 0 "10 measurements" -- calibrate show --db "$db"
 expect fit-after-refusals 0 "all_reduce/nvlink4 +9 " -- calibrate fit --db "$db"
+# A read-only store (a shared calibration): reads serve, writes are refused by name, nothing changes.
+DITUNE_DB_READ_ONLY=1 expect ro-show 0 "10 measurements" -- calibrate show --db "$db"
+DITUNE_DB_READ_ONLY=1 expect ro-plan 0 "launch with xDiT" -- plan --model pixart-alpha --height 1024 --width 1024 \
+  --gpu h100-sxm5-80gb --gpus 2 --db "$db"
+DITUNE_DB_READ_ONLY=1 expect ro-fit 2 "is open read-only .*calibrating \(new fits\) writes into it" -- calibrate fit \
+  --db "$db"
+DITUNE_DB_READ_ONLY=1 expect ro-missing 2 "does not exist, and a read-only store is never created" -- calibrate show \
+  --db "$tmp/never.db"
+DITUNE_DB_READ_ONLY=maybe expect ro-bad-value 2 "DITUNE_DB_READ_ONLY='maybe': valid: 0, 1" -- calibrate show --db "$db"
+expect ro-unchanged 0 "10 measurements" -- calibrate show --db "$db"
 expect compute-zero-reps 2 "--reps 0: give 1 to 1000" -- calibrate compute --reps 0 --db "$db"
 expect ingest-missing-file 2 "cannot open" -- calibrate ingest "$tmp/nope.txt" --db "$db"
 printf 'this is not a database, just some text that is long enough to look like one' >"$tmp/bad.db"

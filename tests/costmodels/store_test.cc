@@ -780,6 +780,99 @@ TEST_F(StoreTest, AMissingColumnIsDamageNotAnInternalError) {
   EXPECT_EQ(fs::file_size(path_), before);
 }
 
+// A read-only store serves every read and refuses every write by name, leaving the file as
+// it was; it is never created and never migrated.
+TEST_F(StoreTest, ReadOnlyStoreReadsAndRefusesWritesByName) {
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->AddMeasurements({MakeMeasurement("gemm")}).ok());
+    ASSERT_TRUE(store->ReplaceFits({MakeFit("compute", "h100-sxm5-80gb/cuda/gemm", 1e-6)}).ok());
+  }
+  const auto size = fs::file_size(path_);
+  StoreOptions ro;
+  ro.read_only = true;
+  auto opened = Store::Open(path_, ro);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Store& store = **opened;
+  EXPECT_TRUE(store.read_only());
+  EXPECT_EQ(store.Measurements()->size(), 1u);
+  EXPECT_EQ(store.ActiveFits()->size(), 1u);
+  EXPECT_TRUE(store.CalibrationVersion().ok());
+  EXPECT_TRUE(store.Runs().ok());
+  RunRecord run;
+  run.run_id = "run-ro";
+  for (const Status& st : {store.AddMeasurements({MakeMeasurement("attention")}).status(),
+                           store.ReplaceFits({MakeFit("compute", "h100-sxm5-80gb/cuda/attention", 2e-6)}),
+                           store.ReplaceFit(MakeFit("compute", "h100-sxm5-80gb/cuda/attention", 2e-6)).status(),
+                           store.AddRun(run), store.PutCachedPlan("k", 1, nlohmann::json::object())}) {
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+    EXPECT_NE(st.message().find(path_ + " is open read-only"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("give a writable store with --db or DITUNE_DB"), std::string::npos);
+  }
+  opened->reset();
+  auto again = OpenStore();
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->Measurements()->size(), 1u);
+  EXPECT_EQ(again->ActiveFits()->size(), 1u);
+  again.reset();
+  EXPECT_EQ(fs::file_size(path_), size);
+
+  const std::string missing = (dir_ / "missing.db").string();
+  auto none = Store::Open(missing, ro);
+  EXPECT_EQ(none.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("does not exist, and a read-only store is never created"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(missing));
+}
+
+TEST_F(StoreTest, ReadOnlyStoreOfAnOlderSchemaIsRefusedNotMigrated) {
+  {
+    RawDb raw(path_);
+    raw.Exec(R"sql(
+      CREATE TABLE measurements (id INTEGER PRIMARY KEY);
+      CREATE TABLE fits (id INTEGER PRIMARY KEY);
+      CREATE TABLE runs (run_id TEXT PRIMARY KEY);
+      CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+      PRAGMA user_version = 1;
+    )sql");
+  }
+  StoreOptions ro;
+  ro.read_only = true;
+  auto store = Store::Open(path_, ro);
+  EXPECT_EQ(store.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(store.status().message().find("schema version 1 and this ditune reads version"), std::string::npos)
+      << store.status().message();
+  RawDb raw(path_);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), 1);  // untouched
+}
+
+TEST_F(StoreTest, TheEnvironmentOpensStoresReadOnly) {
+  const char* before = std::getenv("DITUNE_DB_READ_ONLY");
+  const std::optional<std::string> saved = before != nullptr ? std::optional<std::string>(before) : std::nullopt;
+  { ASSERT_NE(OpenStore(), nullptr); }
+  setenv("DITUNE_DB_READ_ONLY", "1", 1);
+  auto ro = Store::Open(path_);
+  ASSERT_TRUE(ro.ok()) << ro.status().ToString();
+  EXPECT_TRUE((*ro)->read_only());
+  auto scratch = Store::Open(":memory:");  // a process's own scratch store stays writable
+  ASSERT_TRUE(scratch.ok()) << scratch.status().ToString();
+  EXPECT_FALSE((*scratch)->read_only());
+  setenv("DITUNE_DB_READ_ONLY", "yes", 1);
+  auto bad = Store::Open(path_);
+  EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("DITUNE_DB_READ_ONLY='yes': valid: 0, 1"), std::string::npos);
+  setenv("DITUNE_DB_READ_ONLY", "0", 1);
+  auto rw = Store::Open(path_);
+  ASSERT_TRUE(rw.ok());
+  EXPECT_FALSE((*rw)->read_only());
+  if (saved) {
+    setenv("DITUNE_DB_READ_ONLY", saved->c_str(), 1);
+  } else {
+    unsetenv("DITUNE_DB_READ_ONLY");
+  }
+}
+
 TEST(StoreDefaultPathTest, EnvironmentDecides) {
   auto save = [](const char* name) -> std::optional<std::string> {
     const char* v = std::getenv(name);
