@@ -61,7 +61,14 @@ int RunLaunch(int argc, char** argv) {
   // The cluster: what the flags say, else what the machine has.
   ClusterSpec spec;
   if (args->count("gpu")) spec.gpu_id = (*args)["gpu"].as<std::string>();
-  if (args->count("gpus")) spec.gpus = (*args)["gpus"].as<int>();
+  if (args->count("gpus")) {
+    spec.gpus = (*args)["gpus"].as<int>();
+    if (spec.gpus < 1 || spec.gpus > kMaxClusterGpus) {
+      return Fail("launch", Status::InvalidArgument(fmt::format(
+                                "--gpus {}: give 1 to {}, or leave it out to use the GPUs this machine has", spec.gpus,
+                                kMaxClusterGpus)));
+    }
+  }
   if (args->count("gpus-per-node")) spec.gpus_per_node = (*args)["gpus-per-node"].as<int>();
   if (args->count("nodes")) spec.nodes = (*args)["nodes"].as<int>();
   if (args->count("intra")) spec.intra_id = (*args)["intra"].as<std::string>();

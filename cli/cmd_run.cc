@@ -91,10 +91,20 @@ StatusOr<ParallelConfig> ReadRunConfig(const cxxopts::ParseResult& args, const W
   if (!in) return Status::NotFound(fmt::format("cannot open plan '{}'", args["plan"].as<std::string>()));
   std::stringstream ss;
   ss << in.rdbuf();
-  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded() || !j.contains("ranked") || !j["ranked"].is_array() || j["ranked"].empty() ||
-      !j["ranked"][0].contains("config") || !j["ranked"][0]["config"].is_string()) {
-    return Status::InvalidArgument("the plan file is not the JSON of `ditune plan --json` (ranked[0].config)");
+  const std::string path = args["plan"].as<std::string>();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    return Status::InvalidArgument(fmt::format(
+        "--plan {}: not JSON ({}); give the output of `ditune plan --json`", path, e.what()));
+  }
+  if (!j.is_object() || !j.contains("ranked") || !j["ranked"].is_array() || j["ranked"].empty() ||
+      !j["ranked"][0].is_object() || !j["ranked"][0].contains("config") || !j["ranked"][0]["config"].is_string()) {
+    return Status::InvalidArgument(fmt::format(
+        "--plan {}: no configuration at ranked[0].config; give the output of `ditune plan --json` (a plan that "
+        "found no feasible configuration has none to run)",
+        path));
   }
   // A plan is for one workload: its best configuration need not even be valid for another.
   if (j.contains("workload") && j["workload"].is_object()) {

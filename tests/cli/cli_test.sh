@@ -256,6 +256,14 @@ expect trace-unwritable 2 "cannot write trace '$tmp/none/t.json' \(No such file 
 expect run-huge-iters 2 "--iters must be 1 to 10000" -- run --model tiny-pixart --steps 2 --config "" \
   --iters 2147483647
 "$bin" plan --model tiny-sd3 --gpu cpu --gpus 1 --json >"$tmp/plan-sd3.json" 2>/dev/null
+printf 'not a plan' >"$tmp/not-a-plan.json"
+expect run-plan-not-json 2 "--plan .*not-a-plan.json: not JSON \(.*line 1, column 2.*\); give the output of .ditune plan --json." \
+  -- run --plan "$tmp/not-a-plan.json" --model tiny-pixart --steps 2
+printf '{"ranked": []}' >"$tmp/empty-plan.json"
+expect run-plan-empty 2 "--plan .*empty-plan.json: no configuration at ranked\[0\].config" -- run \
+  --plan "$tmp/empty-plan.json" --model tiny-pixart --steps 2
+expect launch-zero-gpus 2 "--gpus 0: give 1 to 65536, or leave it out" -- launch --auto --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 0 -- echo x
 expect run-plan-other-workload 2 "was made for model \"tiny-sd3\", this run's is \"tiny-pixart\"" -- run \
   --plan "$tmp/plan-sd3.json" --model tiny-pixart --steps 2
 expect flag-twice 2 "--model is given more than once" -- check --model pixart-alpha --model flux.1-dev \
