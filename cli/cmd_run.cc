@@ -138,6 +138,9 @@ int RunRun(int argc, char** argv) {
       ("seed", "weights and inputs seed", cxxopts::value<uint64_t>()->default_value("42"))
       ("profile", "engine (--backend cuda|ref): after the timed iterations, one more with every kernel timed on the "
                   "device; prints each kernel's time against the model's price of it")
+      ("trace", "engine: write the profiled loop's kernels as a Chrome trace (open it in Perfetto; implies "
+                "--profile; under mpirun each rank writes FILE's stem.rankR beside it)",
+       cxxopts::value<std::string>())
       ("comm", "engine backends across ranks (under mpirun): nccl (GPU memory, one GPU per rank) or mpi (staged "
                "through the host; ranks may share a GPU); default nccl for cuda where built, else mpi. Under "
                "mpirun a rank waits DITUNE_COMM_TIMEOUT_S seconds (default 600, 0: forever) on its peers before it "
@@ -161,8 +164,10 @@ int RunRun(int argc, char** argv) {
     }
     return RunOnEngine(*args, backend);
   }
-  if (args->count("profile")) {
-    return Fail("run", Status::InvalidArgument("--profile times the engine's kernels: it needs --backend cuda or ref"));
+  if (args->count("profile") || args->count("trace")) {
+    return Fail("run", Status::InvalidArgument(fmt::format(
+                           "--{} times the engine's kernels: it needs --backend cuda or ref",
+                           args->count("profile") ? "profile" : "trace")));
   }
   if (args->count("comm")) {
     return Fail("run", Status::InvalidArgument(

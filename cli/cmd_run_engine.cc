@@ -161,9 +161,17 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   ro.warmup = args["warmup"].as<int>();
   ro.engine.seed = args["seed"].as<uint64_t>();
   ro.world = world.get();
-  ro.profile = args.count("profile") > 0;
+  ro.profile = args.count("profile") > 0 || args.count("trace") > 0;
   if (ro.iters < 1 || ro.iters > 10000 || ro.warmup < 0 || ro.warmup > 1000) {
     return Fail(cmd, Status::InvalidArgument("--iters must be 1 to 10000 and --warmup 0 to 1000"));
+  }
+  // Every rank writes its own timeline; a path that cannot take it fails before the run.
+  std::string trace_path;
+  if (args.count("trace")) {
+    trace_path = exec::RankTracePath(args["trace"].as<std::string>(), world != nullptr ? world->rank() : rank,
+                                     world != nullptr ? world->size() : 1);
+    Status st = exec::WriteKernelTrace({}, world != nullptr ? world->rank() : rank, trace_path);
+    if (!st.ok()) return Fail(cmd, st);
   }
   auto r = exec::MeasureEngineRun(model, *workload, *config, ro);
   if (!r.ok()) {
@@ -174,6 +182,10 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
       world->Abort(r.status().ToString());
     }
     return root ? Fail(cmd, r.status()) : r.status().ExitCode();
+  }
+  if (!trace_path.empty()) {
+    Status st = exec::WriteKernelTrace(r->profile_events, world != nullptr ? world->rank() : rank, trace_path);
+    if (!st.ok()) return root ? Fail(cmd, st) : st.ExitCode();
   }
   if (!root) return 0;
 
@@ -273,6 +285,7 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
       }
     }
     if (!run_id.empty()) j["run_id"] = run_id;
+    if (!trace_path.empty()) j["trace"] = trace_path;
     if (ro.profile) {
       j["profile_loop_s"] = r->profile_loop_s;
       j["profile"] = nlohmann::json::array();
@@ -308,6 +321,7 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   std::cout << fmt::format("memory: weights {:.2f} GB, peak {:.2f} GB\n", r->weight_bytes / 1e9, r->peak_bytes / 1e9);
   std::cout << "text encoding and VAE decode: not run by the engine (latent output)\n";
   if (ro.profile) PrintProfile(r->profile, modelled_kernels, r->profile_loop_s, rank, std::cout);
+  if (!trace_path.empty()) std::cout << "kernel trace: " << trace_path << (world != nullptr ? " (and one per rank beside it)" : "") << "\n";
   if (!run_id.empty()) std::cout << "recorded as " << run_id << " in " << (*store)->path() << "\n";
   return 0;
 }

@@ -88,7 +88,9 @@ StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workloa
     if (host != nullptr) DITUNE_RETURN_IF_ERROR(host->Barrier());
     profiler->Start();
     DITUNE_ASSIGN_OR_RETURN(EngineResult g, engine->Generate());
-    DITUNE_ASSIGN_OR_RETURN(r.profile, profiler->Stop());
+    DITUNE_ASSIGN_OR_RETURN(KernelProfile profile, profiler->Stop());
+    r.profile = std::move(profile.rows);
+    r.profile_events = std::move(profile.events);
     r.profile_loop_s = g.dit_seconds;
   }
   std::sort(loops.begin(), loops.end());

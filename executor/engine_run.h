@@ -45,6 +45,7 @@ struct EngineRunResult {
   // With options.profile: this rank's device time per kernel over one denoising loop, and
   // that loop's own time (events around every kernel make it a little slower).
   std::vector<KernelProfileRow> profile;
+  std::vector<KernelEvent> profile_events;  // every kernel of that loop on the device's timeline
   double profile_loop_s = 0;
 };
 

@@ -1,7 +1,14 @@
 #include "executor/profiling_kernels.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "costmodels/dit_ops.h"
 
@@ -19,6 +26,7 @@ struct ProfilingKernels::Impl {
     std::unique_ptr<Event> start, end;
   };
   bool recording = false;
+  std::unique_ptr<Event> origin;  // the start of the recording
   std::vector<Call> calls;
   Status first_error = Status::Ok();  // an event that failed to record
 };
@@ -30,28 +38,36 @@ ProfilingKernels::~ProfilingKernels() = default;
 void ProfilingKernels::Start() {
   impl_->calls.clear();
   impl_->first_error = Status::Ok();
+  auto origin = device()->stream()->Record();
+  if (origin.ok()) {
+    impl_->origin = std::move(*origin);
+  } else {
+    impl_->origin.reset();
+    impl_->first_error = origin.status();
+  }
   impl_->recording = true;
 }
 
-StatusOr<std::vector<KernelProfileRow>> ProfilingKernels::Stop() {
+StatusOr<KernelProfile> ProfilingKernels::Stop() {
   impl_->recording = false;
   DITUNE_RETURN_IF_ERROR(impl_->first_error);
   DITUNE_RETURN_IF_ERROR(device()->stream()->Synchronize());
+  KernelProfile out;
   std::map<std::string, KernelProfileRow> rows;
   for (const auto& c : impl_->calls) {
     KernelProfileRow& r = rows[c.kernel];
     r.kernel = c.kernel;
     DITUNE_ASSIGN_OR_RETURN(double s, c.end->SecondsSince(*c.start));
+    DITUNE_ASSIGN_OR_RETURN(double at, c.start->SecondsSince(*impl_->origin));
     ++r.calls;
     r.seconds += s;
     r.flops += c.flops;
     r.bytes += c.bytes;
+    out.events.push_back({c.kernel, at, s});
   }
   impl_->calls.clear();
-  std::vector<KernelProfileRow> out;
-  for (auto& [name, r] : rows) out.push_back(std::move(r));
-  std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+  for (auto& [name, r] : rows) out.rows.push_back(std::move(r));
+  std::sort(out.rows.begin(), out.rows.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
   return out;
 }
 
@@ -169,6 +185,28 @@ Status ProfilingKernels::DownloadBf16(const void* dev, float* host, int64_t coun
 Status ProfilingKernels::DownloadF32(const float* dev, float* host, int64_t count) {
   return Timed("transfer", 0, 4.0 * static_cast<double>(count),
                [&] { return inner_->DownloadF32(dev, host, count); });
+}
+
+Status WriteKernelTrace(const std::vector<KernelEvent>& events, int rank, const std::string& path) {
+  nlohmann::json out = nlohmann::json::array();
+  out.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", fmt::format("rank {}", rank)}}}});
+  out.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 0}, {"args", {{"name", "stream"}}}});
+  for (const auto& e : events) {
+    out.push_back({{"name", e.kernel}, {"cat", "kernel"}, {"ph", "X"}, {"pid", rank}, {"tid", 0},
+                   {"ts", e.start_s * 1e6}, {"dur", e.seconds * 1e6}});
+  }
+  std::ofstream f(path);
+  if (!f) return Status::InvalidArgument(fmt::format("cannot write trace '{}' ({})", path, std::strerror(errno)));
+  f << nlohmann::json{{"traceEvents", out}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  f.close();
+  if (!f) return Status::IOError(fmt::format("writing trace '{}' failed ({})", path, std::strerror(errno)));
+  return Status::Ok();
+}
+
+std::string RankTracePath(const std::string& path, int rank, int ranks) {
+  if (ranks <= 1) return path;
+  const std::filesystem::path p(path);
+  return (p.parent_path() / fmt::format("{}.rank{}{}", p.stem().string(), rank, p.extension().string())).string();
 }
 
 }  // namespace ditune::exec

@@ -25,6 +25,18 @@ struct KernelProfileRow {
   double bytes = 0;    // bytes read and written (bf16 activations and weights)
 };
 
+// One call on the device's timeline, seconds from the start of the recording.
+struct KernelEvent {
+  const char* kernel = "";
+  double start_s = 0;
+  double seconds = 0;
+};
+
+struct KernelProfile {
+  std::vector<KernelProfileRow> rows;  // per kernel, in decreasing time
+  std::vector<KernelEvent> events;     // every call, in issue order
+};
+
 class ProfilingKernels : public Kernels {
  public:
   // `inner` must outlive this object.
@@ -33,9 +45,9 @@ class ProfilingKernels : public Kernels {
 
   // Starts recording (forgetting what an earlier recording held).
   void Start();
-  // Stops recording, waits for the device and returns one row per kernel that ran, in
-  // decreasing time.
-  StatusOr<std::vector<KernelProfileRow>> Stop();
+  // Stops recording, waits for the device and returns one row per kernel that ran and every
+  // call's place on the timeline.
+  StatusOr<KernelProfile> Stop();
 
   std::string_view name() const override { return inner_->name(); }
   Device* device() override { return inner_->device(); }
@@ -69,6 +81,15 @@ class ProfilingKernels : public Kernels {
   std::unique_ptr<Impl> impl_;
   Kernels* inner_;
 };
+
+// Writes `events` as a Chrome trace (Perfetto opens it): process `rank`, one thread for the
+// device's stream, a slice per call. InvalidArgument naming the path when it cannot be
+// written there.
+Status WriteKernelTrace(const std::vector<KernelEvent>& events, int rank, const std::string& path);
+
+// The trace file of `rank` for a run of `ranks` processes: `path` itself for one, else
+// "<stem>.rank<R><extension>" beside it.
+std::string RankTracePath(const std::string& path, int rank, int ranks);
 
 }  // namespace ditune::exec
 

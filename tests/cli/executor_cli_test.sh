@@ -42,6 +42,16 @@ expect comm-timeout-set 0 "^1 +[0-9.]+" -- env DITUNE_COMM_TIMEOUT_S=30 "${mpiru
 # The DiT engine across ranks (ref kernels, MPI staged through the host).
 expect engine-ranks 0 "ranks' medians: [0-9.]+, [0-9.]+ s \(spread" -- "${mpirun2[@]}" "$bin" run \
   --backend ref --model tiny-sd3 --steps 2 --iters 2 --config ulysses=2
+expect engine-ranks-trace 0 "kernel trace: .*/kt.rank0.json \(and one per rank beside it\)" -- "${mpirun2[@]}" "$bin" run \
+  --backend ref --model tiny-sd3 --steps 2 --iters 1 --config ulysses=2 --trace "$tmp/kt.json"
+for r in 0 1; do
+  if python3 -c "import json,sys; e=json.load(open(sys.argv[1]))['traceEvents']; sys.exit(not any(x.get('name')=='attention' and x.get('pid')==$r for x in e))" \
+      "$tmp/kt.rank$r.json" 2>/dev/null; then
+    pass=$((pass + 1))
+  else
+    echo "FAIL engine-ranks-trace: no attention slices of rank $r in $tmp/kt.rank$r.json"; fail=$((fail + 1))
+  fi
+done
 expect engine-ranks-json 0 '"rank_median_s"' -- "${mpirun2[@]}" "$bin" run --backend ref --model tiny-flux --steps 2 \
   --iters 1 --config tp=2 --json
 expect engine-ranks-nccl-ref 2 "--comm nccl moves GPU memory" -- "${mpirun2[@]}" "$bin" run --backend ref --comm nccl \

@@ -208,14 +208,25 @@ TEST(EngineTest, TheKernelProfileSeesEveryKernelOfTheLoop) {
     ASSERT_TRUE(quiet.ok());
     auto nothing = profiled.Stop();
     ASSERT_TRUE(nothing.ok());
-    EXPECT_TRUE(nothing->empty());
+    EXPECT_TRUE(nothing->rows.empty());
+    EXPECT_TRUE(nothing->events.empty());
 
     auto before = RefKernelCounts(plain->get());
     profiled.Start();
     auto out = (*engine)->Generate();
     ASSERT_TRUE(out.ok()) << out.status().ToString();
-    auto rows = profiled.Stop();
-    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    auto profile = profiled.Stop();
+    ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+    const std::vector<KernelProfileRow>* rows = &profile->rows;
+    // The timeline: every call once, in issue order, one after another on the one stream.
+    int64_t calls = 0;
+    for (const auto& r : *rows) calls += r.calls;
+    ASSERT_EQ(static_cast<int64_t>(profile->events.size()), calls);
+    for (size_t i = 1; i < profile->events.size(); ++i) {
+      const KernelEvent& a = profile->events[i - 1];
+      EXPECT_GE(profile->events[i].start_s, a.start_s + a.seconds - 1e-9);
+    }
+    EXPECT_GE(profile->events.front().start_s, 0.0);
     auto after = RefKernelCounts(plain->get());
     double gemm_flops = 0, attention_flops = 0, kernels_s = 0;
     int64_t gemms = 0, attentions = 0;
