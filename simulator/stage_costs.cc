@@ -133,9 +133,11 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   const int rep = 0;  // rank 0 represents its groups: every group of a dimension is alike
   if (config_.ulysses > 1) {
     // Each all-to-all needs its tensor permuted into contiguous per-rank chunks before and
-    // after: memory-bound copies and a few framework ops each.
-    OpCost qkv_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * 3.0 * qkv_one), 12};
-    OpCost out_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * qkv_one), 4};
+    // after: two memory-bound copies, and in an eager framework nine framework ops (the
+    // sequence-parallel library xDiT uses: reshape, transpose, contiguous, empty_like, the
+    // collective, reshape, transpose, contiguous, reshape), for Q, K, V and the output.
+    OpCost qkv_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * 3.0 * qkv_one), 27};
+    OpCost out_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * qkv_one), 9};
     qkv_copies.kernel = out_copies.kernel = kernel_names::kCopy;
     c.pre += compute_.DeviceTime(qkv_copies);
     c.pre_host += compute_.HostTime(qkv_copies);
