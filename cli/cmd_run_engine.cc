@@ -171,6 +171,17 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
     trace_path = exec::RankTracePath(args["trace"].as<std::string>(), world != nullptr ? world->rank() : rank,
                                      world != nullptr ? world->size() : 1);
     Status st = exec::WriteKernelTrace({}, world != nullptr ? world->rank() : rank, trace_path);
+    if (world != nullptr && world->host() != nullptr) {
+      // Every rank stops if one cannot write, rather than the others waiting for it.
+      float refused = st.ok() ? 0.0f : 1.0f;
+      Status agreed = world->host()->AllReduceSum(&refused, 1);
+      if (!agreed.ok()) return Fail(cmd, agreed);
+      if (st.ok() && refused > 0) {
+        st = Status::InvalidArgument(fmt::format(
+            "--trace: {:.0f} rank(s) cannot write their trace beside {} (that rank's message names it)", refused,
+            args["trace"].as<std::string>()));
+      }
+    }
     if (!st.ok()) return Fail(cmd, st);
   }
   auto r = exec::MeasureEngineRun(model, *workload, *config, ro);

@@ -22,8 +22,8 @@ inline constexpr int kNumOpClasses = 4;
 std::string_view OpClassName(OpClass c);
 
 // The kernels ditune's engine runs (executor/kernels.h), by the names its kernel profile
-// (`ditune run --profile`) and the per-kernel compute fits ("<device>/<backend>/
-// elementwise@<kernel>", "gemm@gelu") use. An op's `kernel` says which one computes it there.
+// (`ditune run --profile`) and the per-kernel compute fits ("<device>/<backend>/<kernel>")
+// use. An op's `kernel` says which one computes it there.
 namespace kernel_names {
 inline constexpr const char* kGemm = "gemm";
 inline constexpr const char* kGemmGelu = "gemm_gelu";  // a GEMM with the GELU in its epilogue
