@@ -123,7 +123,7 @@ class Kernels {
   // normalised (eps 1e-6), then its pairs (2j, 2j+1) rotated by angle
   // (first_position + row) * 10000^(-2j / head_dim). bf16.
   virtual Status QkNormRope(void* qk, int64_t ld, int64_t rows, int heads, int head_dim, int64_t first_position) = 0;
-  // dst (rows x cols, ld_dst) = src (ld_src). bf16.
+  // dst (rows x cols, ld_dst) = src (ld_src). bf16; dst and src must not overlap.
   virtual Status Copy(void* dst, int64_t ld_dst, const void* src, int64_t ld_src, int64_t rows, int64_t cols) = 0;
   // Sets `count` bf16 elements to zero.
   virtual Status Zero(void* data, int64_t count) = 0;

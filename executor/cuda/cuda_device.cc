@@ -33,6 +33,7 @@ class CudaBuffer : public Buffer {
  public:
   CudaBuffer(CudaDevice* d, void* p, int64_t n) : d_(d), p_(p), n_(n) {}
   ~CudaBuffer() override {
+    cudaSetDevice(d_->ordinal());  // cudaFree frees on the current device
     cudaFree(p_);
     d_->allocated_ -= n_;
   }
@@ -52,6 +53,7 @@ Status CudaStream::Synchronize() {
 
 StatusOr<std::unique_ptr<Event>> CudaStream::Record() {
   cudaEvent_t e;
+  DITUNE_CUDA_CHECK(cudaSetDevice(ordinal_));
   DITUNE_CUDA_CHECK(cudaEventCreate(&e));
   auto event = std::unique_ptr<Event>(new CudaEvent(e));
   DITUNE_CUDA_CHECK(cudaEventRecord(e, s_));
@@ -59,7 +61,7 @@ StatusOr<std::unique_ptr<Event>> CudaStream::Record() {
 }
 
 CudaDevice::CudaDevice(int ordinal, DeviceProps props, cudaStream_t stream, cublasLtHandle_t lt)
-    : ordinal_(ordinal), props_(std::move(props)), stream_(stream), lt_(lt) {}
+    : ordinal_(ordinal), props_(std::move(props)), stream_(stream, ordinal), lt_(lt) {}
 
 CudaDevice::~CudaDevice() {
   cudaSetDevice(ordinal_);

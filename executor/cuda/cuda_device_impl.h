@@ -19,13 +19,16 @@ struct GemmPlanCacheDeleter {
 
 class CudaStream : public Stream {
  public:
-  explicit CudaStream(cudaStream_t s) : s_(s) {}
+  // `ordinal`: the device the stream belongs to, made current before creating an event for
+  // it (an event is created on the calling thread's current device).
+  CudaStream(cudaStream_t s, int ordinal) : s_(s), ordinal_(ordinal) {}
   Status Synchronize() override;
   StatusOr<std::unique_ptr<Event>> Record() override;
   cudaStream_t get() const { return s_; }
 
  private:
   cudaStream_t s_;
+  int ordinal_;
 };
 
 class CudaDevice : public Device {

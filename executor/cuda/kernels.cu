@@ -527,7 +527,9 @@ Status NormModulate(Device* device, const NormArgs& a) {
   constexpr const char* kWhat = "norm-modulate";
   DITUNE_ASSIGN_OR_RETURN(CudaDevice * d, Current(device));
   DITUNE_RETURN_IF_ERROR(CheckSizes(kWhat, a.rows, a.cols));
-  if (a.rows == 0 || a.cols == 0) return Status::Ok();
+  if (a.rows == 0) return Status::Ok();
+  // A norm over no columns is undefined (as the ref kernels say).
+  if (a.cols == 0) return Status::InvalidArgument(fmt::format("{}: {} rows of 0 columns", kWhat, a.rows));
   DITUNE_RETURN_IF_ERROR(CheckLd(kWhat, "ldx", a.ldx, a.cols));
   DITUNE_RETURN_IF_ERROR(CheckLd(kWhat, "ldy", a.ldy, a.cols));
   DITUNE_RETURN_IF_ERROR(CheckPointer(kWhat, "x", a.x));
