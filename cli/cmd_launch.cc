@@ -34,8 +34,6 @@ int RunLaunch(int argc, char** argv) {
   AddPlanOptions(options);
   options.add_options()
       ("auto", "choose the configuration automatically (required)")
-      ("executor", "xdit: append xDiT's flags to COMMAND; ditune: run ditune's executor under mpirun",
-       cxxopts::value<std::string>()->default_value("xdit"))
       ("dry-run", "print the command instead of running it");
   bool help = false;
   auto args = Parse(options, split, argv, &help);
@@ -45,10 +43,11 @@ int RunLaunch(int argc, char** argv) {
     return 0;
   }
   if (!args->count("auto")) return Fail("launch", Status::InvalidArgument("--auto is required (the only mode so far)"));
-  const std::string executor = (*args)["executor"].as<std::string>();
-  if (executor != "xdit" && executor != "ditune") {
-    return Fail("launch", Status::InvalidArgument(fmt::format("--executor '{}' is not one of: xdit, ditune", executor)));
-  }
+  // --executor (a plan option): xdit appends xDiT's flags to COMMAND; ditune runs ditune's
+  // executor under mpirun, and the plan is priced for it.
+  auto executor_for = ParsePlanFor((*args)["executor"].as<std::string>());
+  if (!executor_for.ok()) return Fail("launch", executor_for.status());
+  const std::string executor(PlanForName(*executor_for));
   if (executor == "xdit" && command.empty()) {
     return Fail("launch", Status::InvalidArgument("give the command to launch after '--', e.g. -- torchrun "
                                                   "--nproc_per_node 8 examples/flux_example.py"));

@@ -1,4 +1,5 @@
-// `ditune plan WORKLOAD CLUSTER [--objective ..] [--top K] [--explain] [--xdit-flags] [--json]`.
+// `ditune plan WORKLOAD CLUSTER [--objective ..] [--executor xdit|ditune] [--top K] [--explain] [--xdit-flags]
+// [--json]`.
 #include <iostream>
 
 #include <fmt/format.h>
@@ -7,6 +8,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "planner/auto_configure.h"
+#include "planner/launch.h"
 
 namespace ditune::cli {
 
@@ -16,6 +18,9 @@ void AddPlanOptions(cxxopts::Options& options) {
       ("top", "how many configurations to show", cxxopts::value<int>()->default_value("5"))
       ("warmup", "PipeFusion warm-up steps to consider, e.g. 0,1,2 (default 1, as xDiT)",
        cxxopts::value<std::string>()->default_value("1"))
+      ("executor", "who runs the plan, which sets how it is priced: xdit (xDiT, eager PyTorch) or ditune "
+                   "(ditune's engine: `ditune run --backend cuda` under mpirun)",
+       cxxopts::value<std::string>()->default_value("xdit"))
       ("no-cache", "search again even if a plan for this calibration is cached")
       ("db", "calibration database (default: $DITUNE_DB or ~/.local/share/ditune/ditune.db)",
        cxxopts::value<std::string>());
@@ -45,6 +50,7 @@ StatusOr<AutoConfigureOptions> ReadPlanOptions(const cxxopts::ParseResult& args)
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
+  DITUNE_ASSIGN_OR_RETURN(o.plan.executor, ParsePlanFor(args["executor"].as<std::string>()));
   o.use_cache = args.count("no-cache") == 0;
   if (args.count("db")) {
     o.db_path = args["db"].as<std::string>();
@@ -80,7 +86,12 @@ int RunPlan(int argc, char** argv) {
                                                               workload->steps)));
     }
   }
-  if (args->count("xdit-flags")) opt->plan.enumerate = XditOnly(opt->plan.enumerate);
+  if (args->count("xdit-flags")) {
+    if (opt->plan.executor != PlanFor::kXdit) {
+      return Fail("plan", Status::InvalidArgument("--xdit-flags plans for xDiT: leave out --executor ditune"));
+    }
+    opt->plan.enumerate = XditOnly(opt->plan.enumerate);
+  }
   bool cached = false;
   opt->from_cache = &cached;
   auto plan = AutoConfigure(*workload, *spec, *opt);
@@ -138,6 +149,10 @@ int RunPlan(int argc, char** argv) {
   if (args->count("explain")) {
     std::cout << "\n";
     for (const auto& line : plan->explanation) std::cout << "- " << line << "\n";
+  }
+  if (plan->executor == PlanFor::kDitune) {
+    std::cout << "\nlaunch with ditune: " << ShellJoin(DituneRunCommand("ditune", w, best.config, c)) << "\n";
+    return 0;
   }
   Status x = SupportedByXdit(best.config);
   std::cout << "\nlaunch with xDiT: " << (x.ok() ? ToXditFlags(best.config) : x.message()) << "\n";

@@ -139,7 +139,10 @@ std::vector<std::string> DituneRunCommand(const std::string& bin, const Workload
   if (cluster.nodes() > 1) {
     out.insert(out.end(), {"--map-by", fmt::format("ppr:{}:node", cluster.gpus_per_node())});
   }
-  out.insert(out.end(), {bin, "run", "--config", ToString(c), "--model", w.model_id, "--height", std::to_string(w.height),
+  out.insert(out.end(), {bin, "run"});
+  // On GPUs ditune's executor is the DiT engine on CUDA (over NCCL); on CPU ranks the CPU one.
+  if (!cluster.gpu->is_cpu) out.insert(out.end(), {"--backend", "cuda"});
+  out.insert(out.end(), {"--config", ToString(c), "--model", w.model_id, "--height", std::to_string(w.height),
                          "--width", std::to_string(w.width), "--steps", std::to_string(w.steps), "--batch",
                          std::to_string(w.batch), "--output-type", std::string(OutputTypeName(w.output))});
   if (w.frames > 1) out.insert(out.end(), {"--frames", std::to_string(w.frames)});

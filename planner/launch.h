@@ -42,7 +42,8 @@ StatusOr<std::string> MapGpuName(const std::string& name, const Catalog& catalog
 // COMMAND ARGS... with the configuration's xDiT flags appended.
 StatusOr<std::vector<std::string>> XditCommand(const std::vector<std::string>& command, const ParallelConfig& config);
 
-// `mpirun -np N ditune run --config SPEC WORKLOAD` for ditune's own executor.
+// `mpirun -np N ditune run [--backend cuda] --config SPEC WORKLOAD` for ditune's own executor:
+// the DiT engine on CUDA for GPUs, the CPU executor for the CPU "GPU".
 std::vector<std::string> DituneRunCommand(const std::string& ditune_binary, const Workload& workload,
                                           const ParallelConfig& config, const Cluster& cluster);
 

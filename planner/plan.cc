@@ -70,6 +70,14 @@ StatusOr<Candidate> SimulateCandidate(const ModelSpec& model, const Workload& wo
 
 }  // namespace
 
+std::string_view PlanForName(PlanFor p) { return p == PlanFor::kDitune ? "ditune" : "xdit"; }
+
+StatusOr<PlanFor> ParsePlanFor(std::string_view s) {
+  if (s == "xdit") return PlanFor::kXdit;
+  if (s == "ditune") return PlanFor::kDitune;
+  return Status::InvalidArgument(fmt::format("--executor '{}' is not one of: xdit, ditune", s));
+}
+
 std::string_view ObjectiveName(Objective o) {
   switch (o) {
     case Objective::kLatency: return "latency";
@@ -194,10 +202,13 @@ StatusOr<PlanStart> StartPlan(const Catalog& catalog, const Workload& workload, 
   PlanStart s;
   DITUNE_ASSIGN_OR_RETURN(s.model, catalog.Model(workload.model_id));
   DITUNE_ASSIGN_OR_RETURN(s.tokens, ComputeTokenGeometry(*s.model, workload));
-  DITUNE_ASSIGN_OR_RETURN(s.models, ModelsFor(cluster, s.model->id, fits));
+  const bool engine = opt.executor == PlanFor::kDitune && !cluster.gpu->is_cpu;
+  DITUNE_ASSIGN_OR_RETURN(s.models,
+                          ModelsFor(cluster, s.model->id, fits, "cuda", engine ? Runtime::kEngine : Runtime::kEager));
   s.plan.workload = workload;
   s.plan.cluster = cluster;
   s.plan.objective = opt.objective;
+  s.plan.executor = opt.executor;
   return s;
 }
 
@@ -298,6 +309,7 @@ nlohmann::json PlanToJson(const Plan& plan) {
                    {"gpus_per_node", plan.cluster.gpus_per_node()}, {"intra", plan.cluster.spec.intra_id},
                    {"inter", plan.cluster.spec.inter_id}}},
       {"objective", ObjectiveName(plan.objective)},
+      {"executor", PlanForName(plan.executor)},
       {"enumerated", plan.enumerated},
       {"pruned_memory", plan.pruned_memory},
       {"ranked", ranked},
@@ -310,10 +322,11 @@ nlohmann::json PlanToJson(const Plan& plan) {
 std::string PlanCacheKey(const Workload& w, const Cluster& c, const PlanOptions& o) {
   std::string warmups;
   for (int x : o.enumerate.warmups) warmups += fmt::format("{},", x);
-  return fmt::format("v1|{}|{}x{}x{}|s{}|b{}|{}|{}x{}|{}n|{}|{}|{}|k{}|p{}w{}d{}o{}", w.model_id, w.height, w.width,
-                     w.frames, w.steps, w.batch, OutputTypeName(w.output), c.spec.gpu_id, c.gpus(), c.nodes(),
+  return fmt::format("v2|{}|{}x{}x{}|s{}|b{}|{}|{}x{}|{}n|{}|{}|{}|k{}|p{}w{}d{}o{}|{}", w.model_id, w.height,
+                     w.width, w.frames, w.steps, w.batch, OutputTypeName(w.output), c.spec.gpu_id, c.gpus(), c.nodes(),
                      c.spec.intra_id, c.spec.inter_id, ObjectiveName(o.objective), o.top_k,
-                     o.enumerate.vary_patches, warmups, o.enumerate.distrifusion, o.enumerate.vary_order);
+                     o.enumerate.vary_patches, warmups, o.enumerate.distrifusion, o.enumerate.vary_order,
+                     PlanForName(o.executor));
 }
 
 }  // namespace ditune

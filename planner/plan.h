@@ -26,8 +26,18 @@ enum class Objective { kLatency, kThroughput, kGpuSeconds };
 std::string_view ObjectiveName(Objective o);
 StatusOr<Objective> ParseObjective(std::string_view s);
 
+// Who runs the plan, which sets how it is priced: xDiT (eager PyTorch: framework ops and
+// Python glue on the host, the per-model xDiT scale "<gpu>/<model>") or ditune's own engine
+// (one kernel per op issued from C++, the engine scale "<gpu>/cuda/engine"; on the CPU
+// "GPU", the CPU executor and its fits).
+enum class PlanFor { kXdit, kDitune };
+std::string_view PlanForName(PlanFor p);
+// "xdit" or "ditune"; InvalidArgument naming the valid ones otherwise.
+StatusOr<PlanFor> ParsePlanFor(std::string_view s);
+
 struct PlanOptions {
   Objective objective = Objective::kLatency;
+  PlanFor executor = PlanFor::kXdit;
   int top_k = 5;
   EnumerateOptions enumerate;
   SimOptions sim;
@@ -44,6 +54,7 @@ struct Plan {
   Workload workload;
   Cluster cluster;
   Objective objective = Objective::kLatency;
+  PlanFor executor = PlanFor::kXdit;    // who it was priced for
   std::vector<Candidate> ranked;        // best first, at most top_k
   std::optional<Candidate> single_gpu;  // the same workload on one GPU, when it fits
   int enumerated = 0;                   // valid configurations

@@ -187,6 +187,14 @@ expect launch-dry-run 0 "^torchrun --nproc_per_node 8 'my script.py' --ulysses_d
   --model pixart-alpha --gpu h100-sxm5-80gb --gpus 8 --dry-run -- torchrun --nproc_per_node 8 "my script.py"
 expect launch-ditune 0 "^mpirun -np 2 ditune run --config " -- launch --auto --model tiny-pixart --gpu cpu --gpus 2 \
   --executor ditune --dry-run
+expect plan-for-ditune 0 "^launch with ditune: mpirun -np 4 ditune run --backend cuda --config " -- plan \
+  --model flux.1-dev --gpu h100-sxm5-80gb --gpus 4 --executor ditune
+expect plan-bad-executor 2 "--executor 'torch' is not one of: xdit, ditune" -- plan --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 4 --executor torch
+expect plan-xdit-flags-for-ditune 2 "--xdit-flags plans for xDiT" -- plan --model flux.1-dev --gpu h100-sxm5-80gb \
+  --gpus 4 --executor ditune --xdit-flags
+expect launch-ditune-gpu 0 "^mpirun -np 4 ditune run --backend cuda --config" -- launch --auto --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 4 --executor ditune --dry-run
 expect launch-runs 0 "^launched --ulysses_degree" -- launch --auto --model pixart-alpha --gpu h100-sxm5-80gb \
   --gpus 2 -- echo launched
 if ! command -v nvidia-smi >/dev/null; then

@@ -6,6 +6,7 @@
 #include "costmodels/memory_model.h"
 #include "planner/auto_configure.h"
 #include "planner/enumerate.h"
+#include "planner/launch.h"
 #include "planner/plan.h"
 #include "planner/predict.h"
 
@@ -152,6 +153,48 @@ TEST(PlanTest, ObjectivesRankDifferently) {
   EXPECT_TRUE(j["ranked"][0].contains("speedup"));
 }
 
+// A plan for ditune's engine is priced as the engine runs (no Python glue, one kernel per
+// op, its own scale), so the same workload is predicted faster and may rank differently;
+// the executor is part of the plan and of its cache key. On CPU ranks ditune's executor is
+// the CPU one, priced as before.
+TEST(PlanTest, PlansForDitunesEngineArePricedAsTheEngine) {
+  const Cluster h100 = *ResolveCluster({"h100-sxm5-80gb", 4}, Cat());
+  Workload w{"flux.1-dev", 1024, 1024, 1, 28, 1, OutputType::kDecoded};
+  PlanOptions xdit, ditune;
+  ditune.executor = PlanFor::kDitune;
+  auto a = MakePlan(Cat(), w, h100, {}, xdit);
+  auto b = MakePlan(Cat(), w, h100, {}, ditune);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(b->executor, PlanFor::kDitune);
+  EXPECT_EQ(PlanToJson(*b)["executor"], "ditune");
+  EXPECT_EQ(PlanToJson(*a)["executor"], "xdit");
+  // The engine's prediction of its own winner, and the single GPU, come from SimulateEngineRun's models.
+  auto engine = ModelsFor(h100, "flux.1-dev", {}, "cuda", Runtime::kEngine);
+  ASSERT_TRUE(engine.ok());
+  SimInput in{*Cat().Model("flux.1-dev"), w, &h100, b->ranked[0].config, &engine->compute, engine->comm.get()};
+  SimOptions so;
+  so.terms = engine->terms;
+  auto sim = Simulate(in, so);
+  ASSERT_TRUE(sim.ok());
+  EXPECT_NEAR(b->ranked[0].result.total.value(), sim->total.value(), 1e-9 * sim->total.value());
+  ASSERT_TRUE(a->single_gpu && b->single_gpu);
+  EXPECT_LT(b->single_gpu->result.total.value(), a->single_gpu->result.total.value());
+  EXPECT_NE(PlanCacheKey(w, h100, xdit), PlanCacheKey(w, h100, ditune));
+  auto run = DituneRunCommand("ditune", w, b->ranked[0].config, h100);
+  EXPECT_EQ(run[4], "run");
+  EXPECT_EQ(run[5], "--backend");
+  EXPECT_EQ(run[6], "cuda");
+
+  const Cluster cpu = *ResolveCluster({"cpu", 2}, Cat());
+  Workload tiny{"tiny-pixart", 256, 256, 1, 4, 1, OutputType::kLatent};
+  auto c = MakePlan(Cat(), tiny, cpu, {}, xdit);
+  auto d = MakePlan(Cat(), tiny, cpu, {}, ditune);
+  ASSERT_TRUE(c.ok() && d.ok());
+  EXPECT_EQ(c->ranked[0].result.total.value(), d->ranked[0].result.total.value());
+  EXPECT_EQ(ParsePlanFor("torch").status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(ParsePlanFor("torch").status().message().find("xdit, ditune"), std::string::npos);
+}
+
 TEST(PlanTest, XditFlagsOfTheWinnerParseBack) {
   const Cluster cluster = *ResolveCluster({"a100-sxm4-80gb", 8}, Cat());
   Workload w{"pixart-alpha", 2048, 2048, 1, 20, 1, OutputType::kDecoded};
@@ -198,8 +241,6 @@ TEST(AutoConfigureTest, CachesPerCalibrationVersion) {
 
 }  // namespace
 }  // namespace ditune
-
-#include "planner/launch.h"
 
 namespace ditune {
 namespace {
