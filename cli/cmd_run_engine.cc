@@ -275,6 +275,17 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
     if (st.ok()) st = (*store)->AddMeasurements({meas}).status();
     if (!st.ok()) return Fail(cmd, st);
   }
+  // A profiled run's kernels, at the shapes this run has, join the kernel sweep's measurements
+  // (emulated ranks' too: their kernels are real); `calibrate fit` fits them together.
+  size_t kernel_measurements = 0;
+  if (ro.profile && gpu_id.ok() && (backend == "cuda" || on_host)) {
+    const nlohmann::json params{{"model", model.id}, {"height", workload->height}, {"width", workload->width},
+                                {"frames", workload->frames}, {"config", ToString(*config)}, {"rank", rank}};
+    const auto kernels = exec::KernelMeasurements(r->profile_events, backend, *gpu_id, run_id, params);
+    Status st = (*store)->AddMeasurements(kernels).status();
+    if (!st.ok()) return Fail(cmd, st);
+    kernel_measurements = kernels.size();
+  }
 
   if (args.count("json")) {
     nlohmann::json j{{"backend", backend},           {"device", r->device_name},    {"config", ToString(*config)},
@@ -297,6 +308,7 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
     }
     if (!run_id.empty()) j["run_id"] = run_id;
     if (!trace_path.empty()) j["trace"] = trace_path;
+    if (kernel_measurements > 0) j["kernel_measurements"] = kernel_measurements;
     if (ro.profile) {
       j["profile_loop_s"] = r->profile_loop_s;
       j["profile"] = nlohmann::json::array();
@@ -332,6 +344,11 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   std::cout << fmt::format("memory: weights {:.2f} GB, peak {:.2f} GB\n", r->weight_bytes / 1e9, r->peak_bytes / 1e9);
   std::cout << "text encoding and VAE decode: not run by the engine (latent output)\n";
   if (ro.profile) PrintProfile(r->profile, modelled_kernels, r->profile_loop_s, rank, std::cout);
+  if (kernel_measurements > 0) {
+    std::cout << fmt::format("recorded {} kernel measurements (one per kernel and shape; `ditune calibrate fit` "
+                             "fits them)\n",
+                             kernel_measurements);
+  }
   if (!trace_path.empty()) std::cout << "kernel trace: " << trace_path << (world != nullptr ? " (and one per rank beside it)" : "") << "\n";
   if (!run_id.empty()) std::cout << "recorded as " << run_id << " in " << (*store)->path() << "\n";
   return 0;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@ struct ProfilingKernels::Impl {
   struct Call {
     const char* kernel;
     double flops, bytes;
+    int head_dim;
     std::unique_ptr<Event> start, end;
   };
   bool recording = false;
@@ -63,7 +65,7 @@ StatusOr<KernelProfile> ProfilingKernels::Stop() {
     r.seconds += s;
     r.flops += c.flops;
     r.bytes += c.bytes;
-    out.events.push_back({c.kernel, at, s});
+    out.events.push_back({c.kernel, at, s, c.flops, c.bytes, c.head_dim});
   }
   impl_->calls.clear();
   for (auto& [name, r] : rows) out.rows.push_back(std::move(r));
@@ -73,7 +75,7 @@ StatusOr<KernelProfile> ProfilingKernels::Stop() {
 
 // Runs `call` between two events on the stream while recording; just runs it otherwise.
 template <typename F>
-Status ProfilingKernels::Timed(const char* kernel, double flops, double bytes, F&& call) {
+Status ProfilingKernels::Timed(const char* kernel, double flops, double bytes, F&& call, int head_dim) {
   if (!impl_->recording) return call();
   auto start = device()->stream()->Record();
   DITUNE_RETURN_IF_ERROR(call());
@@ -83,7 +85,7 @@ Status ProfilingKernels::Timed(const char* kernel, double flops, double bytes, F
     if (impl_->first_error.ok()) impl_->first_error = !start.ok() ? start.status() : end.status();
     return Status::Ok();
   }
-  impl_->calls.push_back({kernel, flops, bytes, std::move(*start), std::move(*end)});
+  impl_->calls.push_back({kernel, flops, bytes, head_dim, std::move(*start), std::move(*end)});
   return Status::Ok();
 }
 
@@ -101,12 +103,13 @@ Status ProfilingKernels::Attention(const AttentionArgs& a) {
   const double w = static_cast<double>(a.heads) * a.head_dim * a.batch;
   const double q = static_cast<double>(a.q_rows), kv = static_cast<double>(a.kv_rows);
   return Timed(kernel_names::kAttention, 4.0 * q * kv * w, kBf16 * w * (2 * q + 2 * kv),
-               [&] { return inner_->Attention(a); });
+               [&] { return inner_->Attention(a); }, a.head_dim);
 }
 
 Status ProfilingKernels::MergeAttention(const AttentionMergeArgs& a) {
   const double elems = static_cast<double>(a.q_rows) * a.batch * a.heads * a.head_dim;
-  return Timed(kernel_names::kAttentionMerge, 0, 3 * kBf16 * elems,
+  // Bytes as the cost model counts a Ring merge: ten fp32 passes over the output.
+  return Timed(kernel_names::kAttentionMerge, 0, 10 * 4.0 * elems,
                [&] { return inner_->MergeAttention(a); });
 }
 
@@ -185,6 +188,49 @@ Status ProfilingKernels::DownloadBf16(const void* dev, float* host, int64_t coun
 Status ProfilingKernels::DownloadF32(const float* dev, float* host, int64_t count) {
   return Timed("transfer", 0, 4.0 * static_cast<double>(count),
                [&] { return inner_->DownloadF32(dev, host, count); });
+}
+
+std::vector<Measurement> KernelMeasurements(const std::vector<KernelEvent>& events, const std::string& backend,
+                                            const std::string& device, const std::string& run_id,
+                                            const nlohmann::json& params) {
+  // (kernel, FLOPs, bytes, head_dim) -> the calls' seconds, in first-seen order.
+  std::map<std::tuple<std::string, double, double, int>, std::vector<double>> shapes;
+  std::vector<std::tuple<std::string, double, double, int>> order;
+  for (const auto& e : events) {
+    const std::string k = e.kernel;
+    const bool priced = k == kernel_names::kGemm || k == kernel_names::kAttention || IsKernelFitName(k);
+    if (!priced || e.seconds <= 0) continue;
+    auto key = std::make_tuple(k, e.flops, e.bytes, e.head_dim);
+    auto [it, fresh] = shapes.try_emplace(key);
+    if (fresh) order.push_back(key);
+    it->second.push_back(e.seconds);
+  }
+  std::vector<Measurement> out;
+  for (const auto& key : order) {
+    std::vector<double> t = shapes[key];
+    std::sort(t.begin(), t.end());
+    const auto& [kernel, flops, bytes, head_dim] = key;
+    Measurement m;
+    m.source = MeasurementSource::kExecutor;
+    m.kind = MeasurementKind::kOp;
+    const bool gemm = kernel == kernel_names::kGemm || kernel == kernel_names::kGemmGelu;
+    m.op = gemm ? "gemm" : kernel == kernel_names::kAttention ? "attention" : "elementwise";
+    m.backend = backend;
+    m.device = device;
+    m.flops = Flops(flops);
+    m.bytes = Bytes(bytes);
+    m.median = Seconds(t[t.size() / 2]);
+    m.p10 = Seconds(t[static_cast<size_t>(0.1 * static_cast<double>(t.size() - 1) + 0.5)]);
+    m.p90 = Seconds(t[static_cast<size_t>(0.9 * static_cast<double>(t.size() - 1) + 0.5)]);
+    m.samples = static_cast<int>(t.size());
+    m.run_id = run_id;
+    m.params = params.is_object() ? params : nlohmann::json::object();
+    m.params["from"] = "profile";
+    if (kernel != kernel_names::kGemm && kernel != kernel_names::kAttention) m.params["kernel"] = kernel;
+    if (kernel == kernel_names::kAttention && head_dim > 0) m.params["head_dim"] = head_dim;
+    out.push_back(std::move(m));
+  }
+  return out;
 }
 
 Status WriteKernelTrace(const std::vector<KernelEvent>& events, int rank, const std::string& path) {

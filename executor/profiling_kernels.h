@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "costmodels/measurement.h"
 #include "executor/kernels.h"
 
 namespace ditune::exec {
@@ -25,11 +28,15 @@ struct KernelProfileRow {
   double bytes = 0;    // bytes read and written (bf16 activations and weights)
 };
 
-// One call on the device's timeline, seconds from the start of the recording.
+// One call on the device's timeline, seconds from the start of the recording, with the work
+// it did in the cost model's units (dit_ops.cc: FLOPs; bytes as passes x elements).
 struct KernelEvent {
   const char* kernel = "";
   double start_s = 0;
   double seconds = 0;
+  double flops = 0;
+  double bytes = 0;
+  int head_dim = 0;  // attention
 };
 
 struct KernelProfile {
@@ -75,12 +82,22 @@ class ProfilingKernels : public Kernels {
 
  private:
   template <typename F>
-  Status Timed(const char* kernel, double flops, double bytes, F&& call);
+  Status Timed(const char* kernel, double flops, double bytes, F&& call, int head_dim = 0);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
   Kernels* inner_;
 };
+
+// The calls of a profiled loop as measurements for the store (source executor, kind op): one
+// per kernel and shape (same FLOPs and bytes), its median, p10 and p90 over the calls, for
+// the kernels the cost model prices (GEMMs, with params.kernel "gemm_gelu" for the epilogue
+// ones; attention with params.head_dim; the engine's elementwise kernels with params.kernel),
+// each with `params` added. Fitting them with the sweep's prices ops at the shapes real runs
+// have: every profiled run refines the kernel curves.
+std::vector<Measurement> KernelMeasurements(const std::vector<KernelEvent>& events, const std::string& backend,
+                                            const std::string& device, const std::string& run_id,
+                                            const nlohmann::json& params);
 
 // Writes `events` as a Chrome trace (Perfetto opens it): process `rank`, one thread for the
 // device's stream, a slice per call. InvalidArgument naming the path when it cannot be

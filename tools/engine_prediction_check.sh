@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Calibrate on some runs, predict the others: the single-device prediction check of the DiT
 # engine. In a fresh store it times the backend's kernels (calibrate compute), runs the
-# engine on a calibration set (each run recorded), fits (calibrate fit: per-op curves, the
-# launch overhead and the engine scale per device and backend), then runs held-out models
-# and sizes and prints measured against predicted DiT time.
+# engine on a calibration set (each run recorded, its kernels profiled and recorded per
+# shape), fits (calibrate fit: per-kernel curves, the launch overhead and the engine scale per
+# device and backend), then runs held-out models and sizes and prints measured against
+# predicted DiT time.
 #
 #   tools/engine_prediction_check.sh ref    # on this host: the ref kernels, tiny models
 #   tools/engine_prediction_check.sh cuda   # on a GPU: catalog models (tools/device/engine_runs.sh)
@@ -47,8 +48,12 @@ grep -E "^compute " "$out/calibrate_compute.txt"
 # run ROLE MODEL H W F S: one engine run, one row; held-out rows go into $out/errors.txt.
 run() {
   local role=$1 model=$2 h=$3 w=$4 f=$5 s=$6 j
+  # Calibration runs are profiled too: their kernels, at the shapes real runs have, join the
+  # sweep's in the kernel fits.
+  local profile=()
+  [[ $role == calibrate ]] && profile=(--profile)
   j=$("$bin" run --backend "$backend" --model "$model" --height "$h" --width "$w" --frames "$f" --steps "$s" \
-      --config "" --iters "$iters" --warmup 1 --json 2>"$out/run.err")
+      --config "" --iters "$iters" --warmup 1 --json "${profile[@]}" 2>"$out/run.err")
   if [[ -z $j ]]; then
     printf "%-10s %-16s %-12s %s\n" "$role" "$model" "${h}x${w}x${f}" "$(tail -1 "$out/run.err")"
     return
@@ -67,7 +72,7 @@ PY
 
 printf "%-10s %-16s %-12s %5s %10s %10s %8s %8s\n" role model HxWxF steps measured predicted error peak_GB
 for r in "${calibrate[@]}"; do run calibrate $r; done
-echo "== calibrate fit: the engine scale from the calibration runs"
+echo "== calibrate fit: kernel curves with the calibration runs' kernels, the engine scale from their DiT times"
 "$bin" calibrate fit 2>&1 | grep -E "engine|launch"
 rm -f "$out/errors.txt"
 for r in "${held_out[@]}"; do run held-out $r; done

@@ -227,6 +227,8 @@ expect engine-ref-recorded 0 "recorded as run-[0-9]+-cpu-[0-9]+-[0-9]+ in" -- ru
   --height 128 --width 128 --steps 2 --iters 1 --config ""
 expect engine-ref-profile 0 "^gemm_gelu +[0-9]+ +[0-9.]+ .*[-+][0-9.]+%" -- run --backend ref \
   --model tiny-flux --height 128 --width 128 --steps 2 --iters 1 --config "" --profile
+expect engine-ref-profile-recorded 0 "^recorded [0-9]+ kernel measurements \(one per kernel and shape" -- run \
+  --backend ref --model tiny-pixart --height 128 --width 128 --steps 2 --iters 1 --config "" --profile
 expect cpu-profile 2 "--profile times the engine's kernels: it needs --backend cuda or ref" -- run --model tiny-flux \
   --steps 2 --config "" --profile
 expect engine-scale-fitted 0 "cpu/ref/engine +[0-9]+ .*compute scale [0-9.]+ \(measured / modelled\)" -- calibrate fit

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "core/catalog.h"
 #include "core/validate.h"
@@ -257,6 +258,33 @@ TEST(EngineTest, TheKernelProfileSeesEveryKernelOfTheLoop) {
     EXPECT_TRUE(names.count(kernel_names::kGatedResidual));
     EXPECT_EQ(names.count(kernel_names::kQkNormRope), m.num_blocks(BlockFamily::kCross) == m.num_blocks() ? 0u : 1u);
     EXPECT_LE(kernels_s, out->dit_seconds * 1.05);
+
+    // As measurements: one per priced kernel and shape, every priced call counted once; the
+    // loop's bookkeeping (transfers, the Euler step) is not among them.
+    const auto meas = KernelMeasurements(profile->events, "ref", "cpu", "run-x", {{"model", model}});
+    int64_t priced_calls = 0;
+    for (const auto& e : profile->events) {
+      const std::string k = e.kernel;
+      priced_calls += k == kernel_names::kGemm || k == kernel_names::kAttention || IsKernelFitName(k);
+    }
+    int64_t samples = 0;
+    std::set<std::tuple<std::string, double, double>> shapes;
+    for (const auto& x : meas) {
+      EXPECT_TRUE(x.Validate().ok()) << x.Validate().ToString();
+      EXPECT_EQ(x.source, MeasurementSource::kExecutor);
+      EXPECT_EQ(x.params["model"], model);
+      EXPECT_EQ(x.params["from"], "profile");
+      EXPECT_LE(x.p10.value(), x.median.value());
+      EXPECT_LE(x.median.value(), x.p90.value());
+      samples += x.samples;
+      const std::string kernel = x.params.value("kernel", x.op);
+      EXPECT_TRUE(shapes.insert({kernel, x.flops.value(), x.bytes.value()}).second) << kernel << " twice";
+      EXPECT_NE(kernel, "euler_step");
+      EXPECT_NE(kernel, "transfer");
+      if (x.op == "attention") EXPECT_EQ(x.params["head_dim"], m.head_dim);
+    }
+    EXPECT_EQ(samples, priced_calls);
+    EXPECT_FALSE(shapes.empty());
   }
 }
 
