@@ -1,6 +1,7 @@
-// `mpirun -np N ditune autotune WORKLOAD [--candidates K]`: predict every configuration for
-// the launched CPU ranks, run the best K for real, record them, refit, predict again, and
-// show the error before and after.
+// `mpirun -np N ditune autotune WORKLOAD [--candidates K] [--backend cpu|cuda|ref]`: predict
+// every configuration for the launched ranks, run the best K for real, record them, refit,
+// predict again, and show the error before and after (the CPU executor here; ditune's engine
+// in cmd_autotune_engine.cc).
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,8 @@ StatusOr<double> PredictOnCpu(const Catalog& catalog, const Workload& w, const P
 Measurement DitRunMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
                               const exec::RunMeasurement& m, const std::string& run_id, nlohmann::json extra);
 
+int AutotuneOnEngine(const cxxopts::ParseResult& args, exec::Comm& mpi_world, const std::string& backend);
+
 int RunAutotune(int argc, char** argv) {
   auto world = exec::CreateComm(exec::DefaultCommBackend(), &argc, &argv);
   if (!world.ok()) return Fail("autotune", world.status());
@@ -36,16 +39,17 @@ int RunAutotune(int argc, char** argv) {
   options.add_options()
       ("candidates", "how many of the best-predicted configurations to run", cxxopts::value<int>()->default_value("3"))
       ("iters", "timed iterations per run", cxxopts::value<int>()->default_value("3"))
+      ("backend", "cpu: the CPU executor on the launched ranks; cuda: ditune's engine on each rank's GPU; ref: the "
+                  "engine's reference kernels on the host",
+       cxxopts::value<std::string>()->default_value("cpu"))
       ("db", "calibration database", cxxopts::value<std::string>());
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return fail(args.status());
   if (help) return 0;
-  // The cluster is the launched ranks; CLUSTER flags may only say so.
-  if (args->count("gpu") && (*args)["gpu"].as<std::string>() != "cpu") {
-    return fail(Status::InvalidArgument(fmt::format(
-        "--gpu {}: autotune runs the CPU executor on the launched ranks (--gpu cpu); GPU runs need the CUDA executor",
-        (*args)["gpu"].as<std::string>())));
+  const std::string backend = (*args)["backend"].as<std::string>();
+  if (backend != "cpu" && backend != "cuda" && backend != "ref") {
+    return fail(Status::InvalidArgument(fmt::format("--backend '{}': valid: cpu, cuda, ref", backend)));
   }
   if (args->count("gpus") && (*args)["gpus"].as<int>() != comm.size()) {
     return fail(Status::InvalidArgument(fmt::format("--gpus {} but {} ranks were launched (mpirun -np {})",
@@ -56,6 +60,14 @@ int RunAutotune(int argc, char** argv) {
     return fail(Status::InvalidArgument(fmt::format("--candidates {}: give 1 to 1000", candidates)));
   }
   if (iters < 1 || iters > 10000) return fail(Status::InvalidArgument(fmt::format("--iters {}: give 1 to 10000", iters)));
+  if (backend != "cpu") return AutotuneOnEngine(*args, comm, backend);
+  // The cluster is the launched ranks; CLUSTER flags may only say so.
+  if (args->count("gpu") && (*args)["gpu"].as<std::string>() != "cpu") {
+    return fail(Status::InvalidArgument(fmt::format(
+        "--gpu {}: the CPU executor runs on the launched ranks (--gpu cpu); give --backend cuda for ditune's engine "
+        "on the GPUs",
+        (*args)["gpu"].as<std::string>())));
+  }
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return fail(catalog.status());
   auto workload = ReadWorkload(*args, **catalog);

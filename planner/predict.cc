@@ -1,15 +1,18 @@
 #include "planner/predict.h"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
+
+#include "planner/enumerate.h"
 
 namespace ditune {
 
 std::string E2eFitKey(const std::string& gpu, const std::string& model) { return fmt::format("{}/{}", gpu, model); }
 
-std::string EngineFitKey(const std::string& gpu, const std::string& backend) {
-  return fmt::format("{}/{}/engine", gpu, backend);
+std::string EngineFitKey(const std::string& gpu, const std::string& backend, int ranks) {
+  return ranks > 1 ? fmt::format("{}/{}/engine@{}", gpu, backend, ranks) : fmt::format("{}/{}/engine", gpu, backend);
 }
 
 namespace {
@@ -68,7 +71,14 @@ StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_
   DITUNE_ASSIGN_OR_RETURN(CostModels m, MakeCostModels(cluster, fits, backend, runtime));
   const std::string key = E2eFitKey(cluster.gpu->id, model_id);
   const bool engine = runtime == Runtime::kEngine;
-  const std::string engine_key = EngineFitKey(cluster.gpu->id, FitBackend(*cluster.gpu, backend));
+  const std::string fit_backend = FitBackend(*cluster.gpu, backend);
+  std::string engine_key = EngineFitKey(cluster.gpu->id, fit_backend);
+  if (engine && cluster.gpus() > 1) {
+    const std::string sized = EngineFitKey(cluster.gpu->id, fit_backend, cluster.gpus());
+    if (std::any_of(fits.begin(), fits.end(), [&](const Fit& f) { return f.active && f.key == sized; })) {
+      engine_key = sized;
+    }
+  }
   for (const auto& f : fits) {
     if (!f.active || f.kind != kFitKindE2e) continue;
     if (f.key == key + "/text_encode" || f.key == key + "/vae_decode") {
@@ -95,6 +105,21 @@ StatusOr<SimResult> SimulateEngineRun(const ModelSpec& model, const Workload& wo
   return Simulate(in, so);
 }
 
+StatusOr<std::vector<EngineCandidate>> RankEngineConfigs(const Catalog& catalog, const Workload& workload,
+                                                         const Cluster& cluster, const std::vector<Fit>& fits,
+                                                         const std::string& backend) {
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(workload.model_id));
+  DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*model, workload));
+  const ValidationContext ctx{model, tokens, workload.steps, workload.batch, cluster.gpus()};
+  std::vector<EngineCandidate> out;
+  for (const auto& c : EnumerateConfigs(ctx, cluster)) {
+    DITUNE_ASSIGN_OR_RETURN(SimResult r, SimulateEngineRun(*model, workload, c, cluster, fits, backend));
+    out.push_back({c, r.dit.value()});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.dit_s < b.dit_s; });
+  return out;
+}
+
 StatusOr<std::map<std::string, Seconds>> EngineKernelTimes(const ModelSpec& model, const Workload& workload,
                                                            const ParallelConfig& config, const Cluster& cluster,
                                                            const std::vector<Fit>& fits, const std::string& backend,
@@ -110,7 +135,7 @@ StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measu
   std::map<std::string, ScalePairs> groups;
   for (const auto& m : measurements) {
     if (m.kind != MeasurementKind::kE2e || m.op != "dit" || m.source != MeasurementSource::kExecutor ||
-        m.backend == "cpu" || m.ranks != 1) {
+        m.backend == "cpu" || m.ranks < 1) {
       continue;
     }
     auto why = [&](const std::string& reason) {
@@ -128,7 +153,7 @@ StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measu
       continue;
     }
     auto config = ParseParallelConfig(p["config"].get<std::string>());
-    auto cluster = ResolveCluster(ClusterSpec{m.device, 1}, catalog);
+    auto cluster = ResolveCluster(ClusterSpec{m.device, m.ranks}, catalog);
     if (!config.ok() || !cluster.ok()) {
       why(!config.ok() ? config.status().message() : cluster.status().message());
       continue;
@@ -141,7 +166,7 @@ StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measu
       why(sim.ok() ? "the model predicts no DiT time" : sim.status().message());
       continue;
     }
-    groups[EngineFitKey(m.device, m.backend)].Add(sim->dit.value(), m);
+    groups[EngineFitKey(m.device, m.backend, m.ranks)].Add(sim->dit.value(), m);
   }
   return ScaleFits(groups, "compute_scale");
 }

@@ -21,8 +21,11 @@ inline constexpr const char* kFitKindE2e = "e2e";
 std::string E2eFitKey(const std::string& gpu, const std::string& model);
 
 // The fit key of ditune's engine on `backend` kernels on `gpu`: "<gpu>/<backend>/engine",
-// the scale measured / modelled DiT time over every one-device engine run recorded there.
-std::string EngineFitKey(const std::string& gpu, const std::string& backend);
+// the scale measured / modelled DiT time over every one-device engine run recorded there;
+// for runs across `ranks` > 1 processes "<gpu>/<backend>/engine@<ranks>", the same over the
+// runs of that many ranks (what their transfers and waiting add beyond the models), which
+// then prices plans of that size instead.
+std::string EngineFitKey(const std::string& gpu, const std::string& backend, int ranks = 1);
 
 // Models for `cluster` with the store's fits. `backend` picks the compute fits
 // (MakeCostModels): cuda for GPUs, ref for the engine's reference kernels on the host.
@@ -31,8 +34,9 @@ std::string EngineFitKey(const std::string& gpu, const std::string& backend);
 //   any: the framework's compute scale ("<gpu>/<model>") and the text encoding and VAE
 //   decode scales ("<gpu>/<model>/text_encode", ".../vae_decode");
 // - kEngine (ditune's engine): the engine's measured launch overhead and its scale
-//   (EngineFitKey) apply instead of the framework's compute scale, for every model — a
-//   scale fitted on some models and sizes predicts the others.
+//   (EngineFitKey: of the cluster's GPU count where one was fitted, else the one-device
+//   one) apply instead of the framework's compute scale, for every model — a scale fitted
+//   on some models and sizes predicts the others.
 StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_id, const std::vector<Fit>& fits,
                                const std::string& backend = "cuda", Runtime runtime = Runtime::kEager);
 
@@ -42,6 +46,16 @@ StatusOr<SimResult> SimulateEngineRun(const ModelSpec& model, const Workload& wo
                                       const Cluster& cluster, const std::vector<Fit>& fits,
                                       const std::string& backend);
 
+// Every valid configuration of `workload` on `cluster`, priced as ditune's engine runs it on
+// `backend` (SimulateEngineRun: the DiT loop), fastest first.
+struct EngineCandidate {
+  ParallelConfig config;
+  double dit_s = 0;
+};
+StatusOr<std::vector<EngineCandidate>> RankEngineConfigs(const Catalog& catalog, const Workload& workload,
+                                                         const Cluster& cluster, const std::vector<Fit>& fits,
+                                                         const std::string& backend);
+
 // The engine's kernels over rank `rank`'s denoising loop, each priced by its fitted (or
 // default) curve on `cluster`'s GPU for `backend` alone, without the engine scale: what
 // `ditune run --profile` sets beside the measured kernels (simulator ModelledKernelTimes).
@@ -50,10 +64,11 @@ StatusOr<std::map<std::string, Seconds>> EngineKernelTimes(const ModelSpec& mode
                                                            const std::vector<Fit>& fits, const std::string& backend,
                                                            int rank);
 
-// Fits of the engine scales: every one-device DiT measurement of ditune's engine (source
-// executor, op dit, ranks 1, a backend other than the CPU executor's "cpu") gives measured
-// / modelled, modelled from `fits` (the per-op curves and launch overhead); the median per
-// (GPU, backend) is the fit. `skipped` receives measurements that cannot be used.
+// Fits of the engine scales: every DiT measurement of ditune's engine (source executor, op
+// dit, a backend other than the CPU executor's "cpu") gives measured / modelled, modelled
+// from `fits` (the per-op curves and launch overhead) on its GPU count; the median per
+// (GPU, backend, ranks) is the fit (EngineFitKey). `skipped` receives measurements that
+// cannot be used.
 StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measurements, const Catalog& catalog,
                                            const std::vector<Fit>& fits, std::vector<std::string>* skipped = nullptr);
 

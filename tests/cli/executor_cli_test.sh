@@ -75,6 +75,17 @@ expect calibrate-comm 0 "all_to_all +1024 " -- "${mpirun2[@]}" "$bin" calibrate 
 expect calibrate-comm-one-rank 2 "needs at least 2 ranks" -- "$bin" calibrate comm
 expect autotune 0 "mean APE [0-9.]+% -> [0-9.]+%" -- "${mpirun2[@]}" "$bin" autotune --model tiny-pixart --steps 2 \
   --candidates 2 --iters 1
+# ditune's engine autotuned across the ranks (its reference kernels, MPI through the host):
+# refused until its kernels are calibrated, then predicted, run, recorded and refitted.
+autotune_db=$tmp/autotune-engine.db
+expect autotune-engine-uncalibrated 2 "ref kernels on this host are not calibrated" -- "${mpirun2[@]}" "$bin" \
+  autotune --backend ref --model tiny-sd3 --steps 2 --candidates 2 --iters 1 --db "$autotune_db"
+expect calibrate-ref 0 "cpu/ref/gemm" -- "$bin" calibrate compute --backend ref --reps 2 --db "$autotune_db"
+expect autotune-engine 0 "refit: engine scale [0-9.]+ \(cpu/ref/engine@2\); mean APE [0-9.]+% -> [0-9.]+%" -- \
+  "${mpirun2[@]}" "$bin" autotune --backend ref --model tiny-sd3 --steps 2 --candidates 2 --iters 1 --db "$autotune_db"
+expect autotune-engine-recorded 0 "cpu/ref/engine@2 .*compute scale" -- "$bin" calibrate show --db "$autotune_db"
+expect autotune-bad-backend 2 "--backend 'tpu': valid: cpu, cuda, ref" -- "${mpirun2[@]}" "$bin" autotune \
+  --backend tpu --model tiny-sd3 --steps 2
 expect runs-recorded 0 "measurements, .* active fits" -- "$bin" calibrate show
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -320,10 +320,11 @@ TEST(PredictTest, EngineRunsOnSomeModelsCalibrateTheOthers) {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? r->dit.value() : 0.0;
   };
-  // Recorded runs of two models, 30% slower than the per-op curves say; one CPU executor run
-  // and one two-rank run, which calibrate other things.
+  // Recorded runs of three models, 30% slower than the per-op curves say; one CPU executor
+  // run, which calibrates other things; one two-rank run, which calibrates two-rank plans.
   std::vector<Measurement> runs;
-  auto run = [&](const std::string& model, int size, double seconds, const std::string& backend, int ranks) {
+  auto run = [&](const std::string& model, int size, double seconds, const std::string& backend, int ranks,
+                 const std::string& config = "") {
     Measurement m;
     m.id = static_cast<int64_t>(runs.size() + 1);
     m.source = MeasurementSource::kExecutor;
@@ -333,7 +334,7 @@ TEST(PredictTest, EngineRunsOnSomeModelsCalibrateTheOthers) {
     m.device = "cpu";
     m.ranks = ranks;
     m.params = {{"model", model}, {"height", size}, {"width", size}, {"frames", 1}, {"steps", 3},
-                {"batch", 1}, {"config", ""}};
+                {"batch", 1}, {"config", config}};
     m.median = m.p10 = m.p90 = Seconds(seconds);
     runs.push_back(m);
   };
@@ -341,15 +342,34 @@ TEST(PredictTest, EngineRunsOnSomeModelsCalibrateTheOthers) {
   run("tiny-flux", 128, 1.3 * dit("tiny-flux", 128, fits), "ref", 1);
   run("tiny-sd3", 128, 1.3 * dit("tiny-sd3", 128, fits), "ref", 1);
   run("tiny-sd3", 256, 9.0, "cpu", 1);
-  run("tiny-sd3", 256, 9.0, "ref", 2);
+  const Cluster pair = *ResolveCluster({"cpu", 2}, Cat());
+  const Workload w2{"tiny-sd3", 256, 256, 1, 3, 1, OutputType::kLatent};
+  const double two_rank = SimulateEngineRun(**Cat().Model("tiny-sd3"), w2, *ParseParallelConfig("ulysses=2"), pair,
+                                            fits, "ref")
+                              ->dit.value();
+  run("tiny-sd3", 256, 2.0 * two_rank, "ref", 2, "ulysses=2");
   std::vector<std::string> skipped;
   auto scales = *FitEngineScales(runs, Cat(), fits, &skipped);
-  ASSERT_EQ(scales.size(), 1u);
+  EXPECT_TRUE(skipped.empty()) << skipped.front();
+  ASSERT_EQ(scales.size(), 2u);
   EXPECT_EQ(scales[0].key, EngineFitKey("cpu", "ref"));
   EXPECT_EQ(scales[0].key, "cpu/ref/engine");
   EXPECT_NEAR(scales[0].params["compute_scale"].get<double>(), 1.3, 1e-9);
   EXPECT_EQ(scales[0].points, 3);
   EXPECT_EQ(scales[0].measurement_ids, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(scales[1].key, EngineFitKey("cpu", "ref", 2));
+  EXPECT_EQ(scales[1].key, "cpu/ref/engine@2");
+  EXPECT_NEAR(scales[1].params["compute_scale"].get<double>(), 2.0, 1e-9);
+  EXPECT_EQ(scales[1].measurement_ids, (std::vector<int64_t>{5}));
+  {
+    // Two-rank plans take the two-rank scale; one device and sizes without one of their own
+    // take the one-device scale.
+    const std::vector<Fit> both = {scales[0], scales[1]};
+    EXPECT_EQ((*ModelsFor(pair, "tiny-sd3", both, "ref", Runtime::kEngine)).compute.scale(), 2.0);
+    EXPECT_EQ((*ModelsFor(host, "tiny-sd3", both, "ref", Runtime::kEngine)).compute.scale(), 1.3);
+    const Cluster four = *ResolveCluster({"cpu", 4}, Cat());
+    EXPECT_EQ((*ModelsFor(four, "tiny-sd3", both, "ref", Runtime::kEngine)).compute.scale(), 1.3);
+  }
   // A model with no runs of its own is predicted with the scale (the host has no launch
   // overhead, so every time scales).
   std::vector<Fit> with = fits;
@@ -370,7 +390,7 @@ TEST(PredictTest, EngineRunsOnSomeModelsCalibrateTheOthers) {
   // A run naming a model the catalog lacks is skipped with the reason, not fatal.
   run("no-such-model", 256, 1.0, "ref", 1);
   skipped.clear();
-  EXPECT_EQ((*FitEngineScales(runs, Cat(), fits, &skipped)).size(), 1u);
+  EXPECT_EQ((*FitEngineScales(runs, Cat(), fits, &skipped)).size(), 2u);
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_NE(skipped[0].find("no-such-model"), std::string::npos) << skipped[0];
 }
