@@ -42,6 +42,9 @@ int RunAutotune(int argc, char** argv) {
       ("backend", "cpu: the CPU executor on the launched ranks; cuda: ditune's engine on each rank's GPU; ref: the "
                   "engine's reference kernels on the host",
        cxxopts::value<std::string>()->default_value("cpu"))
+      ("comm", "engine backends: nccl (GPU memory, one GPU per rank) or mpi (staged through the host; ranks may "
+               "share a GPU); default nccl for cuda where built, else mpi",
+       cxxopts::value<std::string>())
       ("db", "calibration database", cxxopts::value<std::string>());
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
@@ -60,6 +63,17 @@ int RunAutotune(int argc, char** argv) {
     return fail(Status::InvalidArgument(fmt::format("--candidates {}: give 1 to 1000", candidates)));
   }
   if (iters < 1 || iters > 10000) return fail(Status::InvalidArgument(fmt::format("--iters {}: give 1 to 10000", iters)));
+  if (args->count("comm")) {
+    const std::string c = (*args)["comm"].as<std::string>();
+    if (c != "mpi" && c != "nccl") return fail(Status::InvalidArgument(fmt::format("--comm '{}': valid: mpi, nccl", c)));
+    if (backend == "cpu") {
+      return fail(Status::InvalidArgument("--comm chooses the engine's transport (--backend cuda|ref); the CPU "
+                                          "executor uses MPI"));
+    }
+    if (c == "nccl" && backend != "cuda") {
+      return fail(Status::InvalidArgument("--comm nccl moves GPU memory: it needs --backend cuda"));
+    }
+  }
   if (backend != "cpu") return AutotuneOnEngine(*args, comm, backend);
   // The cluster is the launched ranks; CLUSTER flags may only say so.
   if (args->count("gpu") && (*args)["gpu"].as<std::string>() != "cpu") {

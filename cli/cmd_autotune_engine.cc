@@ -77,7 +77,10 @@ int AutotuneOnEngine(const cxxopts::ParseResult& args, exec::Comm& mpi_world, co
   std::unique_ptr<exec::Comm> nccl;
   exec::Comm* world = &mpi_world;
   const auto built = exec::CommBackends();
-  if (backend == "cuda" && std::find(built.begin(), built.end(), "nccl") != built.end()) {
+  const bool nccl_built = std::find(built.begin(), built.end(), "nccl") != built.end();
+  const std::string transport =
+      args.count("comm") ? args["comm"].as<std::string>() : (backend == "cuda" && nccl_built ? "nccl" : "mpi");
+  if (transport == "nccl") {
     auto w = exec::CreateComm("nccl", nullptr, nullptr);
     if (!w.ok()) return fail(w.status());
     nccl = std::move(*w);

@@ -84,6 +84,8 @@ expect calibrate-ref 0 "cpu/ref/gemm" -- "$bin" calibrate compute --backend ref 
 expect autotune-engine 0 "refit: engine scale [0-9.]+ \(cpu/ref/engine@2\); mean APE [0-9.]+% -> [0-9.]+%" -- \
   "${mpirun2[@]}" "$bin" autotune --backend ref --model tiny-sd3 --steps 2 --candidates 2 --iters 1 --db "$autotune_db"
 expect autotune-engine-recorded 0 "cpu/ref/engine@2 .*compute scale" -- "$bin" calibrate show --db "$autotune_db"
+expect autotune-nccl-ref 2 "--comm nccl moves GPU memory: it needs --backend cuda" -- "${mpirun2[@]}" "$bin" \
+  autotune --backend ref --comm nccl --model tiny-sd3 --steps 2
 expect autotune-bad-backend 2 "--backend 'tpu': valid: cpu, cuda, ref" -- "${mpirun2[@]}" "$bin" autotune \
   --backend tpu --model tiny-sd3 --steps 2
 expect runs-recorded 0 "measurements, .* active fits" -- "$bin" calibrate show

@@ -39,7 +39,7 @@ if command -v mpirun >/dev/null; then
   echo "== engine across ranks (cuda kernels, MPI)"
   cmake -S . -B build-gpu-mpi -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${arch:-90}" \
     -DDITUNE_GPU_TESTS=ON "${ditune_cmake_args[@]}" >"$out/configure-mpi.log" 2>&1 &&
-    cmake --build build-gpu-mpi -j "$(nproc)" --target engine_mpi_test nccl_comm_test >"$out/build-mpi.log" 2>&1 || {
+    cmake --build build-gpu-mpi -j "$(nproc)" --target engine_mpi_test nccl_comm_test ditune >"$out/build-mpi.log" 2>&1 || {
       echo "MPI build failed (see build-mpi.log)"; tail -5 "$out/build-mpi.log"; }
   if [[ -x build-gpu-mpi/tests/nccl_comm_test ]]; then
     echo "== NCCL on one rank (bootstrap, every transfer, split, the watchdog)"
@@ -54,6 +54,13 @@ if command -v mpirun >/dev/null; then
         >"$out/engine_mpi_$np.log" 2>&1
       echo "$np ranks: exit $? — $(grep -E 'PASSED|FAILED' "$out/engine_mpi_$np.log" | sort -u | tr '\n' ' ')"
     done
+  fi
+  if [[ -x build-gpu-mpi/cli/ditune ]]; then
+    echo "== autotune of the engine on 2 ranks sharing the GPU (MPI through the host)"
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 mpirun -np 2 --oversubscribe \
+      build-gpu-mpi/cli/ditune autotune --backend cuda --comm mpi --model tiny-flux --height 256 --width 256 \
+      --steps 2 --candidates 3 --iters 2 --db "$out/autotune.db" >"$out/autotune.log" 2>&1
+    echo "autotune: exit $? — $(grep -E '^refit|^fastest' "$out/autotune.log" | tr '\n' ' ')"
   fi
 else
   echo "== engine across ranks: no mpirun on this machine, skipped"
