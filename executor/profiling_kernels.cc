@@ -1,16 +1,14 @@
 #include "executor/profiling_kernels.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/trace_file.h"
 #include "costmodels/dit_ops.h"
 
 namespace ditune::exec {
@@ -241,12 +239,7 @@ Status WriteKernelTrace(const std::vector<KernelEvent>& events, int rank, const 
     out.push_back({{"name", e.kernel}, {"cat", "kernel"}, {"ph", "X"}, {"pid", rank}, {"tid", 0},
                    {"ts", e.start_s * 1e6}, {"dur", e.seconds * 1e6}});
   }
-  std::ofstream f(path);
-  if (!f) return Status::InvalidArgument(fmt::format("cannot write trace '{}' ({})", path, std::strerror(errno)));
-  f << nlohmann::json{{"traceEvents", out}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  f.close();
-  if (!f) return Status::IOError(fmt::format("writing trace '{}' failed ({})", path, std::strerror(errno)));
-  return Status::Ok();
+  return WriteTraceFile(out, path);
 }
 
 std::string RankTracePath(const std::string& path, int rank, int ranks) {

@@ -1,13 +1,11 @@
 // Chrome trace export of a simulated schedule.
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/rank_layout.h"
+#include "core/trace_file.h"
 #include "simulator/simulate.h"
 
 namespace ditune {
@@ -47,13 +45,7 @@ Status WriteChromeTrace(const Engine& e, const SimInput& in, const std::string& 
       events.push_back(std::move(ev));
     }
   }
-  std::ofstream out(path);
-  // The path is the user's: a place that cannot take a file is bad input.
-  if (!out) return Status::InvalidArgument(fmt::format("cannot write trace '{}' ({})", path, std::strerror(errno)));
-  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  out.close();
-  if (!out) return Status::IOError(fmt::format("writing trace '{}' failed ({})", path, std::strerror(errno)));
-  return Status::Ok();
+  return WriteTraceFile(events, path);
 }
 
 }  // namespace ditune
