@@ -82,6 +82,9 @@ int RunWhatIf(int argc, char** argv) {
       ("sizes", "resolutions HxW to compare, comma-separated", cxxopts::value<std::string>())
       ("frames-list", "frame counts to compare, comma-separated", cxxopts::value<std::string>())
       ("objective", "latency | throughput | gpu-seconds", cxxopts::value<std::string>()->default_value("latency"))
+      ("executor", "who runs the plans, which sets how they are priced: xdit (xDiT, eager PyTorch) or ditune "
+                   "(ditune's engine)",
+       cxxopts::value<std::string>()->default_value("xdit"))
       ("slo", "latency objective in seconds: the smallest cluster that meets it", cxxopts::value<double>())
       ("csv", "write every point as CSV", cxxopts::value<std::string>())
       ("plot", "draw latency and speedup against GPU count (SVG)", cxxopts::value<std::string>())
@@ -139,6 +142,9 @@ int RunWhatIf(int argc, char** argv) {
   auto objective = ParseObjective((*args)["objective"].as<std::string>());
   if (!objective.ok()) return Fail("whatif", objective.status());
   q.plan.objective = *objective;
+  auto executor = ParsePlanFor((*args)["executor"].as<std::string>());
+  if (!executor.ok()) return Fail("whatif", executor.status());
+  q.plan.executor = *executor;
   auto store = Store::Open(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
   if (!store.ok()) return Fail("whatif", store.status());
   auto fits = (*store)->ActiveFits();

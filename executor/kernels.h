@@ -49,7 +49,8 @@ struct GemmArgs {
 // S x S matrix never stored. Head h of a row occupies columns [h head_dim, (h+1) head_dim).
 // Sequence i reads q + i q_batch_stride (q_rows rows of ldq), k + i k_batch_stride and
 // v + i v_batch_stride (kv_rows rows of ldk / ldv) and writes o + i o_batch_stride
-// (q_rows rows of ldo). All bf16; strides and leading dimensions in elements.
+// (q_rows rows of ldo). All bf16; strides and leading dimensions in elements; with batch > 1
+// o_batch_stride must not be 0.
 struct AttentionArgs {
   const void* q = nullptr;
   const void* k = nullptr;

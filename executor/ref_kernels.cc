@@ -81,6 +81,11 @@ class RefKernels : public Kernels {
     if (a.ldq < w || a.ldk < w || a.ldv < w || a.ldo < w) {
       return Status::InvalidArgument(fmt::format("attention: leading dimensions below heads x head_dim = {}", w));
     }
+    // As the cuda kernels: several sequences into one output is a caller's mistake.
+    if (a.batch > 1 && a.o_batch_stride == 0) {
+      return Status::InvalidArgument(
+          fmt::format("attention: {} sequences with o_batch_stride 0 write one output", a.batch));
+    }
     if (a.q_rows == 0) return Status::Ok();
     DITUNE_RETURN_IF_ERROR(Check("attention Q", a.q, a.q_rows, w, a.ldq, a.batch, a.q_batch_stride, 2));
     DITUNE_RETURN_IF_ERROR(Check("attention K", a.k, a.kv_rows, w, a.ldk, a.batch, a.k_batch_stride, 2));

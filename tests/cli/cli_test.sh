@@ -181,6 +181,10 @@ expect whatif-slo 0 "fewest GPU-seconds" -- whatif --model pixart-alpha --height
   --gpus 1,2,4,8 --slo 10
 expect whatif-slo-unmet 3 "no swept cluster meets 0.001 s" -- whatif --model pixart-alpha --gpu l40-48gb --gpus 1,2 \
   --slo 0.001
+expect whatif-for-ditune 0 "h100-sxm5-80gb +nvlink4 +1024x1024 +4 +distrifusion=4" -- whatif --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 1,4 --executor ditune
+expect whatif-bad-executor 2 "--executor 'vllm' is not one of: xdit, ditune" -- whatif --model pixart-alpha \
+  --gpu l40-48gb --gpus 1,2 --executor vllm
 expect whatif-bad-list 2 "--gpus: 'two' is not an integer from 1 to 65536" -- whatif --model pixart-alpha --gpu l40-48gb \
   --gpus 1,two
 expect launch-dry-run 0 "^torchrun --nproc_per_node 8 'my script.py' --ulysses_degree" -- launch --auto \

@@ -354,6 +354,21 @@ TEST(RefKernelsTest, AnAccessOutsideItsBufferIsAnError) {
   g.lda = 2;  // below k
   EXPECT_FALSE((*k)->Gemm(g).ok());
   EXPECT_FALSE(CreateKernels("tpu", dev.get()).ok());
+  // Two sequences written to one output: refused, as the cuda kernels refuse it.
+  AttentionArgs at;
+  at.q = at.k = at.v = (*a)->data();
+  at.o = (*b)->data();
+  at.ldq = at.ldk = at.ldv = at.ldo = 4;
+  at.q_rows = at.kv_rows = 2;
+  at.heads = 1;
+  at.head_dim = 4;
+  at.batch = 2;
+  at.q_batch_stride = at.k_batch_stride = at.v_batch_stride = 8;
+  const Status one_output = (*k)->Attention(at);
+  EXPECT_EQ(one_output.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(one_output.message().find("o_batch_stride 0"), std::string::npos) << one_output.ToString();
+  at.o_batch_stride = 8;
+  EXPECT_TRUE((*k)->Attention(at).ok());
 }
 
 }  // namespace
