@@ -183,9 +183,16 @@ int AutotuneOnEngine(const cxxopts::ParseResult& args, exec::Comm& mpi_world, co
   }
   std::cout << FormatTable({"config", "measured s", "predicted before", "APE before", "predicted after", "APE after"},
                            table);
-  std::cout << fmt::format("refit: engine scale {:.3f} ({}); mean APE {:.1f}% -> {:.1f}%\n", scale, key,
-                           100 * MeanAbsolutePercentageError(predicted, measured),
-                           100 * MeanAbsolutePercentageError(after, measured));
+  const double before_ape = 100 * MeanAbsolutePercentageError(predicted, measured);
+  const double after_ape = 100 * MeanAbsolutePercentageError(after, measured);
+  if (scale > 0) {
+    std::cout << fmt::format("refit: engine scale {:.3f} ({}); mean APE {:.1f}% -> {:.1f}%\n", scale, key, before_ape,
+                             after_ape);
+  } else {
+    // Multi-rank cuda runs over MPI (ranks perhaps sharing a GPU) calibrate no N-GPU plans.
+    std::cout << fmt::format("refit: no {} from these runs ({}); mean APE {:.1f}% -> {:.1f}%\n", key,
+                             skipped.empty() ? "none fitted" : skipped.back(), before_ape, after_ape);
+  }
   const Row* fastest = nullptr;
   for (const auto& r : rows) {
     if (r.skipped.empty() && (fastest == nullptr || r.measured < fastest->measured)) fastest = &r;

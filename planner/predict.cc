@@ -147,6 +147,12 @@ StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measu
       why("params must name the model and the config");
       continue;
     }
+    // Ranks on GPUs exchanging through the host (MPI) may share one GPU: such runs check the
+    // engine, they do not time an N-GPU plan; NCCL runs (one GPU per rank) do.
+    if (m.ranks > 1 && m.backend == "cuda" && p.value("comm", "") != "nccl") {
+      why("a multi-rank cuda run over MPI (its ranks may share a GPU) does not calibrate N-GPU plans");
+      continue;
+    }
     auto model = catalog.Model(p["model"].get<std::string>());
     if (!model.ok()) {
       why(model.status().message());

@@ -67,8 +67,9 @@ StatusOr<std::map<std::string, Seconds>> EngineKernelTimes(const ModelSpec& mode
 // Fits of the engine scales: every DiT measurement of ditune's engine (source executor, op
 // dit, a backend other than the CPU executor's "cpu") gives measured / modelled, modelled
 // from `fits` (the per-op curves and launch overhead) on its GPU count; the median per
-// (GPU, backend, ranks) is the fit (EngineFitKey). `skipped` receives measurements that
-// cannot be used.
+// (GPU, backend, ranks) is the fit (EngineFitKey). Multi-rank cuda runs count only over
+// NCCL (one GPU per rank; over MPI ranks may share a GPU). `skipped` receives measurements
+// that cannot be used.
 StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measurements, const Catalog& catalog,
                                            const std::vector<Fit>& fits, std::vector<std::string>* skipped = nullptr);
 

@@ -387,6 +387,22 @@ TEST(PredictTest, EngineRunsOnSomeModelsCalibrateTheOthers) {
   with.push_back(framework);
   EXPECT_EQ((*ModelsFor(host, "tiny-video", with, "ref", Runtime::kEngine)).compute.scale(), 1.3);
   EXPECT_EQ((*ModelsFor(host, "tiny-video", with, "ref", Runtime::kEager)).compute.scale(), 2.0);
+  // Two-rank cuda runs calibrate two-GPU plans over NCCL only (over MPI ranks may share a GPU).
+  {
+    auto mpi = runs.back();
+    mpi.backend = "cuda";
+    mpi.device = "h100-sxm5-80gb";
+    mpi.params["comm"] = "mpi";
+    auto nccl = mpi;
+    nccl.params["comm"] = "nccl";
+    std::vector<std::string> why;
+    auto gpu = *FitEngineScales({mpi, nccl}, Cat(), {}, &why);
+    ASSERT_EQ(gpu.size(), 1u);
+    EXPECT_EQ(gpu[0].key, "h100-sxm5-80gb/cuda/engine@2");
+    EXPECT_EQ(gpu[0].points, 1);
+    ASSERT_EQ(why.size(), 1u);
+    EXPECT_NE(why[0].find("over MPI"), std::string::npos) << why[0];
+  }
   // A run naming a model the catalog lacks is skipped with the reason, not fatal.
   run("no-such-model", 256, 1.0, "ref", 1);
   skipped.clear();
