@@ -190,8 +190,12 @@ int AutotuneOnEngine(const cxxopts::ParseResult& args, exec::Comm& mpi_world, co
                              after_ape);
   } else {
     // Multi-rank cuda runs over MPI (ranks perhaps sharing a GPU) calibrate no N-GPU plans.
-    std::cout << fmt::format("refit: no {} from these runs ({}); mean APE {:.1f}% -> {:.1f}%\n", key,
-                             skipped.empty() ? "none fitted" : skipped.back(), before_ape, after_ape);
+    std::string why = "none fitted";
+    for (const auto& line : skipped) {
+      if (line.find("engine dit") != std::string::npos) why = line;
+    }
+    std::cout << fmt::format("refit: no {} from these runs ({}); mean APE {:.1f}% -> {:.1f}%\n", key, why,
+                             before_ape, after_ape);
   }
   const Row* fastest = nullptr;
   for (const auto& r : rows) {
