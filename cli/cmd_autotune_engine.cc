@@ -61,9 +61,7 @@ int AutotuneOnEngine(const cxxopts::ParseResult& args, exec::Comm& mpi_world, co
   if (!store.ok()) return fail(store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return fail(fits.status());
-  if (priced_as == "ref" && std::none_of(fits->begin(), fits->end(), [](const Fit& f) {
-        return f.active && f.kind == kFitKindCompute && f.key.starts_with("cpu/ref/");
-      })) {
+  if (priced_as == "ref" && !HasComputeFits(*fits, "cpu", "ref")) {
     return fail(Status::InvalidArgument(
         "the ref kernels on this host are not calibrated: run `ditune calibrate compute --backend ref` first"));
   }
@@ -114,16 +112,10 @@ int AutotuneOnEngine(const cxxopts::ParseResult& args, exec::Comm& mpi_world, co
     }
     rows.push_back({c, (*ranked)[i].dit_s, r->median_s, 0, ""});
     const std::string run_id = NewRunId(spec.gpu_id);
-    RunRecord rec;
-    rec.run_id = run_id;
-    rec.plan = {{"model", model.id}, {"height", workload->height}, {"width", workload->width},
-                {"frames", workload->frames}, {"steps", workload->steps}, {"batch", workload->batch},
-                {"config", ToString(c)}, {"ranks", c.world_size()}, {"backend", backend},
-                {"device", spec.gpu_id}, {"comm", std::string(world->backend())}, {"autotune", true}};
-    rec.predicted_s = (*ranked)[i].dit_s;
-    rec.measured_s = r->median_s;
-    rec.per_rank_s = r->rank_median_s;
-    runs.push_back(rec);
+    RunRecord rec = EngineRunRecord(model, *workload, c, backend, spec.gpu_id, std::string(world->backend()),
+                                    (*ranked)[i].dit_s, *r, run_id);
+    rec.plan["autotune"] = true;
+    runs.push_back(std::move(rec));
     records.push_back(DitMeasurement(model, *workload, c, c.world_size(), backend, spec.gpu_id, r->median_s, r->p10_s,
                                      r->p90_s, r->iters, run_id,
                                      {{"backend", backend}, {"comm", std::string(world->backend())},

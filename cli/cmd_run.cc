@@ -70,6 +70,21 @@ Measurement DitMeasurement(const ModelSpec& model, const Workload& w, const Para
   return meas;
 }
 
+RunRecord EngineRunRecord(const ModelSpec& model, const Workload& w, const ParallelConfig& config,
+                          const std::string& backend, const std::string& device, const std::string& comm,
+                          double predicted_s, const exec::EngineRunResult& r, const std::string& run_id) {
+  RunRecord rec;
+  rec.run_id = run_id;
+  rec.plan = {{"model", model.id}, {"height", w.height}, {"width", w.width}, {"frames", w.frames},
+              {"steps", w.steps}, {"batch", w.batch}, {"config", ToString(config)}, {"ranks", config.world_size()},
+              {"backend", backend}, {"device", device}};
+  if (!comm.empty()) rec.plan["comm"] = comm;
+  rec.predicted_s = predicted_s;
+  rec.measured_s = r.median_s;
+  rec.per_rank_s = r.rank_median_s.empty() ? std::vector<double>{r.median_s} : r.rank_median_s;
+  return rec;
+}
+
 std::string NewRunId(const std::string& tag) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   const long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() % 1000000000LL;

@@ -209,9 +209,7 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   // ref kernels stand in for the cuda engine there and are priced as it.
   const bool on_host = gpu_id.ok() && *gpu_id == "cpu";
   const std::string priced_as = backend == "ref" && !on_host ? "cuda" : backend;
-  const bool calibrated = priced_as != "ref" || std::any_of(fits->begin(), fits->end(), [](const Fit& f) {
-                            return f.active && f.kind == kFitKindCompute && f.key.starts_with("cpu/ref/");
-                          });
+  const bool calibrated = priced_as != "ref" || HasComputeFits(*fits, "cpu", "ref");
   if (gpu_id.ok() && !calibrated) {
     prediction = "no prediction: the ref kernels on this host are not calibrated (run `ditune calibrate compute "
                  "--backend ref` first)";
@@ -258,15 +256,9 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   // this device and backend (`calibrate fit`). Emulated ranks are not whole runs.
   if (!emulate && gpu_id.ok() && (backend == "cuda" || on_host)) {
     run_id = NewRunId(*gpu_id);
-    RunRecord rec;
-    rec.run_id = run_id;
-    rec.plan = {{"model", model.id}, {"height", workload->height}, {"width", workload->width},
-                {"frames", workload->frames}, {"steps", workload->steps}, {"batch", workload->batch},
-                {"config", ToString(*config)}, {"ranks", n}, {"backend", backend}, {"device", *gpu_id}};
-    if (world != nullptr) rec.plan["comm"] = std::string(world->backend());
-    rec.predicted_s = predicted_dit;
-    rec.measured_s = r->median_s;
-    rec.per_rank_s = r->rank_median_s.empty() ? std::vector<double>{r->median_s} : r->rank_median_s;
+    const RunRecord rec = EngineRunRecord(model, *workload, *config, backend, *gpu_id,
+                                          world != nullptr ? std::string(world->backend()) : "", predicted_dit, *r,
+                                          run_id);
     nlohmann::json extra{{"backend", backend}, {"device_name", r->device_name}};
     if (world != nullptr) extra["comm"] = std::string(world->backend());
     const Measurement meas = DitMeasurement(model, *workload, *config, n, backend, *gpu_id, r->median_s, r->p10_s,

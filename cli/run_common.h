@@ -13,6 +13,8 @@
 #include "core/status.h"
 #include "core/workload.h"
 #include "costmodels/measurement.h"
+#include "costmodels/store.h"
+#include "executor/engine_run.h"
 
 namespace ditune::cli {
 
@@ -25,6 +27,13 @@ StatusOr<ParallelConfig> ReadRunConfig(const cxxopts::ParseResult& args, const W
 Measurement DitMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
                            const std::string& backend, const std::string& device, double median_s, double p10_s,
                            double p90_s, int iters, const std::string& run_id, nlohmann::json extra);
+
+// The store's record of one run of ditune's engine: the plan it ran (workload, config,
+// ranks, backend, device, and `comm` when it ran across ranks), its predicted DiT loop and the
+// measured one with every rank's median (the one rank's when it ran alone).
+RunRecord EngineRunRecord(const ModelSpec& model, const Workload& w, const ParallelConfig& config,
+                          const std::string& backend, const std::string& device, const std::string& comm,
+                          double predicted_s, const exec::EngineRunResult& r, const std::string& run_id);
 
 // A run id no other run has: "run-<unix seconds>-<tag>-<process id>-<nanoseconds>" (runs
 // end seconds apart or less, and the store keys runs by this id).

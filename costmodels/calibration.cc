@@ -1,5 +1,6 @@
 #include "costmodels/calibration.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 
@@ -138,6 +139,12 @@ StatusOr<std::vector<Fit>> BuildFits(const std::vector<Measurement>& measurement
     fits.push_back(std::move(f));
   }
   return fits;
+}
+
+bool HasComputeFits(const std::vector<Fit>& fits, const std::string& device, const std::string& backend) {
+  const std::string prefix = fmt::format("{}/{}/", device, backend);
+  return std::any_of(fits.begin(), fits.end(),
+                     [&](const Fit& f) { return f.active && f.kind == kFitKindCompute && f.key.starts_with(prefix); });
 }
 
 StatusOr<std::vector<Fit>> Recalibrate(Store* store, std::vector<std::string>* skipped) {

@@ -66,6 +66,9 @@ std::string FitBackend(const GpuSpec& gpu, const std::string& backend);
 StatusOr<CostModels> MakeCostModels(const Cluster& cluster, const std::vector<Fit>& fits,
                                     const std::string& backend = "cuda", Runtime runtime = Runtime::kEager);
 
+// Whether `fits` holds an active compute fit of `backend` on `device` ("<device>/<backend>/...").
+bool HasComputeFits(const std::vector<Fit>& fits, const std::string& device, const std::string& backend);
+
 // The fit key of a collective measurement, and the keys of an op measurement: its class
 // ("<device>/<backend>/gemm"), attention per head dimension ("attention@128"), and for the
 // engine's own kernels (params.kernel, IsKernelFitName) the kernel's ("gemm_gelu" alone;

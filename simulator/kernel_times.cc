@@ -19,7 +19,7 @@ StatusOr<std::map<std::string, Seconds>> ModelledKernelTimes(const SimInput& in,
   }
   DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*in.model, in.workload));
   DITUNE_ASSIGN_OR_RETURN(RankLayout layout, RankLayout::Create(c, in.cluster->gpus_per_node()));
-  const StageCosts costs(*in.model, tokens, in.workload, c, layout, *in.compute, *in.comm);
+  const StageCosts costs(*in.model, tokens, in.workload, c, layout, *in.compute, *in.comm, /*kernel_breakdown=*/true);
   const int stages = std::max(1, c.pipefusion);
   const int stage = layout.CoordsOf(rank)[Axis::kPipeFusion];
   int first = 0, count = 0;

@@ -5,21 +5,24 @@
 namespace ditune {
 namespace {
 
+// Adds the op's device time to its kernel's; nothing when `by_kernel` is null (the breakdown
+// is off: the planner's searches do not need it).
 void AddByKernel(const OpCost& op, Seconds device, std::map<std::string, Seconds>* by_kernel) {
-  if (op.host_only) return;
+  if (by_kernel == nullptr || op.host_only) return;
   (*by_kernel)[op.kernel.empty() ? "other" : op.kernel] += device;
 }
 
 // Sums device and host times of the ops into the phases around the attention op "attn";
-// `attn_device` / `attn_host`, when given, replace the attention op's own times.
-void Phases(const ComputeModel& cm, const std::vector<OpCost>& ops, BlockCost* c,
+// `attn_device` / `attn_host`, when given, replace the attention op's own times; with
+// `breakdown`, each op's device time also goes to c->by_kernel.
+void Phases(const ComputeModel& cm, const std::vector<OpCost>& ops, BlockCost* c, bool breakdown,
             const Seconds* attn_device = nullptr, const Seconds* attn_host = nullptr) {
   bool after = false;
   for (const auto& op : ops) {
     const bool is_attn = op.name == "attn";
     const Seconds d = is_attn && attn_device != nullptr ? *attn_device : cm.DeviceTime(op);
     const Seconds h = is_attn && attn_host != nullptr ? *attn_host : cm.HostTime(op);
-    if (!is_attn || attn_device == nullptr) AddByKernel(op, d, &c->by_kernel);
+    if (!is_attn || attn_device == nullptr) AddByKernel(op, d, breakdown ? &c->by_kernel : nullptr);
     if (op.name == "attn") {
       c->attn += d;
       c->attn_host += h;
@@ -38,8 +41,14 @@ void Phases(const ComputeModel& cm, const std::vector<OpCost>& ops, BlockCost* c
 
 StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
                        const ParallelConfig& config, const RankLayout& layout, const ComputeModel& compute,
-                       const CommModel& comm)
-    : model_(model), tokens_(tokens), config_(config), layout_(layout), compute_(compute), comm_(comm) {
+                       const CommModel& comm, bool kernel_breakdown)
+    : model_(model),
+      tokens_(tokens),
+      config_(config),
+      layout_(layout),
+      compute_(compute),
+      comm_(comm),
+      kernel_breakdown_(kernel_breakdown) {
   work_patched_ = ComputeRankWork(model, tokens, workload, config);
   ParallelConfig whole = config;
   whole.patches = 1;
@@ -53,12 +62,12 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
   for (const auto& op : StepOverheadOps(model, work_full_)) {
     overhead_full_ += compute.DeviceTime(op);
     overhead_host_full_ += compute.HostTime(op);
-    AddByKernel(op, compute.DeviceTime(op), &overhead_kernels_full_);
+    AddByKernel(op, compute.DeviceTime(op), kernel_breakdown ? &overhead_kernels_full_ : nullptr);
   }
   for (const auto& op : StepOverheadOps(model, work_patched_)) {
     overhead_patched_ += compute.DeviceTime(op);
     overhead_host_patched_ += compute.HostTime(op);
-    AddByKernel(op, compute.DeviceTime(op), &overhead_kernels_patched_);
+    AddByKernel(op, compute.DeviceTime(op), kernel_breakdown ? &overhead_kernels_patched_ : nullptr);
   }
 }
 
@@ -81,6 +90,7 @@ Bytes StageCosts::Latent(bool patched) const {
 
 BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   BlockCost c;
+  std::map<std::string, Seconds>* kernels = kernel_breakdown_ ? &c.by_kernel : nullptr;
   const std::vector<OpCost> ops = BlockOps(model_, family, w);
   bool done = false;
   if (config_.ring > 1) {
@@ -106,14 +116,14 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
       for (const auto& op : expanded) {
         device += compute_.DeviceTime(op);
         host += compute_.HostTime(op);
-        AddByKernel(op, compute_.DeviceTime(op), &c.by_kernel);
+        AddByKernel(op, compute_.DeviceTime(op), kernels);
       }
-      Phases(compute_, ops, &c, &device, &host);
+      Phases(compute_, ops, &c, kernel_breakdown_, &device, &host);
       done = true;
       break;
     }
   }
-  if (!done) Phases(compute_, ops, &c);
+  if (!done) Phases(compute_, ops, &c, kernel_breakdown_);
   if (config_.pipefusion > 1) {
     // PipeFusion's attention writes the patch's fresh K and V into the stale full-sequence
     // buffer and reads it back: a copy of the patch's K/V and a handful of framework ops.
@@ -123,7 +133,7 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
     kv.kernel = kernel_names::kCopy;
     c.pre += compute_.DeviceTime(kv);
     c.pre_host += compute_.HostTime(kv);
-    AddByKernel(kv, compute_.DeviceTime(kv), &c.by_kernel);
+    AddByKernel(kv, compute_.DeviceTime(kv), kernels);
   }
   // Tokens that take part in attention on this rank (text joins it in joint and single blocks).
   const double tokens = static_cast<double>(w.img_tokens) +
@@ -143,8 +153,8 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
     c.pre_host += compute_.HostTime(qkv_copies);
     c.post += compute_.DeviceTime(out_copies);
     c.post_host += compute_.HostTime(out_copies);
-    AddByKernel(qkv_copies, compute_.DeviceTime(qkv_copies), &c.by_kernel);
-    AddByKernel(out_copies, compute_.DeviceTime(out_copies), &c.by_kernel);
+    AddByKernel(qkv_copies, compute_.DeviceTime(qkv_copies), kernels);
+    AddByKernel(out_copies, compute_.DeviceTime(out_copies), kernels);
     const auto group = layout_.GroupOf(rep, Axis::kUlysses);
     const double share = comm_.Sharing(group, layout_.Groups(Axis::kUlysses));
     c.a2a_in = comm_.Time(Collective::kAllToAll, Bytes(qkv_one), group, share) * 3;

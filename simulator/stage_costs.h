@@ -31,7 +31,8 @@ struct BlockCost {
   // Host time to issue the ops of each compute phase (eager frameworks).
   Seconds pre_host, attn_host, post_host;
   // The compute phases' device time per engine kernel (OpCost::kernel; "other" for ops
-  // that name none): what `ditune run --profile` compares with the measured kernels.
+  // that name none), when StageCosts was asked for the breakdown: what `ditune run
+  // --profile` compares with the measured kernels.
   std::map<std::string, Seconds> by_kernel;
 
   Seconds compute() const { return pre + attn + post; }
@@ -45,13 +46,14 @@ class StageCosts {
  public:
   StageCosts(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
              const ParallelConfig& config, const RankLayout& layout, const ComputeModel& compute,
-             const CommModel& comm);
+             const CommModel& comm, bool kernel_breakdown = false);
 
   // Cost of block `index` when the forward covers one of `patches` patches.
   const BlockCost& Block(int index, bool patched) const;
   // Work outside the blocks (embeddings, final layer), per forward.
   Seconds Overhead(bool patched) const { return patched ? overhead_patched_ : overhead_full_; }
   Seconds OverheadHost(bool patched) const { return patched ? overhead_host_patched_ : overhead_host_full_; }
+  // With the kernel breakdown: the work outside the blocks per engine kernel.
   const std::map<std::string, Seconds>& OverheadByKernel(bool patched) const {
     return patched ? overhead_kernels_patched_ : overhead_kernels_full_;
   }
@@ -76,6 +78,7 @@ class StageCosts {
   BlockCost full_[3], patched_[3];
   Seconds overhead_full_, overhead_patched_;
   Seconds overhead_host_full_, overhead_host_patched_;
+  bool kernel_breakdown_;
   std::map<std::string, Seconds> overhead_kernels_full_, overhead_kernels_patched_;
 };
 

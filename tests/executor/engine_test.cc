@@ -281,7 +281,9 @@ TEST(EngineTest, TheKernelProfileSeesEveryKernelOfTheLoop) {
       EXPECT_TRUE(shapes.insert({kernel, x.flops.value(), x.bytes.value()}).second) << kernel << " twice";
       EXPECT_NE(kernel, "euler_step");
       EXPECT_NE(kernel, "transfer");
-      if (x.op == "attention") EXPECT_EQ(x.params["head_dim"], m.head_dim);
+      if (x.op == "attention") {
+        EXPECT_EQ(x.params["head_dim"], m.head_dim);
+      }
     }
     EXPECT_EQ(samples, priced_calls);
     EXPECT_FALSE(shapes.empty());
