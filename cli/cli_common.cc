@@ -88,7 +88,7 @@ StatusOr<ClusterSpec> ReadClusterSpec(const cxxopts::ParseResult& args) {
   return c;
 }
 
-StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args) {
+StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args, bool xdit_rules) {
   ConfigInputs in;
   DITUNE_ASSIGN_OR_RETURN(in.catalog, Catalog::Default());
   DITUNE_ASSIGN_OR_RETURN(in.workload, ReadWorkload(args, *in.catalog));
@@ -98,8 +98,9 @@ StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args) {
   DITUNE_ASSIGN_OR_RETURN(in.config, ParseParallelConfig(args["config"].as<std::string>()));
   DITUNE_ASSIGN_OR_RETURN(in.model, in.catalog->Model(in.workload.model_id));
   DITUNE_ASSIGN_OR_RETURN(in.tokens, ComputeTokenGeometry(*in.model, in.workload));
-  DITUNE_RETURN_IF_ERROR(
-      ValidateConfig({in.model, in.tokens, in.workload.steps, in.workload.batch, in.cluster.gpus()}, in.config));
+  ValidationContext ctx{in.model, in.tokens, in.workload.steps, in.workload.batch, in.cluster.gpus()};
+  ctx.xdit = xdit_rules && !in.cluster.gpu->is_cpu;
+  DITUNE_RETURN_IF_ERROR(ValidateConfig(ctx, in.config));
   return in;
 }
 

@@ -37,7 +37,9 @@ struct ConfigInputs {
   Cluster cluster;
   ParallelConfig config;
 };
-StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args);
+// `xdit_rules`: validate with xDiT's rules for the model (its entry point's support data),
+// on GPUs; the CPU device always takes ditune's executor's rules.
+StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args, bool xdit_rules = false);
 
 // Parses argv with `options`, turning cxxopts errors into InvalidArgument that names the
 // flag and points at --help. Sets *help when --help was given (its text already printed).

@@ -11,11 +11,46 @@ namespace ditune::cli {
 namespace {
 
 std::string BlocksText(const ModelSpec& m) {
+  if (m.blocks.size() > 4) {
+    // Interleaved families (Latte): the count per family.
+    std::string s;
+    for (BlockFamily f : kAllBlockFamilies) {
+      if (m.num_blocks(f) > 0) s += fmt::format("{}{} {}", s.empty() ? "" : " + ", m.num_blocks(f), BlockFamilyName(f));
+    }
+    return s + ", interleaved";
+  }
   std::string s;
   for (const auto& g : m.blocks) {
     s += fmt::format("{}{} {}", s.empty() ? "" : " + ", g.count, BlockFamilyName(g.family));
   }
   return s;
+}
+
+// The methods xDiT runs for the model, short: "ulysses ring pipefusion cfg".
+std::string XditText(const ModelSpec& m) {
+  if (!m.xdit) return "-";
+  std::string s;
+  for (XditMethod x : {XditMethod::kUlysses, XditMethod::kRing, XditMethod::kPipeFusion, XditMethod::kCfg,
+                       XditMethod::kTp, XditMethod::kDp}) {
+    if (m.xdit->runs(x)) s += fmt::format("{}{}", s.empty() ? "" : " ", XditMethodKey(x));
+  }
+  return s;
+}
+
+nlohmann::json XditJson(const ModelSpec& m) {
+  if (!m.xdit) return nullptr;
+  const XditSupport& x = *m.xdit;
+  nlohmann::json methods = nlohmann::json::object();
+  for (int i = 0; i < kNumXditMethods; ++i) {
+    const auto key = std::string(XditMethodKey(static_cast<XditMethod>(i)));
+    methods[key] = {{"runs", x.methods[i].runs}, {"source", x.methods[i].source}};
+  }
+  nlohmann::json constraints = nlohmann::json::array();
+  for (const auto& c : x.constraints) constraints.push_back({{"rule", c.rule}, {"source", c.source}});
+  return {{"command", x.command}, {"command_source", x.command_source}, {"model_arg", x.model_arg},
+          {"flags", x.flags}, {"flags_source", x.flags_source}, {"methods", methods},
+          {"sequence_split", {{"unit", SequenceSplitUnitName(x.split)}, {"source", x.split_source}}},
+          {"constraints", constraints}};
 }
 
 std::string Compact(double v) { return fmt::format("{:.3g}", v); }
@@ -46,7 +81,7 @@ int RunModels(int argc, char** argv) {
                      {"uses_cfg", m.uses_cfg}, {"attention", m.attention == AttentionKind::kLinear ? "linear" : "softmax"},
                      {"published_params", m.published_params}, {"default_steps", m.default_steps},
                      {"default_resolution", {{"height", m.default_height}, {"width", m.default_width}, {"frames", m.default_frames}}},
-                     {"notes", m.notes}});
+                     {"source", m.source}, {"notes", m.notes}, {"xdit", XditJson(m)}});
     }
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -58,11 +93,12 @@ int RunModels(int argc, char** argv) {
                     m.uses_cfg ? "yes" : "no", Compact(m.published_params / 1e9),
                     fmt::format("{}x{}{}", m.default_height, m.default_width,
                                 m.modality == Modality::kVideo ? fmt::format("x{}", m.default_frames) : ""),
-                    std::to_string(m.default_steps)});
+                    std::to_string(m.default_steps), XditText(m)});
   }
   std::cout << FormatTable({"id", "blocks", "hidden = heads x dim", "mlp", "text", "cfg",
-                            "params (B)", "default size", "steps"},
+                            "params (B)", "default size", "steps", "xDiT runs"},
                            rows);
+  std::cout << "\nsources and xDiT's entry points with theirs: ditune models --json\n";
   return 0;
 }
 
@@ -116,6 +152,7 @@ int RunHardware(int argc, char** argv) {
   }
   std::cout << "\nLinks (GB/s per direction)\n"
             << FormatTable({"id", "scope", "topology", "line", "busbw", "p2p", "cross-socket", "latency us"}, rows);
+  std::cout << "\nthe source of every figure, and notes: ditune hardware --json\n";
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // `ditune check WORKLOAD CLUSTER --config SPEC`: validates a configuration and shows how
 // it lays out: the rank of every coordinate, the groups of every dimension, each rank's share.
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,6 +12,9 @@
 #include "core/rank_layout.h"
 #include "core/rank_share.h"
 #include "core/validate.h"
+#include "planner/launch.h"
+#include "planner/plan.h"
+#include "planner/xdit_launch.h"
 
 namespace ditune::cli {
 namespace {
@@ -33,19 +37,38 @@ int RunCheck(int argc, char** argv) {
   options.add_options()
       ("config", "configuration (ditune syntax or xDiT flags in quotes); empty = one device",
        cxxopts::value<std::string>())
+      ("executor", "whose rules: xdit (what xDiT's entry point runs for the model) or ditune (ditune's executor)",
+       cxxopts::value<std::string>()->default_value("xdit"))
       ("json", "one JSON document on stdout");
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("check", args.status());
   if (help) return 0;
-  auto in = ReadConfigInputs(*args);
+  auto executor = ParsePlanFor((*args)["executor"].as<std::string>());
+  if (!executor.ok()) return Fail("check", executor.status());
+  const bool xdit_rules = *executor == PlanFor::kXdit;
+  auto in = ReadConfigInputs(*args, xdit_rules);
   if (!in.ok()) return Fail("check", in.status());
+  if (xdit_rules && !in->cluster.gpu->is_cpu) {
+    Status w = XditRunsWorkload(*in->model, in->workload);
+    if (!w.ok()) return Fail("check", w);
+  }
   const ModelSpec& model = *in->model;
   const TokenGeometry& tokens = in->tokens;
   const Workload* workload = &in->workload;
   const Cluster* cluster = &in->cluster;
   const ParallelConfig* config = &in->config;
 
+  // What xDiT runs for this config (patches adjusted, warm-up clamped) and how to launch it.
+  std::optional<XditLaunch> launch;
+  ParallelConfig runs = *config;
+  if (xdit_rules && !cluster->gpu->is_cpu) {
+    runs = XditRunsAs(tokens, workload->steps, *config);
+    auto l = MakeXditLaunch(model, *workload, *cluster, runs);
+    if (!l.ok()) return Fail("check", l.status());
+    launch = std::move(*l);
+  }
+  config = &runs;
   auto layout = RankLayout::Create(*config, cluster->gpus_per_node());
   if (!layout.ok()) return Fail("check", layout.status());
   std::vector<RankShare> shares = ComputeRankShares(model, tokens, *workload, *config, *layout);
@@ -68,8 +91,10 @@ int RunCheck(int argc, char** argv) {
         {"valid", true}, {"config", ToString(*config)}, {"order", RankOrderToString(config->order)},
         {"model", model.id}, {"image_tokens", tokens.image_tokens()}, {"text_tokens", tokens.text_tokens},
         {"gpus", cluster->gpus()}, {"nodes", cluster->nodes()}, {"groups", groups}, {"ranks", ranks}};
-    Status xdit = SupportedByXdit(*config);
-    out["xdit_flags"] = xdit.ok() ? nlohmann::json(ToXditFlags(*config)) : nlohmann::json(nullptr);
+    out["executor"] = PlanForName(*executor);
+    out["xdit_flags"] = launch ? nlohmann::json(launch->parallel_flags) : nlohmann::json(nullptr);
+    out["xdit_command"] = launch ? nlohmann::json(launch->command) : nlohmann::json(nullptr);
+    if (runs != in->config) out["xdit_adjusted_from"] = ToString(in->config);
     std::cout << out.dump(2) << "\n";
     return 0;
   }
@@ -84,8 +109,19 @@ int RunCheck(int argc, char** argv) {
                            cluster->spec.intra_id, cluster->spec.inter_id);
   std::cout << fmt::format("config: {} — valid; rank order {} (fastest first)\n", Label(*config),
                            RankOrderToString(config->order));
-  Status xdit = SupportedByXdit(*config);
-  std::cout << (xdit.ok() ? "xDiT flags: " + ToXditFlags(*config) : "xDiT: " + xdit.message()) << "\n\n";
+  if (runs != in->config) {
+    std::cout << fmt::format("xDiT runs '{}' as '{}' (runtime_state.py: the patch height rounded to whole rows, "
+                             "the count recomputed; the warm-up clamped to the steps)\n",
+                             Label(in->config), Label(runs));
+  }
+  if (launch) {
+    std::cout << "launch with xDiT: " << launch->command << "\n";
+    for (const auto& note : launch->notes) std::cout << "  note: " << note << "\n";
+  } else {
+    std::cout << "launch with ditune: "
+              << ShellJoin(DituneRunCommand("ditune", *workload, *config, *cluster)) << "\n";
+  }
+  std::cout << "\n";
   std::cout << "groups:\n";
   for (Axis a : kShownAxes) {
     if (layout->degree(a) <= 1) continue;

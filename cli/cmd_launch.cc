@@ -48,10 +48,6 @@ int RunLaunch(int argc, char** argv) {
   auto executor_for = ParsePlanFor((*args)["executor"].as<std::string>());
   if (!executor_for.ok()) return Fail("launch", executor_for.status());
   const std::string executor(PlanForName(*executor_for));
-  if (executor == "xdit" && command.empty()) {
-    return Fail("launch", Status::InvalidArgument("give the command to launch after '--', e.g. -- torchrun "
-                                                  "--nproc_per_node 8 examples/flux_example.py"));
-  }
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("launch", catalog.status());
   auto workload = ReadWorkload(*args, **catalog);
@@ -87,7 +83,6 @@ int RunLaunch(int argc, char** argv) {
   auto opt = ReadPlanOptions(*args);
   if (!opt.ok()) return Fail("launch", opt.status());
   opt->plan.top_k = 1;
-  if (executor == "xdit") opt->plan.enumerate = XditOnly(opt->plan.enumerate);
   auto plan = AutoConfigure(*workload, spec, *opt);
   if (!plan.ok()) return Fail("launch", plan.status());
   const Candidate& best = plan->ranked.front();
@@ -95,12 +90,24 @@ int RunLaunch(int argc, char** argv) {
                            plan->cluster.gpus(), plan->cluster.spec.gpu_id, Label(best.config),
                            best.result.total.value());
   std::vector<std::string> words;
-  if (executor == "ditune") {
+  if (executor == "ditune" || !best.xdit) {
+    // ditune's executor, and the CPU device, which xDiT does not run on.
     words = DituneRunCommand("ditune", *workload, best.config, plan->cluster);
+  } else if (command.empty()) {
+    // The model's own xDiT entry point, as `plan` prints it (a shell line: it may read
+    // environment variables such as $MOCHI_WEIGHTS).
+    if (args->count("dry-run")) {
+      std::cout << best.xdit->command << "\n";
+      return 0;
+    }
+    words = {"/bin/sh", "-c", best.xdit->command};
   } else {
-    auto x = XditCommand(command, best.config);
+    auto x = XditCommand(command, *best.xdit);
     if (!x.ok()) return Fail("launch", x.status());
     words = *x;
+  }
+  for (const auto& note : best.xdit ? best.xdit->notes : std::vector<std::string>{}) {
+    std::cerr << "ditune: note: " << note << "\n";
   }
   if (args->count("dry-run")) {
     std::cout << ShellJoin(words) << "\n";

@@ -21,6 +21,9 @@ void AddPlanOptions(cxxopts::Options& options) {
       ("executor", "who runs the plan, which sets how it is priced: xdit (xDiT, eager PyTorch) or ditune "
                    "(ditune's engine: `ditune run --backend cuda` under mpirun)",
        cxxopts::value<std::string>()->default_value("xdit"))
+      ("torch-compile", "xDiT with --use_torch_compile: priced without the eager host overhead, and printed in "
+                        "the launch line where the model's entry point compiles")
+      ("parallel-vae", "xDiT with --use_parallel_vae where the model's entry point has it")
       ("no-cache", "search again even if a plan for this calibration is cached")
       ("db", "calibration database (default: $DITUNE_DB or ~/.local/share/ditune/ditune.db)",
        cxxopts::value<std::string>());
@@ -52,6 +55,11 @@ StatusOr<AutoConfigureOptions> ReadPlanOptions(const cxxopts::ParseResult& args)
   }
   DITUNE_ASSIGN_OR_RETURN(o.plan.executor, ParsePlanFor(args["executor"].as<std::string>()));
   o.use_cache = args.count("no-cache") == 0;
+  o.plan.xdit.torch_compile = args.count("torch-compile") > 0;
+  o.plan.xdit.parallel_vae = args.count("parallel-vae") > 0;
+  if ((o.plan.xdit.torch_compile || o.plan.xdit.parallel_vae) && o.plan.executor != PlanFor::kXdit) {
+    return Status::InvalidArgument("--torch-compile and --parallel-vae are xDiT's options: leave out --executor ditune");
+  }
   if (args.count("db")) {
     o.db_path = args["db"].as<std::string>();
     if (o.db_path.empty()) return Status::InvalidArgument("--db is empty: give the calibration database's path");
@@ -99,16 +107,17 @@ int RunPlan(int argc, char** argv) {
   const Candidate& best = plan->ranked.front();
 
   if (args->count("xdit-flags")) {
-    Status x = SupportedByXdit(best.config);
-    if (!x.ok()) return Fail("plan", x);
+    if (!best.xdit) {
+      return Fail("plan", Status::InvalidArgument("xDiT runs on GPUs: give a GPU (--gpu), not the cpu device"));
+    }
     if (args->count("json")) {
-      std::cout << nlohmann::json{{"config", ToString(best.config)}, {"xdit_flags", ToXditFlags(best.config)},
-                                  {"latency_s", best.result.total.value()}}
+      std::cout << nlohmann::json{{"config", ToString(best.config)}, {"xdit_flags", best.xdit->parallel_flags},
+                                  {"xdit_command", best.xdit->command}, {"latency_s", best.result.total.value()}}
                        .dump(2)
                 << "\n";
       return 0;
     }
-    std::cout << ToXditFlags(best.config) << "\n";
+    std::cout << best.xdit->parallel_flags << "\n";
     return 0;
   }
   if (args->count("json")) {
@@ -154,8 +163,12 @@ int RunPlan(int argc, char** argv) {
     std::cout << "\nlaunch with ditune: " << ShellJoin(DituneRunCommand("ditune", w, best.config, c)) << "\n";
     return 0;
   }
-  Status x = SupportedByXdit(best.config);
-  std::cout << "\nlaunch with xDiT: " << (x.ok() ? ToXditFlags(best.config) : x.message()) << "\n";
+  if (!best.xdit) {
+    std::cout << "\nlaunch with ditune: " << ShellJoin(DituneRunCommand("ditune", w, best.config, c)) << "\n";
+    return 0;
+  }
+  std::cout << "\nlaunch with xDiT: " << best.xdit->command << "\n";
+  for (const auto& note : best.xdit->notes) std::cout << "  note: " << note << "\n";
   return 0;
 }
 

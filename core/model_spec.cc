@@ -12,9 +12,13 @@ std::string_view BlockFamilyName(BlockFamily f) {
     case BlockFamily::kCross: return "cross";
     case BlockFamily::kJoint: return "joint";
     case BlockFamily::kSingle: return "single";
+    case BlockFamily::kSpatial: return "spatial";
+    case BlockFamily::kTemporal: return "temporal";
   }
   return "?";
 }
+
+bool AttendsOverText(BlockFamily f) { return f == BlockFamily::kJoint || f == BlockFamily::kSingle; }
 
 int ModelSpec::num_blocks() const {
   int n = 0;
@@ -42,6 +46,14 @@ double ModelSpec::text_encoder_params() const {
   return p;
 }
 
+Status ExecutorRunsModel(const ModelSpec& m) {
+  if (!m.has_frame_blocks()) return Status::Ok();
+  return Status::InvalidArgument(fmt::format(
+      "ditune's executor runs cross, joint and single blocks; {}'s spatial and temporal blocks are priced by "
+      "the planner but not executed yet: plan it for xDiT (--executor xdit)",
+      m.id));
+}
+
 StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& origin) {
   constexpr int64_t kBig = 1 << 20;
   JsonFields f(j, origin);
@@ -57,16 +69,23 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
     for (const auto& b : *blocks) {
       JsonFields bf(b, fmt::format("{}: blocks[{}]", origin, i++));
       BlockGroup g;
-      std::string fam = bf.Enum("family", {"cross", "joint", "single"});
-      g.family = fam == "joint" ? BlockFamily::kJoint
-                 : fam == "single" ? BlockFamily::kSingle
-                                   : BlockFamily::kCross;
+      std::string fam = bf.Enum("family", {"cross", "joint", "single", "spatial", "temporal"});
+      for (BlockFamily bfam : kAllBlockFamilies) {
+        if (fam == BlockFamilyName(bfam)) g.family = bfam;
+      }
       g.count = static_cast<int>(bf.Int("count", 1, 1000));
       bf.RejectUnknownKeys();
       if (!bf.status().ok()) return bf.status();
       m.blocks.push_back(g);
     }
     if (m.blocks.empty()) f.Fail("field 'blocks' must list at least one block group");
+  }
+  // "blocks_repeat": N runs the listed groups N times over, in order (Latte's interleaved
+  // spatial and temporal blocks).
+  if (f.Has("blocks_repeat")) {
+    const int repeat = static_cast<int>(f.Int("blocks_repeat", 1, 1000));
+    const std::vector<BlockGroup> one = m.blocks;
+    for (int r = 1; r < repeat; ++r) m.blocks.insert(m.blocks.end(), one.begin(), one.end());
   }
   m.hidden = static_cast<int>(f.Int("hidden", 1, kBig));
   m.heads = static_cast<int>(f.Int("heads", 1, 4096));
@@ -90,6 +109,15 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
     JsonFields vf(*v, origin + ": vae");
     m.vae_spatial = static_cast<int>(vf.Int("spatial", 1, 256));
     m.vae_temporal = static_cast<int>(vf.Int("temporal", 1, 64));
+    if (vf.Has("frame_groups")) {
+      if (const nlohmann::json* fg = vf.Object("frame_groups")) {
+        JsonFields gf(*fg, origin + ": vae.frame_groups");
+        m.frame_group = static_cast<int>(gf.Int("frames", 1, 1024));
+        m.latent_frames_per_group = static_cast<int>(gf.Int("latent_frames", 1, 1024));
+        gf.RejectUnknownKeys();
+        if (!gf.status().ok()) return gf.status();
+      }
+    }
     m.vae_decoder_params = vf.Number("decoder_params", 0, 1e12);
     m.vae_decoder_flops_per_pixel = vf.Number("decoder_flops_per_pixel", 0, 1e12);
     vf.RejectUnknownKeys();
@@ -121,6 +149,13 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
     rf.RejectUnknownKeys();
     if (!rf.status().ok()) return rf.status();
   }
+  if (f.Has("xdit")) {
+    if (const nlohmann::json* x = f.Object("xdit")) {
+      auto xs = ParseXditSupport(*x, origin + ": xdit");
+      if (!xs.ok()) return xs.status();
+      m.xdit = std::move(*xs);
+    }
+  }
   f.RejectUnknownKeys();
   if (!f.status().ok()) return f.status();
 
@@ -132,6 +167,12 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
   if (m.modality == Modality::kImage && (m.vae_temporal != 1 || m.default_frames != 1)) {
     return Status::InvalidArgument(
         fmt::format("{}: an image model needs vae.temporal = 1 and default frames = 1", origin));
+  }
+  if ((m.num_blocks(BlockFamily::kSpatial) + m.num_blocks(BlockFamily::kTemporal) > 0) !=
+      (m.modality == Modality::kVideo && m.num_blocks(BlockFamily::kSpatial) > 0 &&
+       m.num_blocks(BlockFamily::kTemporal) > 0)) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: spatial and temporal blocks come together, in a video model", origin));
   }
   if (m.num_blocks(BlockFamily::kJoint) + m.num_blocks(BlockFamily::kSingle) > 0 &&
       m.text_tokens == 0) {

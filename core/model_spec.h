@@ -3,6 +3,7 @@
 #define DITUNE_CORE_MODEL_SPEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,13 +11,22 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/status.h"
+#include "core/xdit_support.h"
 
 namespace ditune {
 
 // cross: self-attention, cross-attention to text, MLP, adaLN (PixArt, HunyuanDiT, Wan).
 // joint: MMDiT double stream, per-stream weights, joint attention over [text; image].
 // single: Flux single-stream block (parallel attention and MLP over [text; image]).
-enum class BlockFamily { kCross, kJoint, kSingle };
+// spatial: a cross block whose self-attention stays within one frame (Latte).
+// temporal: self-attention across frames at one spatial position, no cross-attention, MLP
+//   (Latte's temporal blocks).
+enum class BlockFamily { kCross, kJoint, kSingle, kSpatial, kTemporal };
+inline constexpr int kNumBlockFamilies = 5;
+inline constexpr BlockFamily kAllBlockFamilies[kNumBlockFamilies] = {
+    BlockFamily::kCross, BlockFamily::kJoint, BlockFamily::kSingle, BlockFamily::kSpatial, BlockFamily::kTemporal};
+// Whether the family's attention runs over the text tokens too (joint, single).
+bool AttendsOverText(BlockFamily f);
 enum class AttentionKind { kSoftmax, kLinear };
 enum class Modality { kImage, kVideo };
 
@@ -53,6 +63,11 @@ struct ModelSpec {
   int latent_channels = 0;
   int vae_spatial = 8;
   int vae_temporal = 1;
+  // A pipeline that maps frames by groups (Step-Video: floors the frame count to a multiple
+  // of 17 and makes 3 latent frames per 17): frames per group and latent frames per group;
+  // 0 when the VAE's causal rule 1 + (frames - 1) / vae_temporal applies.
+  int frame_group = 0;
+  int latent_frames_per_group = 0;
   double vae_decoder_params = 0;
   double vae_decoder_flops_per_pixel = 0;  // per output pixel and frame
   std::vector<TextEncoderSpec> text_encoders;
@@ -69,13 +84,23 @@ struct ModelSpec {
   int default_height = 0;
   int default_width = 0;
   int default_frames = 1;
+  // What xDiT runs for this model; absent when xDiT runs it nowhere (test models).
+  std::optional<XditSupport> xdit;
 
   int num_blocks() const;
   int num_blocks(BlockFamily family) const;
   // The family of block `index` (0-based, execution order). Requires index < num_blocks().
   BlockFamily family_of(int index) const;
   double text_encoder_params() const;
+  // Whether it has Latte's frame-local blocks (spatial or temporal), which ditune's
+  // executor does not run yet.
+  bool has_frame_blocks() const {
+    return num_blocks(BlockFamily::kSpatial) + num_blocks(BlockFamily::kTemporal) > 0;
+  }
 };
+
+// OK, or InvalidArgument naming the blocks ditune's executor cannot run for this model.
+Status ExecutorRunsModel(const ModelSpec& model);
 
 // Parses and cross-checks one model description (hidden = heads x head_dim, positive
 // sizes, known enums, no unknown fields). `origin` names the source in messages.

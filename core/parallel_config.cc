@@ -1,6 +1,7 @@
 #include "core/parallel_config.h"
 
 #include <charconv>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -218,6 +219,22 @@ StatusOr<ParallelConfig> ParseParallelConfig(std::string_view text) {
   Status st = t.substr(0, 2) == "--" ? ParseXdit(t, &f) : ParseDitune(t, &f);
   if (!st.ok()) return st.WithContext(fmt::format("config '{}'", t));
   if (!f.patches_given) f.config.patches = f.config.pipefusion;
+  // The degrees multiply to the device count: bound the product, in 64 bits, so that no
+  // later product or division by it overflows.
+  const ParallelConfig& c = f.config;
+  int64_t product = 1;
+  for (int d : {c.ulysses, c.ring, c.pipefusion, c.cfg, c.dp, c.tp, c.distrifusion}) {
+    product *= d;
+    if (product > kMaxWorldSize) {
+      return Status::InvalidArgument(fmt::format(
+          "config '{}': the degrees multiply to more than {} devices; give degrees whose product is the GPU count",
+          t, kMaxWorldSize));
+    }
+  }
+  if (static_cast<int64_t>(c.patches) * c.sp() > kMaxWorldSize) {
+    return Status::InvalidArgument(
+        fmt::format("config '{}': patches x ulysses x ring exceeds {}", t, kMaxWorldSize));
+  }
   return f.config;
 }
 

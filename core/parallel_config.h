@@ -30,6 +30,9 @@ std::string_view OrderDimName(OrderDim d);
 std::string RankOrderToString(const RankOrder& order);
 StatusOr<RankOrder> ParseRankOrder(std::string_view text);
 
+// The most devices a configuration may occupy (the product of its degrees).
+inline constexpr int kMaxWorldSize = 1 << 20;
+
 struct ParallelConfig {
   int ulysses = 1;
   int ring = 1;

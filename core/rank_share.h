@@ -26,14 +26,18 @@ struct RankShare {
   int cfg_branch = -1;           // 0 conditional, 1 unconditional; -1 both (no cfg parallel)
 };
 
-// Blocks [first, first + count) of PipeFusion stage `stage` of `stages`, split evenly by
-// count as xDiT does (earlier stages take the remainder).
-void StageBlocks(int num_blocks, int stages, int stage, int* first, int* count);
+// Blocks [first, first + count) of PipeFusion stage `stage` of `stages`. kBalanced (ditune's
+// executor): the first num_blocks % stages stages take one more. kCeil (xDiT,
+// base_transformer.py): ceil(num_blocks / stages) each, the last stage the rest, which may
+// be none.
+void StageBlocks(int num_blocks, int stages, int stage, int* first, int* count,
+                 StagePartition partition = StagePartition::kBalanced);
 
 // One entry per rank. Requires a configuration that passed ValidateConfig.
 std::vector<RankShare> ComputeRankShares(const ModelSpec& model, const TokenGeometry& tokens,
                                          const Workload& workload, const ParallelConfig& config,
-                                         const RankLayout& layout);
+                                         const RankLayout& layout,
+                                         StagePartition partition = StagePartition::kBalanced);
 
 }  // namespace ditune
 

@@ -1,5 +1,7 @@
 #include "core/validate.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -39,6 +41,135 @@ std::string Suggest(const ValidationContext& ctx, const ParallelConfig& c, const
   std::vector<int> v = ValidValues(ctx, c, field, max);
   if (v.empty()) return fmt::format("no {} degree makes the rest of this config valid", key);
   return fmt::format("with the other degrees as given, valid {}: {}", key, fmt::join(v, ", "));
+}
+
+// The configurations one step from `c` that pass every rule: the degree of `field` moved
+// into another method (or the method dropped for data parallelism).
+std::vector<std::string> MoveDegree(const ValidationContext& ctx, const ParallelConfig& c,
+                                    int ParallelConfig::*field) {
+  static constexpr int ParallelConfig::*kTargets[] = {&ParallelConfig::ulysses, &ParallelConfig::ring,
+                                                      &ParallelConfig::pipefusion, &ParallelConfig::cfg,
+                                                      &ParallelConfig::tp, &ParallelConfig::dp};
+  std::vector<std::string> out;
+  const int d = c.*field;
+  if (d <= 1) return out;
+  // Every split of d into a factor kept here and factors moved to one or two other methods.
+  for (int ParallelConfig::*to : kTargets) {
+    if (to == field) continue;
+    for (int ParallelConfig::*to2 : kTargets) {
+      if (to2 == field) continue;
+      for (int a = 1; a <= d; ++a) {
+        if (d % a != 0) continue;
+        const int b = d / a;  // a to `to`, b to `to2` (to2 == to: all to one)
+        if (to2 == to && b != 1) continue;
+        ParallelConfig x = c;
+        x.*field = 1;
+        x.*to *= a;
+        if (to2 != to) x.*to2 *= b;
+        if (x.pipefusion != c.pipefusion) x.patches = x.pipefusion;
+        if (x.pipefusion == 1) x.patches = 1;
+        const std::string label = Label(x);
+        if (std::find(out.begin(), out.end(), label) != out.end()) continue;
+        if (Check(ctx, x, nullptr, false)) out.push_back(label);
+      }
+    }
+  }
+  if (out.size() > 6) out.resize(6);
+  return out;
+}
+
+std::string Nearest(const std::vector<std::string>& fixes) {
+  if (fixes.empty()) return "; no launchable configuration is one change away";
+  return fmt::format("; nearest launchable: {}", fmt::join(fixes, " | "));
+}
+
+// xDiT's own rules for the model (ctx.xdit). Returns false to stop checking (enumeration).
+bool CheckXdit(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Violation>* out, bool suggest,
+               bool* ok) {
+  const ModelSpec& m = *ctx.model;
+  auto fail = [&](const char* rule, auto make_message) {
+    *ok = false;
+    if (out != nullptr) out->push_back({rule, make_message()});
+    return out != nullptr;
+  };
+  if (!m.xdit) {
+    return fail(kRuleXditModel, [&] {
+      return fmt::format("xDiT runs no entry point for {} (its model file has no xdit section); plan it for "
+                         "ditune's executor (--executor ditune)",
+                         m.id);
+    });
+  }
+  const XditSupport& x = *m.xdit;
+  struct Use {
+    XditMethod method;
+    int ParallelConfig::*field;
+    int degree;
+  };
+  const Use uses[] = {{XditMethod::kUlysses, &ParallelConfig::ulysses, c.ulysses},
+                      {XditMethod::kRing, &ParallelConfig::ring, c.ring},
+                      {XditMethod::kPipeFusion, &ParallelConfig::pipefusion, c.pipefusion},
+                      {XditMethod::kCfg, &ParallelConfig::cfg, c.cfg},
+                      {XditMethod::kTp, &ParallelConfig::tp, c.tp},
+                      {XditMethod::kDp, &ParallelConfig::dp, c.dp},
+                      {XditMethod::kDistriFusion, &ParallelConfig::distrifusion, c.distrifusion}};
+  for (const Use& u : uses) {
+    if (u.degree <= 1 || x.runs(u.method)) continue;
+    // cfg=2 on a model without guidance is the cfg rule's to name.
+    if (u.method == XditMethod::kCfg && !m.uses_cfg) continue;
+    if (!fail(kRuleXditMethod, [&] {
+          std::string msg = fmt::format("xDiT has no {} for {} ({})", XditMethodPhrase(u.method), m.id,
+                                        x.method(u.method).source);
+          if (suggest) msg += Nearest(MoveDegree(ctx, c, u.field));
+          return msg;
+        }))
+      return false;
+  }
+  if (c.order != kDefaultRankOrder) {
+    if (!fail(kRuleXditOrder, [&] {
+          return fmt::format(
+              "xDiT always uses the rank order tp-sp-pp-cfg-dp; this config uses {}: launch it with ditune's "
+              "executor or remap the ranks (CUDA_VISIBLE_DEVICES)",
+              RankOrderToString(c.order));
+        }))
+      return false;
+  }
+  // An entry point without PipeFusion's patch or warm-up flag runs xDiT's defaults: as many
+  // patches as stages, one warm-up step.
+  if (c.pipefusion > 1 && x.flag("patches") == nullptr && c.patches != c.pipefusion) {
+    if (!fail(kRuleXditFlag, [&] {
+          return fmt::format("xDiT's entry point for {} takes no patch count ({}): it runs as many patches as "
+                             "stages; use patches={}",
+                             m.id, x.flags_source, c.pipefusion);
+        }))
+      return false;
+  }
+  if (c.pipefusion > 1 && x.flag("warmup") == nullptr && c.warmup != 1) {
+    if (!fail(kRuleXditFlag, [&] {
+          return fmt::format("xDiT's entry point for {} takes no warm-up count ({}): it runs 1 warm-up step; "
+                             "use warmup=1",
+                             m.id, x.flags_source);
+        }))
+      return false;
+  }
+  for (const XditConstraint& k : x.constraints) {
+    bool broken = false;
+    std::string what;
+    int ParallelConfig::*move = nullptr;
+    if (k.rule == kXditTpOnlyWithUlysses && c.tp > 1 &&
+        (c.ring > 1 || c.pipefusion > 1 || c.cfg > 1 || c.dp > 1 || c.distrifusion > 1)) {
+      broken = true;
+      what = fmt::format("tensor parallelism (tp {}) combines only with Ulysses", c.tp);
+      move = &ParallelConfig::tp;
+    }
+    if (!broken) continue;
+    if (!fail(kRuleXditConstraint, [&] {
+          std::string msg = fmt::format("xDiT for {}: {} ({})", m.id, what, k.source);
+          if (suggest && move != nullptr) msg += Nearest(MoveDegree(ctx, c, move));
+          return msg;
+        }))
+      return false;
+  }
+  return true;
 }
 
 bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Violation>* out,
@@ -97,7 +228,10 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
       return false;
   }
 
-  if (m.heads % (c.ulysses * c.tp) != 0) {
+  if (ctx.xdit && !CheckXdit(ctx, c, out, suggest, &ok)) return false;
+
+  const bool heads_padded = ctx.xdit && m.xdit && m.xdit->constraint(kXditHeadsPadded) != nullptr && c.tp == 1;
+  if (!heads_padded && m.heads % (c.ulysses * c.tp) != 0) {
     if (!fail(kRuleUlyssesHeads, [&] {
           std::string msg = fmt::format(
               "ulysses {} x tp {} = {} does not divide the {} attention heads of {}", c.ulysses,
@@ -130,13 +264,21 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
   }
 
   const int seq_split = c.sp() * c.distrifusion;
-  if (!SequenceSplits(t, seq_split)) {
+  const bool xdit_split = ctx.xdit && m.xdit.has_value();
+  const bool splits = xdit_split ? SequenceSplitsBy(t, seq_split, m.xdit->split) : SequenceSplits(t, seq_split);
+  if (!splits) {
     if (!fail(kRuleSpRows, [&] {
           std::vector<int> valid;
           for (int d = 1; d <= ctx.gpus; ++d) {
-            if (SequenceSplits(t, d)) valid.push_back(d);
+            if (xdit_split ? SequenceSplitsBy(t, d, m.xdit->split) : SequenceSplits(t, d)) valid.push_back(d);
           }
-          std::string what = m.modality == Modality::kVideo
+          std::string what =
+              xdit_split && m.xdit->split == SequenceSplitUnit::kTokens
+                  ? fmt::format("the {} image tokens, which xDiT splits as one flattened sequence ({})",
+                                t.image_tokens(), m.xdit->split_source)
+              : xdit_split ? fmt::format("the {} patch rows (latent height {} / patch {}), which xDiT splits ({})",
+                                         t.patch_rows, t.latent_height, m.patch_spatial, m.xdit->split_source)
+              : m.modality == Modality::kVideo
                                  ? fmt::format("any of the {} latent frames, {} patch rows or {} "
                                                "patch columns",
                                                t.patch_frames, t.patch_rows, t.patch_cols)
@@ -152,7 +294,9 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
       return false;
   }
 
-  if (c.pipefusion > 1 || c.patches > 1) {
+  // xDiT adjusts a patch count that does not split the rows (XditRunsAs); ditune's executor
+  // needs whole rows per patch.
+  if (!ctx.xdit && (c.pipefusion > 1 || c.patches > 1)) {
     // Each patch is a whole number of rows, and each sequence-parallel rank holds whole
     // rows of every patch: rows % (patches x sp) == 0.
     const int unit = c.patches * c.sp();
@@ -178,9 +322,27 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
                              c.pipefusion, m.num_blocks(), m.id);
         }))
       return false;
+  } else if (ctx.xdit && c.pipefusion > 1) {
+    // xDiT gives every stage ceil(L / stages) blocks: the last stages may be left with none.
+    const int per = (m.num_blocks() + c.pipefusion - 1) / c.pipefusion;
+    if (per * (c.pipefusion - 1) >= m.num_blocks()) {
+      if (!fail(kRuleStages, [&] {
+            std::vector<int> valid;
+            for (int s = 2; s <= std::min(ctx.gpus, m.num_blocks()); ++s) {
+              const int p = (m.num_blocks() + s - 1) / s;
+              if (p * (s - 1) < m.num_blocks()) valid.push_back(s);
+            }
+            return fmt::format(
+                "xDiT gives each PipeFusion stage ceil({} / {}) = {} blocks of {}, which leaves the last stage "
+                "none (base_transformer.py); stage counts xDiT fills (up to {}): {}",
+                m.num_blocks(), c.pipefusion, per, m.id, ctx.gpus, fmt::join(valid, ", "));
+          }))
+        return false;
+    }
   }
 
-  if (c.pipefusion > 1 && c.warmup > ctx.steps) {
+  // xDiT clamps the warm-up to the steps; ditune's executor refuses it.
+  if (c.pipefusion > 1 && c.warmup > ctx.steps && !ctx.xdit) {
     if (!fail(kRuleWarmup, [&] {
           return fmt::format("warmup {} exceeds the {} denoising steps; valid: 0 to {}", c.warmup,
                              ctx.steps, ctx.steps);
@@ -242,6 +404,31 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
 }
 
 }  // namespace
+
+ParallelConfig XditRunsAs(const TokenGeometry& t, int steps, ParallelConfig c) {
+  if (c.pipefusion <= 1) {
+    c.patches = c.pipefusion;
+    return c;
+  }
+  // runtime_state.py _calc_patches_metadata, in patch rows: the patch height rounded up to
+  // whole rows on every sequence-parallel rank, the count recomputed from it.
+  const int rows = t.patch_rows;
+  const int sp = std::max(1, c.sp());
+  const int per_patch = (rows + c.patches * sp - 1) / (c.patches * sp) * sp;
+  if (per_patch > 0) c.patches = std::max(1, (rows + per_patch - 1) / per_patch);
+  c.warmup = std::min(c.warmup, steps);
+  return c;
+}
+
+bool SequenceSplitsBy(const TokenGeometry& t, int sp, SequenceSplitUnit unit) {
+  if (sp <= 1) return true;
+  switch (unit) {
+    case SequenceSplitUnit::kRows: return t.patch_rows % sp == 0;
+    case SequenceSplitUnit::kTokens: return t.image_tokens() % sp == 0;
+    case SequenceSplitUnit::kPadded: return t.image_tokens() >= sp;
+  }
+  return false;
+}
 
 bool SequenceSplits(const TokenGeometry& t, int sp) {
   if (sp <= 1) return true;

@@ -21,6 +21,10 @@ struct ValidationContext {
   int steps = 1;
   int batch = 1;
   int gpus = 1;
+  // The rules of xDiT's entry point for the model (its support data in the model file)
+  // on top of the method rules: only the methods it runs, its rank order, its sequence
+  // split, its constraints. False: the rules of ditune's own executor.
+  bool xdit = false;
 };
 
 // Rule ids (stable; tests and messages name them).
@@ -35,6 +39,12 @@ inline constexpr const char* kRuleWarmup = "warmup-le-steps";
 inline constexpr const char* kRuleCfg = "cfg-needs-guidance";
 inline constexpr const char* kRuleDp = "batch-divisible-by-dp";
 inline constexpr const char* kRuleDistriFusion = "distrifusion-alone";
+// xDiT's rules (ValidationContext::xdit).
+inline constexpr const char* kRuleXditModel = "xdit-runs-model";
+inline constexpr const char* kRuleXditMethod = "xdit-runs-method";
+inline constexpr const char* kRuleXditOrder = "xdit-rank-order";
+inline constexpr const char* kRuleXditConstraint = "xdit-constraint";
+inline constexpr const char* kRuleXditFlag = "xdit-entry-point-flags";
 
 struct Violation {
   std::string rule;     // one of the kRule* ids
@@ -50,12 +60,22 @@ bool IsValidConfig(const ValidationContext& ctx, const ParallelConfig& config);
 // OK, or InvalidArgument whose message lists every violation, one per line.
 Status ValidateConfig(const ValidationContext& ctx, const ParallelConfig& config);
 
+// What xDiT runs when given `config`: a PipeFusion patch count that does not split the patch
+// rows into whole rows per sequence-parallel rank is adjusted as xDiT adjusts it (the patch
+// height rounded up, the count recomputed), and the warm-up is clamped to the steps.
+// Configurations that differ only in what xDiT adjusts run the same.
+ParallelConfig XditRunsAs(const TokenGeometry& tokens, int steps, ParallelConfig config);
+
 // Which Ulysses degrees the model allows on `gpus` devices: divisors of the head count
 // that divide gpus.
 std::vector<int> AllowedUlyssesDegrees(const ModelSpec& model, int gpus);
 
-// Which sequence-parallel degrees split the image tokens evenly (see kRuleSpRows).
+// Which sequence-parallel degrees split the image tokens evenly (see kRuleSpRows): ditune's
+// executor splits a video along whichever of frames, rows or columns the degree divides.
 bool SequenceSplits(const TokenGeometry& tokens, int sp);
+// The same for an entry point that splits by `unit` (xDiT: rows, flattened tokens, or a
+// padded sequence that any degree splits).
+bool SequenceSplitsBy(const TokenGeometry& tokens, int sp, SequenceSplitUnit unit);
 
 }  // namespace ditune
 

@@ -50,6 +50,18 @@ StatusOr<TokenGeometry> ComputeTokenGeometry(const ModelSpec& model, const Workl
   if (w.frames > kMaxFrames) {
     return Status::InvalidArgument(fmt::format("--frames {}: at most {}", w.frames, kMaxFrames));
   }
+  if (model.frame_group > 0) {
+    // The pipeline floors the frame count to whole groups and makes a fixed number of
+    // latent frames per group.
+    if (w.frames < model.frame_group) {
+      return Status::InvalidArgument(fmt::format("--frames {}: {} needs at least {} frames (it generates whole "
+                                                 "groups of {})",
+                                                 w.frames, model.id, model.frame_group, model.frame_group));
+    }
+    g.latent_frames = w.frames / model.frame_group * model.latent_frames_per_group;
+    g.patch_frames = (g.latent_frames + model.patch_temporal - 1) / model.patch_temporal;
+    return g;
+  }
   if (w.frames < 1 || (w.frames - 1) % t != 0) {
     int lo = std::max(0, (w.frames - 1) / t) * t + 1;
     return Status::InvalidArgument(fmt::format(

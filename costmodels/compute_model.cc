@@ -35,6 +35,7 @@ void ComputeModel::SetMeasuredLaunchOverhead(Seconds s) {
 
 Seconds ComputeModel::HostTime(const OpCost& op) const {
   if (runtime_ == Runtime::kEngine) return op.host_only || op.engine_fused ? Seconds(0) : launch_overhead_;
+  if (runtime_ == Runtime::kCompiled) return op.host_only ? Seconds(0) : launch_overhead_;
   return launch_overhead_ * op.kernels;
 }
 

@@ -31,7 +31,11 @@ struct DefaultEfficiency {
 // - kEngine: ditune's own engine: one fused kernel per device op issued from C++, no glue;
 //   the overhead is what `calibrate compute` measures for the backend (default 5 µs on a
 //   GPU, 0 on the host, whose kernels run on the issuing thread and are timed as device time).
-enum class Runtime { kEager, kEngine };
+// - kCompiled: the eager framework under torch.compile (xDiT's --use_torch_compile): the
+//   graph is traced once, so the Python glue is gone and each op's framework ops run as one
+//   generated kernel issued from the compiled wrapper (one launch an op, at the engine's
+//   default 5 µs); device time as eager.
+enum class Runtime { kEager, kEngine, kCompiled };
 
 class ComputeModel {
  public:

@@ -97,9 +97,13 @@ RankWork ComputeRankWork(const ModelSpec& model, const TokenGeometry& tokens, co
   const int64_t seq_split = static_cast<int64_t>(c.sp()) * c.distrifusion;
   const int patches = (c.pipefusion > 1 || c.patches > 1) ? c.patches : 1;
   w.patches = patches;
-  w.seq_img_tokens = tokens.image_tokens();
+  // A sequence that does not split evenly is padded to the next multiple (Wan in xDiT):
+  // every rank computes the padded share and attention reads the padded sequence.
+  const int64_t parts = seq_split * patches;
+  w.img_tokens = (tokens.image_tokens() + parts - 1) / parts;
+  w.seq_img_tokens = w.img_tokens * parts;
   w.seq_txt_tokens = tokens.text_tokens;
-  w.img_tokens = tokens.image_tokens() / (seq_split * patches);
+  w.frames = tokens.patch_frames;
   // xDiT splits the text sequence over the sequence-parallel ranks when it divides evenly,
   // and otherwise keeps all of it on every rank.
   const int64_t txt_local = tokens.text_tokens % seq_split == 0 ? tokens.text_tokens / seq_split
@@ -107,7 +111,9 @@ RankWork ComputeRankWork(const ModelSpec& model, const TokenGeometry& tokens, co
   w.txt_tokens = (txt_local + patches - 1) / patches;
   w.ulysses = c.ulysses;
   w.tp = c.tp;
-  w.heads = model.heads / (c.ulysses * c.tp);
+  // Heads per rank; an entry point that pads the heads to a multiple of the Ulysses degree
+  // (Z-Image in xDiT) computes the padded ones.
+  w.heads = (model.heads + c.ulysses * c.tp - 1) / (c.ulysses * c.tp);
   const int branches = model.uses_cfg ? (c.cfg == 2 ? 1 : 2) : 1;
   w.batch = std::max(1, workload.batch / c.dp) * branches;
   return w;
@@ -115,7 +121,11 @@ RankWork ComputeRankWork(const ModelSpec& model, const TokenGeometry& tokens, co
 
 int GlueOps(BlockFamily family) {
   switch (family) {
-    case BlockFamily::kCross: return 45;
+    case BlockFamily::kCross:
+    case BlockFamily::kSpatial: return 45;
+    // A temporal block has no cross-attention: its self-attention and MLP part of a cross
+    // block, plus the reshapes that move frames into the sequence dimension and back.
+    case BlockFamily::kTemporal: return 35;
     case BlockFamily::kJoint: return 70;
     case BlockFamily::kSingle: return 35;
   }
@@ -135,13 +145,26 @@ std::vector<OpCost> BlockOps(const ModelSpec& m, BlockFamily family, const RankW
   // (Ring passes it around; PipeFusion and DistriFusion read stale full buffers).
   const double u = w.ulysses;
   switch (family) {
-    case BlockFamily::kCross: {
+    case BlockFamily::kCross:
+    case BlockFamily::kSpatial:
+    case BlockFamily::kTemporal: {
+      // Keys per query: the whole sequence (cross), one frame's tokens (spatial), or one
+      // position's frames (temporal).
+      const double frames = std::max<double>(1.0, static_cast<double>(w.frames));
+      const double seq = static_cast<double>(w.seq_img_tokens);
+      const double kv = family == BlockFamily::kCross ? seq : family == BlockFamily::kSpatial ? seq / frames : frames;
       ops.push_back(Elementwise("norm1_mod", ni, H, 2, 4, kernel_names::kNormModulate));
       ops.push_back(Gemm("qkv", ni, H, 3.0 * H / tp));
-      ops.push_back(Attention("attn", m, u * static_cast<double>(w.img_tokens),
-                              static_cast<double>(w.seq_img_tokens), w.heads, b));
+      ops.push_back(Attention("attn", m, u * static_cast<double>(w.img_tokens), kv, w.heads, b));
       ops.push_back(Gemm("attn_out", ni, H / tp, H));
       ops.push_back(Elementwise("residual1", ni, H, 3, 2, kernel_names::kGatedResidual));
+      if (family == BlockFamily::kTemporal) {
+        // No cross-attention: norm, MLP, residual.
+        ops.push_back(Elementwise("norm3_mod", ni, H, 2, 4, kernel_names::kNormModulate));
+        AddMlp(&ops, m, "", ni, H, M, tp);
+        ops.push_back(Elementwise("residual3", ni, H, 3, 2, kernel_names::kGatedResidual));
+        break;
+      }
       // Cross-attention to the text: local queries, all heads (text is on every rank).
       ops.push_back(Elementwise("norm2", ni, H, 2, 1, kernel_names::kNormModulate));
       ops.push_back(Gemm("cross_q", ni, H, H / tp));
@@ -224,8 +247,12 @@ double BlockParams(const ModelSpec& m, BlockFamily family) {
   const double M = m.mlp_hidden;
   switch (family) {
     case BlockFamily::kCross:
+    case BlockFamily::kSpatial:
       // self-attention QKV + out, cross-attention Q, KV (text projected to H) + out, MLP.
       return 4 * H * H + 4 * H * H + MlpParams(m, H, M);
+    case BlockFamily::kTemporal:
+      // self-attention QKV + out, MLP.
+      return 4 * H * H + MlpParams(m, H, M);
     case BlockFamily::kJoint: {
       const double Ht = m.text_stream_hidden;
       const double Mt = M * Ht / H;

@@ -72,6 +72,7 @@ struct RankWork {
   int tp = 1;                  // projection and MLP widths are divided by tp
   int batch = 1;               // sequences per forward: prompts x CFG branches on this rank
   int patches = 1;             // PipeFusion patches per step (text work is spread over them)
+  int frames = 1;              // latent frames of the whole sequence (after the temporal patch)
 };
 
 // The work of any rank per block forward (every rank's share has the same size: a valid

@@ -87,6 +87,9 @@ DitModel::DitModel(const ModelSpec& spec, uint64_t seed, int first_block, int bl
         w["oa"] = rows(full(b, "oa", H, H), hs);
         w["om"] = rows(full(b, "om", M, H), ms);
         break;
+      case BlockFamily::kSpatial:
+      case BlockFamily::kTemporal:
+        break;  // ExecutorRunsModel refuses these models before weights are made
     }
     blocks_.push_back(std::move(bw));
   }
@@ -217,6 +220,9 @@ Status DitModel::Block(int index, const Vec& c, Mat* x, Mat* ctx, const Parallel
       *x = seq.bottomRows(n);
       return Status::Ok();
     }
+    case BlockFamily::kSpatial:
+    case BlockFamily::kTemporal:
+      return Status::NotSupported("the CPU executor has no spatial or temporal blocks");
   }
   return Status::Internal("unknown block family");
 }

@@ -46,6 +46,7 @@ struct Dims {
 
 StatusOr<EngineWork> EngineWorkFor(const ModelSpec& model, const Workload& workload, const ParallelConfig& config,
                                    int rank) {
+  DITUNE_RETURN_IF_ERROR(ExecutorRunsModel(model));
   DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(model, workload));
   if (rank < 0 || rank >= config.world_size()) {
     return Status::InvalidArgument(fmt::format("rank {}: '{}' has ranks 0 to {}", rank, Label(config),
@@ -277,6 +278,9 @@ struct DitEngine::Impl {
             }
             break;
           }
+          case BlockFamily::kSpatial:
+          case BlockFamily::kTemporal:
+            break;  // ExecutorRunsModel refuses these models before weights are made
         }
       } else {
         switch (bw.family) {
@@ -313,6 +317,9 @@ struct DitEngine::Impl {
             DITUNE_ASSIGN_OR_RETURN(w["om"], TpWeight(b, "om", Ml, {H}, true, sd(M)));
             break;
           }
+          case BlockFamily::kSpatial:
+          case BlockFamily::kTemporal:
+            break;  // ExecutorRunsModel refuses these models before weights are made
         }
       }
       blocks.push_back(std::move(bw));
@@ -1150,6 +1157,9 @@ struct DitEngine::Impl {
             case BlockFamily::kCross: DITUNE_RETURN_IF_ERROR(Cross(bw, mb, xkv[i], x, st)); break;
             case BlockFamily::kJoint: DITUNE_RETURN_IF_ERROR(Joint(bw, mb, mb + 6 * H, x, st)); break;
             case BlockFamily::kSingle: DITUNE_RETURN_IF_ERROR(Single(bw, mb, x, st)); break;
+            case BlockFamily::kSpatial:
+            case BlockFamily::kTemporal:
+              return Status::NotSupported("the engine has no spatial or temporal blocks");
           }
         }
         if (last_stage) {
@@ -1243,6 +1253,7 @@ StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, c
                                                        const EngineWork& work, Kernels* kernels,
                                                        const EngineOptions& options, Comm* world) {
   if (kernels == nullptr) return Status::InvalidArgument("the engine needs kernels");
+  DITUNE_RETURN_IF_ERROR(ExecutorRunsModel(model));
   if (work.blocks < 1) return Status::InvalidArgument("the engine needs at least one block");
   const ParallelConfig& c = work.config;
   const int n = c.world_size();
@@ -1337,6 +1348,9 @@ int64_t EngineBytes(const ModelSpec& model, const Workload& workload, const Engi
                    (3 * H * H + 3 * Ht * H + H * H + H * Ht + up * H * M + M * H + (up + 1) * M * Ht) / tp;
         break;
       case BlockFamily::kSingle: weights += 3 * H * H + (H * (3 * H + up * M) + H * H + M * H) / tp; break;
+      case BlockFamily::kSpatial:
+      case BlockFamily::kTemporal:
+        break;  // ExecutorRunsModel refuses these models
     }
   }
   const double lat = static_cast<double>(model.latent_channels) * model.patch_spatial * model.patch_spatial *

@@ -495,6 +495,7 @@ StatusOr<std::unique_ptr<ParallelRunner>> ParallelRunner::Create(const ModelSpec
                                                                  const ParallelConfig& config, Comm* world,
                                                                  uint64_t seed) {
   TuneAllocator();
+  DITUNE_RETURN_IF_ERROR(ExecutorRunsModel(model));
   if (config.world_size() != world->size()) {
     return Status::InvalidArgument(fmt::format("config '{}' needs {} ranks; {} were launched", Label(config),
                                                config.world_size(), world->size()));

@@ -125,11 +125,10 @@ StatusOr<DetectedGpus> DetectGpus(const Catalog& catalog, const CommandRunner& r
   return d;
 }
 
-StatusOr<std::vector<std::string>> XditCommand(const std::vector<std::string>& command, const ParallelConfig& config) {
+StatusOr<std::vector<std::string>> XditCommand(const std::vector<std::string>& command, const XditLaunch& launch) {
   if (command.empty()) return Status::InvalidArgument("no command after '--' to launch");
-  DITUNE_RETURN_IF_ERROR(SupportedByXdit(config));
   std::vector<std::string> out = command;
-  for (const auto& w : Words(ToXditFlags(config))) out.push_back(w);
+  for (const auto& w : Words(launch.parallel_flags)) out.push_back(w);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include "core/parallel_config.h"
 #include "core/status.h"
 #include "core/workload.h"
+#include "planner/xdit_launch.h"
 
 namespace ditune {
 
@@ -39,8 +40,9 @@ StatusOr<DetectedGpus> DetectGpus(const Catalog& catalog, const CommandRunner& r
 // device name contained in it ("NVIDIA H200" is not taken for an "NVIDIA H20").
 StatusOr<std::string> MapGpuName(const std::string& name, const Catalog& catalog);
 
-// COMMAND ARGS... with the configuration's xDiT flags appended.
-StatusOr<std::vector<std::string>> XditCommand(const std::vector<std::string>& command, const ParallelConfig& config);
+// COMMAND ARGS... with the plan's parallel flags appended, in the names the model's xDiT
+// entry point takes (`launch` from MakeXditLaunch).
+StatusOr<std::vector<std::string>> XditCommand(const std::vector<std::string>& command, const XditLaunch& launch);
 
 // `mpirun -np N ditune run [--backend cuda] --config SPEC WORKLOAD` for ditune's own executor:
 // the DiT engine on CUDA for GPUs, the CPU executor for the CPU "GPU".

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -182,6 +183,14 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
         RankOrderToString(best.config.order)));
   }
   all.resize(std::min<size_t>(all.size(), static_cast<size_t>(std::max(1, opt.top_k))));
+  if (opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu) {
+    // The line that launches each ranked plan through the model's xDiT entry point.
+    for (auto& c : all) {
+      auto launch = MakeXditLaunch(*model, workload, cluster, c.config, opt.xdit);
+      if (!launch.ok()) return launch.status().WithContext("a ranked plan xDiT cannot run");
+      c.xdit = std::move(*launch);
+    }
+  }
   plan.ranked = std::move(all);
   return plan;
 }
@@ -197,14 +206,34 @@ struct PlanStart {
   Plan plan;
 };
 
+// The options as the executor runs them: xDiT's stage split, and parallel VAE only where the
+// model's entry point has it.
+PlanOptions ForExecutor(const ModelSpec& model, const Cluster& cluster, PlanOptions opt) {
+  const bool xdit = opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu && model.xdit;
+  if (xdit) {
+    opt.sim.stage_partition = model.xdit->stages;
+    opt.sim.parallel_vae = opt.xdit.parallel_vae && model.xdit->runs(XditMethod::kParallelVae);
+  }
+  return opt;
+}
+
+// How the plan's runs execute: ditune's engine, xDiT under torch.compile (where xDiT's entry
+// point compiles for the model), or eager xDiT.
+Runtime PlanRuntime(const ModelSpec& model, const Cluster& cluster, const PlanOptions& opt) {
+  if (opt.executor == PlanFor::kDitune) return cluster.gpu->is_cpu ? Runtime::kEager : Runtime::kEngine;
+  const bool compiled = opt.xdit.torch_compile && !cluster.gpu->is_cpu && model.xdit &&
+                        model.xdit->runs(XditMethod::kTorchCompile);
+  return compiled ? Runtime::kCompiled : Runtime::kEager;
+}
+
 StatusOr<PlanStart> StartPlan(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
                               const std::vector<Fit>& fits, const PlanOptions& opt) {
   PlanStart s;
   DITUNE_ASSIGN_OR_RETURN(s.model, catalog.Model(workload.model_id));
   DITUNE_ASSIGN_OR_RETURN(s.tokens, ComputeTokenGeometry(*s.model, workload));
-  const bool engine = opt.executor == PlanFor::kDitune && !cluster.gpu->is_cpu;
+  if (opt.executor == PlanFor::kDitune) DITUNE_RETURN_IF_ERROR(ExecutorRunsModel(*s.model));
   DITUNE_ASSIGN_OR_RETURN(s.models,
-                          ModelsFor(cluster, s.model->id, fits, "cuda", engine ? Runtime::kEngine : Runtime::kEager));
+                          ModelsFor(cluster, s.model->id, fits, "cuda", PlanRuntime(*s.model, cluster, opt)));
   s.plan.workload = workload;
   s.plan.cluster = cluster;
   s.plan.objective = opt.objective;
@@ -215,18 +244,35 @@ StatusOr<PlanStart> StartPlan(const Catalog& catalog, const Workload& workload, 
 }  // namespace
 
 StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
-                        const std::vector<Fit>& fits, const PlanOptions& opt) {
+                        const std::vector<Fit>& fits, const PlanOptions& options) {
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* spec, catalog.Model(workload.model_id));
+  const PlanOptions opt = ForExecutor(*spec, cluster, options);
   DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, opt));
   const ModelSpec* model = start.model;
   const TokenGeometry& tokens = start.tokens;
   const CostModels& models = start.models;
   Plan plan = std::move(start.plan);
   ValidationContext ctx{model, tokens, workload.steps, workload.batch, cluster.gpus()};
-  std::vector<ParallelConfig> configs = EnumerateConfigs(ctx, cluster, opt.enumerate);
+  // xDiT's rules for GPUs; on the CPU "GPU" the plan is for ditune's CPU executor.
+  ctx.xdit = opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu;
+  if (ctx.xdit) DITUNE_RETURN_IF_ERROR(XditRunsWorkload(*model, workload));
+  std::vector<ParallelConfig> configs =
+      EnumerateConfigs(ctx, cluster, ctx.xdit ? XditOnly(opt.enumerate) : opt.enumerate);
+  if (ctx.xdit) {
+    // Price what xDiT runs: adjusted patch counts and clamped warm-ups, each once.
+    std::set<std::string> seen;
+    std::vector<ParallelConfig> runs;
+    for (const auto& c : configs) {
+      ParallelConfig r = XditRunsAs(tokens, workload.steps, c);
+      if (seen.insert(ToString(r)).second) runs.push_back(r);
+    }
+    configs = std::move(runs);
+  }
   plan.enumerated = static_cast<int>(configs.size());
   if (configs.empty()) {
-    return Status::Infeasible(fmt::format("no valid configuration of {} for {} GPUs (see `ditune check`)",
-                                          model->id, cluster.gpus()));
+    return Status::Infeasible(fmt::format("no valid configuration of {} for {} GPUs{} (see `ditune check`)",
+                                          model->id, cluster.gpus(),
+                                          ctx.xdit ? " that xDiT runs for it" : ""));
   }
   std::vector<Candidate> all;
   Bytes smallest(std::numeric_limits<double>::infinity());
@@ -251,8 +297,10 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
 }
 
 StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
-                                   const std::vector<Fit>& fits, const PlanOptions& opt,
+                                   const std::vector<Fit>& fits, const PlanOptions& options,
                                    const std::vector<ParallelConfig>& ranked, int enumerated, int pruned_memory) {
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* spec, catalog.Model(workload.model_id));
+  const PlanOptions opt = ForExecutor(*spec, cluster, options);
   DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, opt));
   const ModelSpec* model = start.model;
   const TokenGeometry& tokens = start.tokens;
@@ -262,7 +310,9 @@ StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workl
   plan.pruned_memory = pruned_memory;
   std::vector<Candidate> all;
   for (const auto& c : ranked) {
-    DITUNE_RETURN_IF_ERROR(ValidateConfig({model, tokens, workload.steps, workload.batch, cluster.gpus()}, c));
+    ValidationContext ctx{model, tokens, workload.steps, workload.batch, cluster.gpus()};
+    ctx.xdit = opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu;
+    DITUNE_RETURN_IF_ERROR(ValidateConfig(ctx, c));
     DITUNE_ASSIGN_OR_RETURN(Candidate cand, SimulateCandidate(*model, workload, cluster, c, models, opt.sim));
     all.push_back(std::move(cand));
   }
@@ -290,8 +340,9 @@ nlohmann::json PlanToJson(const Plan& plan) {
         {"memory_gb", c.result.peak_memory.value() / 1e9},
         {"imbalance", c.result.imbalance},
     };
-    Status x = SupportedByXdit(c.config);
-    j["xdit_flags"] = x.ok() ? nlohmann::json(ToXditFlags(c.config)) : nlohmann::json(nullptr);
+    j["xdit_flags"] = c.xdit ? nlohmann::json(c.xdit->parallel_flags) : nlohmann::json(nullptr);
+    j["xdit_command"] = c.xdit ? nlohmann::json(c.xdit->command) : nlohmann::json(nullptr);
+    if (c.xdit && !c.xdit->notes.empty()) j["xdit_notes"] = c.xdit->notes;
     if (plan.single_gpu) {
       const double speedup = plan.single_gpu->result.total.value() / c.result.total.value();
       j["speedup"] = speedup;
@@ -322,11 +373,11 @@ nlohmann::json PlanToJson(const Plan& plan) {
 std::string PlanCacheKey(const Workload& w, const Cluster& c, const PlanOptions& o) {
   std::string warmups;
   for (int x : o.enumerate.warmups) warmups += fmt::format("{},", x);
-  return fmt::format("v2|{}|{}x{}x{}|s{}|b{}|{}|{}x{}|{}n|{}|{}|{}|k{}|p{}w{}d{}o{}|{}", w.model_id, w.height,
+  return fmt::format("v3|{}|{}x{}x{}|s{}|b{}|{}|{}x{}|{}n|{}|{}|{}|k{}|p{}w{}d{}o{}|{}|tc{}pv{}", w.model_id, w.height,
                      w.width, w.frames, w.steps, w.batch, OutputTypeName(w.output), c.spec.gpu_id, c.gpus(), c.nodes(),
                      c.spec.intra_id, c.spec.inter_id, ObjectiveName(o.objective), o.top_k,
                      o.enumerate.vary_patches, warmups, o.enumerate.distrifusion, o.enumerate.vary_order,
-                     PlanForName(o.executor));
+                     PlanForName(o.executor), o.xdit.torch_compile, o.xdit.parallel_vae);
 }
 
 }  // namespace ditune

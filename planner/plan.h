@@ -15,6 +15,7 @@
 #include "core/workload.h"
 #include "costmodels/store.h"
 #include "planner/enumerate.h"
+#include "planner/xdit_launch.h"
 #include "simulator/simulate.h"
 
 namespace ditune {
@@ -41,6 +42,8 @@ struct PlanOptions {
   int top_k = 5;
   EnumerateOptions enumerate;
   SimOptions sim;
+  // Runner options printed in xDiT's launch line (and priced where they change the time).
+  XditRunOptions xdit;
 };
 
 struct Candidate {
@@ -48,6 +51,8 @@ struct Candidate {
   SimResult result;
   double images_per_s = 0;
   double gpu_s_per_image = 0;
+  // How to launch it with xDiT (plans for xDiT only).
+  std::optional<XditLaunch> xdit;
 };
 
 struct Plan {

@@ -31,7 +31,7 @@ class GraphBuilder {
       compute_.push_back(e_.AddStream(rep_[s], "compute"));
       comm_.push_back(e_.AddStream(rep_[s], "comm"));
       int first = 0, count = 0;
-      StageBlocks(in.model->num_blocks(), stages_, s, &first, &count);
+      StageBlocks(in.model->num_blocks(), stages_, s, &first, &count, opt.stage_partition);
       first_block_.push_back(first);
       block_count_.push_back(count);
     }
@@ -248,7 +248,7 @@ class GraphBuilder {
     // the blocks attend over it (joint, single), as the executor does.
     const RankWork& work = costs_.Work(false);
     const bool text_split = work.txt_tokens < work.seq_txt_tokens &&
-                            in_.model->num_blocks(BlockFamily::kCross) < in_.model->num_blocks();
+                            in_.model->num_blocks(BlockFamily::kJoint) + in_.model->num_blocks(BlockFamily::kSingle) > 0;
     const double rows = static_cast<double>(work.seq_img_tokens + (text_split ? work.seq_txt_tokens : 0));
     const double kv = 2.0 * kElementBytes * work.batch * rows * in_.model->hidden;
     const Seconds gather = in_.comm->Time(Collective::kAllGather, Bytes(kv), group, share);

@@ -45,6 +45,8 @@ struct SimOptions {
   // once the pipeline is full.
   bool extrapolate = true;
   bool parallel_vae = false;
+  // How PipeFusion's blocks are split over the stages (xDiT: ceil per stage).
+  StagePartition stage_partition = StagePartition::kBalanced;
 };
 
 struct StepBreakdown {

@@ -54,7 +54,7 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
   whole.patches = 1;
   whole.pipefusion = 1;
   work_full_ = ComputeRankWork(model, tokens, workload, whole);
-  for (BlockFamily f : {BlockFamily::kCross, BlockFamily::kJoint, BlockFamily::kSingle}) {
+  for (BlockFamily f : kAllBlockFamilies) {
     if (model.num_blocks(f) == 0) continue;
     full_[static_cast<int>(f)] = Cost(f, work_full_);
     patched_[static_cast<int>(f)] = Cost(f, work_patched_);
@@ -137,7 +137,7 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   }
   // Tokens that take part in attention on this rank (text joins it in joint and single blocks).
   const double tokens = static_cast<double>(w.img_tokens) +
-                        (family == BlockFamily::kCross ? 0.0 : static_cast<double>(w.txt_tokens));
+                        (AttendsOverText(family) ? static_cast<double>(w.txt_tokens) : 0.0);
   const double width = static_cast<double>(model_.hidden) / config_.tp;
   const double qkv_one = kElementBytes * w.batch * tokens * width;  // one of Q, K, V on this rank
   const int rep = 0;  // rank 0 represents its groups: every group of a dimension is alike
@@ -173,7 +173,7 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
     const auto group = layout_.GroupOf(rep, Axis::kTp);
     const double share = comm_.Sharing(group, layout_.Groups(Axis::kTp));
     const double n = w.batch * (static_cast<double>(w.img_tokens) +
-                                (family == BlockFamily::kCross ? 0.0 : static_cast<double>(w.txt_tokens)));
+                                (AttendsOverText(family) ? static_cast<double>(w.txt_tokens) : 0.0));
     c.tp = comm_.Time(Collective::kAllReduce, Bytes(kElementBytes * n * model_.hidden), group, share) * 2;
   }
   return c;

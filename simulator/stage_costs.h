@@ -75,7 +75,7 @@ class StageCosts {
   const CommModel& comm_;
   RankWork work_full_, work_patched_;
   // Per family (indexed by BlockFamily), for full and patched forwards.
-  BlockCost full_[3], patched_[3];
+  BlockCost full_[kNumBlockFamilies], patched_[kNumBlockFamilies];
   Seconds overhead_full_, overhead_patched_;
   Seconds overhead_host_full_, overhead_host_patched_;
   bool kernel_breakdown_;

@@ -50,6 +50,18 @@ expect check-heads 2 "Ulysses degrees flux.1-dev allows on 8 GPUs: 1, 2, 4, 8" -
 expect check-cfg 2 "\[cfg-needs-guidance\].*nearest valid: ulysses=4" -- check --model flux.1-dev \
   --gpu h100-sxm5-80gb --gpus 4 --config ulysses=2,cfg=2
 expect check-product 2 "\[product-equals-gpus\]" -- check --model pixart-alpha --gpu l40-48gb --gpus 8 --config cfg=2
+expect check-xdit-tp 2 "\[xdit-runs-method\] xDiT has no tensor parallelism for flux.1-dev \(xDiT README.md.*TP ❎.*nearest launchable: ulysses=8" -- \
+  check --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --config tp=2,ulysses=4
+expect check-ditune-tp 0 "config: ulysses=4,tp=2 — valid" -- check --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 \
+  --config tp=2,ulysses=4 --executor ditune
+expect check-latte-rows 2 "\[sequence-divisible-by-sp\].*30 patch rows" -- check --model latte-1 --height 480 \
+  --width 720 --gpu l20-48gb --gpus 8 --config ring=8
+expect check-stepvideo 0 "launch with xDiT: torchrun --nproc_per_node=8 run_parallel.py" -- check --model stepvideo-t2v \
+  --gpu h20-96gb --gpus 8 --config ulysses=8
+expect check-adjusted 0 "xDiT runs 'ulysses=4,pipefusion=2,patches=5' as 'ulysses=4,pipefusion=2,patches=4'" -- check \
+  --model pixart-alpha --gpu h100-sxm5-80gb --gpus 8 --config ulysses=4,pipefusion=2,patches=5
+expect check-overflow 2 "multiply to more than 1048576 devices" -- check --model flux.1-dev --gpu h100-sxm5-80gb \
+  --gpus 8 --config tp=65536,ulysses=65536
 expect check-config-syntax 2 "unknown config key 'ulysess'" -- check --model pixart-alpha --gpu l40-48gb --gpus 2 \
   --config ulysess=2
 expect check-no-config 2 "--config is required" -- check --model pixart-alpha --gpu l40-48gb --gpus 2
@@ -163,7 +175,15 @@ expect db-is-directory 2 "is a directory; give a file path" -- calibrate show --
 expect validate-fits-stored 0 "e2e +h100-sxm5-80gb/flux.1-dev" -- calibrate show --db "$tmp/val.db"
 
 # Planning, what-if and launch.
-expect plan 0 "launch with xDiT: --ulysses_degree" -- plan --model pixart-alpha --gpu l40-48gb --gpus 8 --explain
+expect plan 0 "launch with xDiT: torchrun --nproc_per_node=8 examples/pixartalpha_example.py --model PixArt-alpha" -- \
+  plan --model pixart-alpha --gpu l40-48gb --gpus 8 --explain
+expect plan-compile 0 "launch with xDiT: .*--use_torch_compile" -- plan --model flux.1-dev --gpu h100-sxm5-80gb \
+  --gpus 4 --torch-compile
+expect plan-compile-ditune 2 "--torch-compile and --parallel-vae are xDiT's options" -- plan --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 4 --torch-compile --executor ditune
+expect plan-latte-frames 2 "always generates 16 frames" -- plan --model latte-1 --frames 32 --gpu l20-48gb --gpus 8
+expect plan-latte-ditune 2 "spatial and temporal blocks are priced by the planner but not executed" -- plan \
+  --model latte-1 --gpu l20-48gb --gpus 8 --executor ditune
 expect plan-explain 0 "wins on latency: .* s per generation" -- plan --model sd3-medium --gpu a100-sxm4-80gb --gpus 4 \
   --explain
 expect plan-json 0 '"ranked": \[' -- plan --model flux.1-dev --gpu h100-sxm5-80gb --gpus 4 --json
@@ -187,7 +207,7 @@ expect whatif-bad-executor 2 "--executor 'vllm' is not one of: xdit, ditune" -- 
   --gpu l40-48gb --gpus 1,2 --executor vllm
 expect whatif-bad-list 2 "--gpus: 'two' is not an integer from 1 to 65536" -- whatif --model pixart-alpha --gpu l40-48gb \
   --gpus 1,two
-expect launch-dry-run 0 "^torchrun --nproc_per_node 8 'my script.py' --ulysses_degree" -- launch --auto \
+expect launch-dry-run 0 "^torchrun --nproc_per_node 8 'my script.py' --(ulysses|ring|pipefusion_parallel)_degree" -- launch --auto \
   --model pixart-alpha --gpu h100-sxm5-80gb --gpus 8 --dry-run -- torchrun --nproc_per_node 8 "my script.py"
 expect launch-ditune 0 "^mpirun -np 2 ditune run --config " -- launch --auto --model tiny-pixart --gpu cpu --gpus 2 \
   --executor ditune --dry-run
@@ -199,13 +219,15 @@ expect plan-xdit-flags-for-ditune 2 "--xdit-flags plans for xDiT" -- plan --mode
   --gpus 4 --executor ditune --xdit-flags
 expect launch-ditune-gpu 0 "^mpirun -np 4 ditune run --backend cuda --config" -- launch --auto --model flux.1-dev \
   --gpu h100-sxm5-80gb --gpus 4 --executor ditune --dry-run
-expect launch-runs 0 "^launched --ulysses_degree" -- launch --auto --model pixart-alpha --gpu h100-sxm5-80gb \
+expect launch-runs 0 "^launched --(ulysses|ring|pipefusion_parallel)_degree" -- launch --auto --model pixart-alpha --gpu h100-sxm5-80gb \
   --gpus 2 -- echo launched
 if ! command -v nvidia-smi >/dev/null; then
   expect launch-no-gpus 2 "no NVIDIA GPU detected" -- launch --auto --model flux.1-dev -- echo x
 fi
-expect launch-no-command 2 "give the command to launch after '--'" -- launch --auto --model flux.1-dev \
-  --gpu h100-sxm5-80gb --gpus 8
+expect launch-entry-point 0 "^torchrun --nproc_per_node=8 \\\$\\(which xdit\\) --model FLUX.1-dev --height 1024" -- \
+  launch --auto --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --dry-run
+expect launch-stepvideo 0 "run_parallel.py .* --num_frames 204 --infer_steps 50 --ulysses_degree" -- \
+  launch --auto --model stepvideo-t2v --gpu h20-96gb --gpus 8 --dry-run
 
 # The DiT engine on one device: the ref kernels here; cuda where a GPU answers.
 expect engine-ref 0 "DiT \(device time, median of 2\)" -- run --backend ref --model tiny-flux --height 128 --width 128 \
@@ -285,7 +307,7 @@ expect flag-twice 2 "--model is given more than once" -- check --model pixart-al
 expect plan-warmup-over-steps 2 "--warmup 99: at most the workload's 20 steps" -- plan --model pixart-alpha \
   --gpu h100-sxm5-80gb --gpus 4 --warmup 0,99
 expect plan-empty-db 2 "--db is empty" -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 4 --db ""
-expect plan-xdit-json 0 '"xdit_flags": "--ulysses_degree' -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 4 \
+expect plan-xdit-json 0 '"xdit_flags": "--(ulysses|ring|pipefusion_parallel)_degree' -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 4 \
   --xdit-flags --json
 expect run-cpu-cluster-flag 2 "--gpus: the CPU executor runs on the launched ranks" -- run --model tiny-pixart \
   --steps 2 --config "" --gpus 4

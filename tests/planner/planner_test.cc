@@ -98,10 +98,12 @@ TEST(EnumerateTest, NonPowersOfTwoAndVariants) {
 }
 
 TEST(PlanTest, MemoryPruningRemovesExactlyWhatDoesNotFit) {
-  // Wan 14B at 720p on 24 GB cards: only splits of the weights (tp, PipeFusion) can fit.
+  // Wan 14B at 720p on 24 GB cards: only splits of the weights (tp, PipeFusion) can fit,
+  // which ditune's executor runs (xDiT runs neither for Wan).
   const Cluster cluster = *ResolveCluster({"rtx4090-24gb", 8}, Cat());
   Workload w{"wan2.1-14b", 720, 1280, 81, 50, 1, OutputType::kDecoded};
   PlanOptions opt;
+  opt.executor = PlanFor::kDitune;
   opt.top_k = 1000;
   auto plan = MakePlan(Cat(), w, cluster, {}, opt);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
@@ -201,8 +203,11 @@ TEST(PlanTest, XditFlagsOfTheWinnerParseBack) {
   auto plan = MakePlan(Cat(), w, cluster, {});
   ASSERT_TRUE(plan.ok());
   for (const auto& c : plan->ranked) {
-    if (!SupportedByXdit(c.config).ok()) continue;
+    ASSERT_TRUE(c.xdit.has_value());
+    EXPECT_TRUE(SupportedByXdit(c.config).ok());
     EXPECT_EQ(*ParseParallelConfig(ToXditFlags(c.config)), c.config) << ToXditFlags(c.config);
+    // PixArt's example script takes xDiT's standard flags: the plan's flags parse back too.
+    EXPECT_EQ(*ParseParallelConfig(c.xdit->parallel_flags), c.config) << c.xdit->parallel_flags;
   }
 }
 
@@ -252,7 +257,9 @@ TEST(LaunchTest, MapsDriverNamesToTheCatalog) {
   EXPECT_EQ(*MapGpuName("NVIDIA L40S", Cat()), "l40s-48gb");
   EXPECT_EQ(*MapGpuName("NVIDIA L40", Cat()), "l40-48gb");
   EXPECT_EQ(*MapGpuName("NVIDIA A100-SXM4-80GB", Cat()), "a100-sxm4-80gb");
-  auto unknown = MapGpuName("NVIDIA B200", Cat());
+  EXPECT_EQ(*MapGpuName("NVIDIA B200", Cat()), "b200-180gb");
+  EXPECT_EQ(*MapGpuName("NVIDIA GeForce RTX 5090", Cat()), "rtx5090-32gb");
+  auto unknown = MapGpuName("NVIDIA B300", Cat());
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("pass --gpu"), std::string::npos);
 }
@@ -286,12 +293,18 @@ TEST(LaunchTest, DetectsFromNvidiaSmi) {
 }
 
 TEST(LaunchTest, Commands) {
-  auto cmd = XditCommand({"torchrun", "--nproc_per_node", "4", "flux.py"}, *ParseParallelConfig("ulysses=2,cfg=2"));
+  const Cluster four = *ResolveCluster({"h100-sxm5-80gb", 4}, Cat());
+  const Workload pixart{"pixart-alpha", 1024, 1024, 1, 20, 1, OutputType::kDecoded};
+  auto launch = MakeXditLaunch(**Cat().Model("pixart-alpha"), pixart, four, *ParseParallelConfig("ulysses=2,cfg=2"));
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  auto cmd = XditCommand({"torchrun", "--nproc_per_node", "4", "pixart.py"}, *launch);
   ASSERT_TRUE(cmd.ok());
-  EXPECT_EQ(ShellJoin(*cmd), "torchrun --nproc_per_node 4 flux.py --ulysses_degree 2 --ring_degree 1 "
-                             "--pipefusion_parallel_degree 1 --use_cfg_parallel");
-  EXPECT_FALSE(XditCommand({"x"}, *ParseParallelConfig("distrifusion=2")).ok());
-  EXPECT_FALSE(XditCommand({}, ParallelConfig{}).ok());
+  EXPECT_EQ(ShellJoin(*cmd), "torchrun --nproc_per_node 4 pixart.py --ulysses_degree 2 --use_cfg_parallel");
+  EXPECT_EQ(launch->command,
+            "torchrun --nproc_per_node=4 examples/pixartalpha_example.py --model PixArt-alpha/PixArt-XL-2-1024-MS "
+            "--height 1024 --width 1024 --num_inference_steps 20 --ulysses_degree 2 --use_cfg_parallel");
+  EXPECT_FALSE(MakeXditLaunch(**Cat().Model("pixart-alpha"), pixart, four, *ParseParallelConfig("distrifusion=4")).ok());
+  EXPECT_FALSE(XditCommand({}, *launch).ok());
   EXPECT_EQ(ShellJoin({"a b", "it's", "plain"}), "'a b' 'it'\\''s' plain");
   const Cluster cluster = *ResolveCluster({"cpu", 2}, Cat());
   auto run = DituneRunCommand("ditune", {"tiny-pixart", 64, 64, 1, 4, 1, OutputType::kLatent},

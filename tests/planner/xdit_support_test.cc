@@ -1,0 +1,298 @@
+// What xDiT runs per model (the model files' "xdit" sections), the rules that follow from
+// it, and the launch lines the planner prints for xDiT.
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/catalog.h"
+#include "core/validate.h"
+#include "costmodels/dit_ops.h"
+#include "planner/plan.h"
+#include "planner/xdit_launch.h"
+
+namespace ditune {
+namespace {
+
+const Catalog& Cat() {
+  static const Catalog* c = [] {
+    auto r = Catalog::Load(DITUNE_TEST_DATA_DIR);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return new Catalog(std::move(*r));
+  }();
+  return *c;
+}
+
+bool IsTestModel(const ModelSpec& m) { return m.id.rfind("tiny-", 0) == 0; }
+
+// The facts the support data must state (xDiT README "Supported DiTs" and the launchers).
+struct Expected {
+  const char* id;
+  bool pipefusion;
+  bool cfg;
+  bool tp;
+};
+constexpr Expected kExpected[] = {
+    {"pixart-alpha", true, true, false},     {"pixart-sigma", true, true, false},
+    {"sd3-medium", true, true, false},       {"sd3.5-large", true, true, false},
+    {"flux.1-dev", true, false, false},      {"flux.1-schnell", true, false, false},
+    {"hunyuandit-v1.2", true, true, false},  {"cogvideox-2b", false, true, false},
+    {"cogvideox-5b", false, true, false},    {"cogvideox1.5-5b", false, true, false},
+    {"consisid", false, true, false},        {"latte-1", false, false, false},
+    {"hunyuanvideo", false, false, false},   {"wan2.1-1.3b", false, false, false},
+    {"wan2.1-14b", false, false, false},     {"mochi-1", false, false, false},
+    {"sana-1600m", true, true, false},       {"stepvideo-t2v", false, false, true},
+};
+
+TEST(XditSupportTest, EveryCatalogModelStatesWhatXditRunsWithSources) {
+  int checked = 0;
+  for (const auto& m : Cat().models()) {
+    if (IsTestModel(m)) continue;
+    ASSERT_TRUE(m.xdit.has_value()) << m.id << " has no xdit section";
+    const XditSupport& x = *m.xdit;
+    EXPECT_FALSE(x.command.empty()) << m.id;
+    EXPECT_FALSE(x.command_source.empty()) << m.id;
+    EXPECT_FALSE(x.split_source.empty()) << m.id;
+    for (int i = 0; i < kNumXditMethods; ++i) {
+      EXPECT_FALSE(x.methods[i].source.empty()) << m.id << " " << XditMethodKey(static_cast<XditMethod>(i));
+    }
+    // DistriFusion lives in xDiT's legacy branch only.
+    EXPECT_FALSE(x.runs(XditMethod::kDistriFusion)) << m.id;
+    ++checked;
+  }
+  EXPECT_GE(checked, 18);
+  for (const Expected& e : kExpected) {
+    const ModelSpec* m = *Cat().Model(e.id);
+    ASSERT_TRUE(m->xdit.has_value()) << e.id;
+    EXPECT_EQ(m->xdit->runs(XditMethod::kPipeFusion), e.pipefusion) << e.id;
+    EXPECT_EQ(m->xdit->runs(XditMethod::kCfg), e.cfg) << e.id;
+    EXPECT_EQ(m->xdit->runs(XditMethod::kTp), e.tp) << e.id;
+  }
+}
+
+TEST(XditSupportTest, ParserRefusesIncompleteSupportData) {
+  auto j = nlohmann::json::parse(R"({"command": "x", "command_source": "s", "flags_source": "s",
+      "flags": {"height": "--height", "width": "--width", "steps": "--steps", "ulysses": "--u"},
+      "methods": {"ulysses": {"runs": true, "source": "s"}},
+      "sequence_split": {"unit": "rows", "source": "s"}})");
+  auto r = ParseXditSupport(j, "m.json: xdit");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("methods.ring is missing"), std::string::npos) << r.status().message();
+  for (const char* k : {"ring", "pipefusion", "cfg", "tp", "dp", "distrifusion"}) {
+    j["methods"][k] = {{"runs", false}, {"source", "s"}};
+  }
+  EXPECT_TRUE(ParseXditSupport(j, "m.json: xdit").ok());
+  j["methods"]["tp"] = {{"runs", true}, {"source", "s"}};
+  r = ParseXditSupport(j, "m.json: xdit");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("flags.tp is missing"), std::string::npos) << r.status().message();
+  j["methods"]["tp"] = {{"runs", false}, {"source", ""}};
+  EXPECT_FALSE(ParseXditSupport(j, "m.json: xdit").ok());  // a fact without its source
+  j["methods"]["tp"] = {{"runs", false}, {"source", "s"}};
+  j["flags"]["bogus"] = "--bogus";
+  EXPECT_FALSE(ParseXditSupport(j, "m.json: xdit").ok());
+}
+
+std::vector<std::string> Words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+std::string Join(const std::vector<std::string>& words) {
+  std::string s;
+  for (const auto& w : words) s += (s.empty() ? "" : " ") + w;
+  return s;
+}
+
+// Every plan printed for xDiT, for every catalog model on 2, 4, 8 and 16 GPUs of two kinds,
+// is one xDiT runs for that model, and its launch line holds only flags its entry point takes.
+TEST(XditSupportTest, EveryPlanPrintedForXditIsLaunchable) {
+  int plans = 0, launchable = 0;
+  for (const auto& m : Cat().models()) {
+    if (IsTestModel(m)) continue;
+    std::set<std::string> accepted;
+    for (const auto& [key, flag] : m.xdit->flags) accepted.insert(flag);
+    for (const char* gpu : {"h100-sxm5-80gb", "l40-48gb"}) {
+      for (int gpus : {2, 4, 8, 16}) {
+        ClusterSpec spec{gpu, gpus};
+        if (gpus > 8) spec.inter_id = "ib-ndr";
+        auto cluster = ResolveCluster(spec, Cat());
+        ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+        Workload w{m.id, m.default_height, m.default_width, m.default_frames, m.default_steps, 1,
+                   OutputType::kDecoded};
+        PlanOptions opt;
+        opt.top_k = 5;
+        auto plan = MakePlan(Cat(), w, *cluster, {}, opt);
+        if (!plan.ok()) {
+          // Only "nothing fits" may stop a plan; never a configuration xDiT cannot run.
+          EXPECT_EQ(plan.status().code(), Status::Code::kInfeasible) << m.id << " " << plan.status().ToString();
+          continue;
+        }
+        for (const auto& c : plan->ranked) {
+          ++plans;
+          ASSERT_TRUE(c.xdit.has_value()) << m.id;
+          Status runs = CheckXditRuns(m, w, c.config, gpus);
+          EXPECT_TRUE(runs.ok()) << m.id << " " << Label(c.config) << ": " << runs.message();
+          bool ok = runs.ok();
+          // The words after the entry point's own command: flag, value, flag, ...
+          const std::vector<std::string>& words = c.xdit->appended;
+          EXPECT_TRUE(c.xdit->command.ends_with(Join(words))) << c.xdit->command;
+          for (size_t i = 0; i < words.size(); ++i) {
+            if (words[i].rfind("--", 0) != 0) continue;
+            if (!accepted.count(words[i])) {
+              ok = false;
+              ADD_FAILURE() << m.id << ": " << words[i] << " is not a flag of " << m.xdit->command;
+            }
+          }
+          launchable += ok;
+        }
+      }
+    }
+  }
+  EXPECT_GT(plans, 300);
+  EXPECT_EQ(launchable, plans);
+  std::cout << "xDiT plans launchable as printed: " << launchable << " of " << plans << "\n";
+}
+
+ValidationContext XditContext(const char* id, int h, int w, int frames, int gpus, TokenGeometry* tokens) {
+  const ModelSpec* m = *Cat().Model(id);
+  *tokens = *ComputeTokenGeometry(*m, {id, h, w, frames, m->default_steps, 1, OutputType::kDecoded});
+  ValidationContext ctx{m, *tokens, m->default_steps, 1, gpus};
+  ctx.xdit = true;
+  return ctx;
+}
+
+std::string Refusal(const ValidationContext& ctx, const char* config) {
+  Status s = ValidateConfig(ctx, *ParseParallelConfig(config));
+  return s.ok() ? "" : s.message();
+}
+
+TEST(XditSupportTest, RefusalsNameTheRuleTheSourceAndTheNearestLaunchable) {
+  TokenGeometry t;
+  // Flux: no tensor parallelism in xDiT (README: TP ❎).
+  ValidationContext flux = XditContext("flux.1-dev", 1024, 1024, 1, 8, &t);
+  std::string msg = Refusal(flux, "tp=2,ulysses=4");
+  EXPECT_NE(msg.find("xDiT has no tensor parallelism for flux.1-dev"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("README"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nearest launchable: ulysses=8"), std::string::npos) << msg;
+  EXPECT_NE(Refusal(flux, "distrifusion=8").find("legacy"), std::string::npos);
+  EXPECT_NE(Refusal(flux, "ulysses=4,cfg=2").find("cfg-needs-guidance"), std::string::npos);
+  // ditune's executor runs tp for Flux.
+  ValidationContext own = flux;
+  own.xdit = false;
+  EXPECT_TRUE(ValidateConfig(own, *ParseParallelConfig("tp=2,ulysses=4")).ok());
+
+  // Latte 480x720: xDiT splits the 30 patch rows, so ring=8 is refused (ditune's executor
+  // splits the 16 frames instead).
+  ValidationContext latte = XditContext("latte-1", 480, 720, 16, 8, &t);
+  msg = Refusal(latte, "ring=8");
+  EXPECT_NE(msg.find(kRuleSpRows), std::string::npos) << msg;
+  latte.xdit = false;
+  EXPECT_TRUE(ValidateConfig(latte, *ParseParallelConfig("ring=8")).ok());
+
+  // Published or launchable configurations that xDiT runs.
+  ValidationContext step = XditContext("stepvideo-t2v", 544, 992, 204, 8, &t);
+  EXPECT_EQ(t.image_tokens(), 36 * 34 * 62);
+  EXPECT_EQ(Refusal(step, "ulysses=8"), "");
+  EXPECT_EQ(Refusal(step, "ulysses=4,tp=2"), "");
+  EXPECT_NE(Refusal(step, "ring=8").find("Ring sequence parallelism"), std::string::npos);
+  EXPECT_NE(Refusal(step, "cfg=2,ulysses=4").find("xdit-runs-method"), std::string::npos);
+  EXPECT_EQ(Refusal(XditContext("mochi-1", 480, 848, 163, 8, &t), "ulysses=8"), "");
+  EXPECT_EQ(Refusal(XditContext("wan2.1-1.3b", 480, 832, 81, 8, &t), "ulysses=4,ring=2"), "");
+  EXPECT_EQ(Refusal(XditContext("wan2.1-1.3b", 480, 832, 81, 8, &t), "ring=8"), "");
+  EXPECT_EQ(Refusal(XditContext("hunyuanvideo", 544, 960, 129, 8, &t), "ulysses=8"), "");
+  // The runner takes no --num_pipeline_patch: Flux's PipeFusion runs as many patches as stages.
+  EXPECT_NE(Refusal(flux, "pipefusion=2,patches=4,ulysses=4").find("takes no patch count"), std::string::npos);
+  EXPECT_EQ(Refusal(flux, "pipefusion=2,ulysses=4"), "");
+}
+
+TEST(XditSupportTest, PatchCountsAndWarmupAreAdjustedAsXditAdjustsThem) {
+  TokenGeometry t;
+  // PixArt 1024^2: 64 patch rows. pipefusion=2 with 5 patches and sp 4: the patch height
+  // ceil(64 / 5) = 13 rows rounded up to 16 (a multiple of sp 4): ceil(64 / 16) = 4 patches.
+  ValidationContext pixart = XditContext("pixart-alpha", 1024, 1024, 1, 8, &t);
+  ParallelConfig c = *ParseParallelConfig("pipefusion=2,patches=5,ulysses=4,warmup=40");
+  EXPECT_EQ(Refusal(pixart, "pipefusion=2,patches=5,ulysses=4"), "");
+  pixart.xdit = false;  // ditune's executor needs whole rows per patch
+  EXPECT_NE(Refusal(pixart, "pipefusion=2,patches=5,ulysses=4").find(kRulePatches), std::string::npos);
+  const ParallelConfig runs = XditRunsAs(t, 20, c);
+  EXPECT_EQ(runs.patches, 4);
+  EXPECT_EQ(runs.warmup, 20);
+  // 6 patches of sp 2: 11 rows rounded to 12, ceil(64 / 12) = 6 (the last one shorter).
+  EXPECT_EQ(XditRunsAs(t, 20, *ParseParallelConfig("pipefusion=4,patches=6,ulysses=2")).patches, 6);
+  // A count that splits the rows stays.
+  EXPECT_EQ(XditRunsAs(t, 20, *ParseParallelConfig("pipefusion=4,ulysses=2")).patches, 4);
+}
+
+TEST(XditSupportTest, LaunchLinesFollowEachEntryPoint) {
+  auto line = [](const char* id, int gpus, const char* config, Workload w = {}) {
+    const ModelSpec* m = *Cat().Model(id);
+    if (w.model_id.empty()) w = {id, m->default_height, m->default_width, m->default_frames, m->default_steps, 1};
+    ClusterSpec spec{"h100-sxm5-80gb", gpus};
+    if (gpus > 8) spec.inter_id = "ib-ndr";
+    auto l = MakeXditLaunch(*m, w, *ResolveCluster(spec, Cat()), *ParseParallelConfig(config));
+    EXPECT_TRUE(l.ok()) << id << ": " << l.status().ToString();
+    return l.ok() ? l->command : std::string();
+  };
+  EXPECT_EQ(line("flux.1-dev", 8, "ulysses=8"),
+            "torchrun --nproc_per_node=8 $(which xdit) --model FLUX.1-dev --height 1024 --width 1024 "
+            "--num_inference_steps 28 --ulysses_degree 8");
+  EXPECT_EQ(line("stepvideo-t2v", 8, "ulysses=4,tp=2"),
+            "torchrun --nproc_per_node=8 run_parallel.py --model_dir $STEPVIDEO_MODEL_DIR --vae_url $VAE_URL "
+            "--caption_url $CAPTION_URL --height 544 --width 992 --num_frames 204 --infer_steps 50 "
+            "--ulysses_degree 4 --tensor_parallel_degree 2");
+  EXPECT_EQ(line("mochi-1", 4, "ulysses=2,ring=2"),
+            "CUDA_VISIBLE_DEVICES=0,1,2,3 python3 demos/cli.py --use_xdit --model_dir $MOCHI_WEIGHTS --height 480 "
+            "--width 848 --num_frames 163 --num_steps 64 --ulysses_degree 2 --ring_degree 2");
+  // Two nodes: one torchrun per node with the job's rendezvous.
+  EXPECT_NE(line("flux.1-dev", 16, "ulysses=8,ring=2").find("torchrun --nnodes=2 --node_rank=$NODE_RANK"),
+            std::string::npos);
+  // Latte's script fixes 16 frames.
+  const ModelSpec* latte = *Cat().Model("latte-1");
+  Status frames = XditRunsWorkload(*latte, {"latte-1", 512, 512, 32, 50, 1});
+  ASSERT_FALSE(frames.ok());
+  EXPECT_NE(frames.message().find("always generates 16 frames"), std::string::npos) << frames.message();
+}
+
+TEST(LatteTest, SpatialAndTemporalBlocksArePricedByTheirAttention) {
+  const ModelSpec& m = **Cat().Model("latte-1");
+  EXPECT_EQ(m.num_blocks(BlockFamily::kSpatial), 28);
+  EXPECT_EQ(m.num_blocks(BlockFamily::kTemporal), 28);
+  EXPECT_EQ(m.family_of(0), BlockFamily::kSpatial);
+  EXPECT_EQ(m.family_of(1), BlockFamily::kTemporal);
+  // Parameters from the shapes: 28 x 16 H^2 + 28 x 12 H^2 (+ embeddings) ~ 1.06 B.
+  EXPECT_NEAR(DitParams(m) / 1e9, 1.06, 0.06);
+  const Workload w{"latte-1", 512, 512, 16, 50, 1, OutputType::kDecoded};
+  const TokenGeometry t = *ComputeTokenGeometry(m, w);
+  const RankWork work = ComputeRankWork(m, t, w, ParallelConfig{});
+  auto attn = [&](BlockFamily f, const char* name) {
+    for (const auto& op : BlockOps(m, f, work)) {
+      if (op.name == name) return op.flops.value();
+    }
+    return -1.0;
+  };
+  const double n = 16.0 * 32 * 32, frame = 32.0 * 32, d = 72, heads = 16, b = 2;  // CFG: 2 sequences
+  EXPECT_DOUBLE_EQ(attn(BlockFamily::kSpatial, "attn"), 4 * b * n * frame * heads * d);
+  EXPECT_DOUBLE_EQ(attn(BlockFamily::kTemporal, "attn"), 4 * b * n * 16 * heads * d);
+  EXPECT_GT(attn(BlockFamily::kSpatial, "cross_attn"), 0);
+  EXPECT_EQ(attn(BlockFamily::kTemporal, "cross_attn"), -1.0);  // none
+  // ditune's executor does not run these blocks yet, and says so.
+  EXPECT_EQ(ExecutorRunsModel(m).ExitCode(), 2);
+}
+
+TEST(ParallelConfigTest, DegreeProductsThatOverflowAreRefused) {
+  for (const char* bad : {"tp=65536,ulysses=65536", "ulysses=65536,ring=65536",
+                          "--tensor_parallel_degree 65536 --ulysses_degree 65536"}) {
+    auto c = ParseParallelConfig(bad);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().ExitCode(), 2);
+    EXPECT_NE(c.status().message().find("multiply to more than"), std::string::npos) << c.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace ditune
