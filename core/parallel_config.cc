@@ -37,10 +37,10 @@ std::optional<int> ParseInt(std::string_view s) {
 }
 
 constexpr const char* kKeys =
-    "ulysses, ring, pipefusion, patches, warmup, cfg, dp, tp, distrifusion, order";
+    "ulysses, ring, pipefusion, patches, warmup, cfg, dp, tp, distrifusion, fsdp, order";
 constexpr const char* kXditFlags =
     "--ulysses_degree, --ring_degree, --pipefusion_parallel_degree, --num_pipeline_patch, "
-    "--warmup_steps, --use_cfg_parallel, --data_parallel_degree, --tensor_parallel_degree";
+    "--warmup_steps, --use_cfg_parallel, --data_parallel_degree, --tensor_parallel_degree, --fully_shard_degree";
 
 struct Fields {
   ParallelConfig config;
@@ -59,7 +59,7 @@ Status SetField(Fields* f, std::string_view key, std::string_view value, std::st
       {"pipefusion", &ParallelConfig::pipefusion, 1}, {"patches", &ParallelConfig::patches, 1},
       {"warmup", &ParallelConfig::warmup, 0}, {"cfg", &ParallelConfig::cfg, 1},
       {"dp", &ParallelConfig::dp, 1}, {"tp", &ParallelConfig::tp, 1},
-      {"distrifusion", &ParallelConfig::distrifusion, 1},
+      {"distrifusion", &ParallelConfig::distrifusion, 1}, {"fsdp", &ParallelConfig::fsdp, 1},
   };
   for (const auto& e : kEntries) {
     if (key != e.key) continue;
@@ -120,6 +120,7 @@ Status ParseXdit(std::string_view text, Fields* f) {
       {"--warmup_steps", "warmup"},
       {"--data_parallel_degree", "dp"},
       {"--tensor_parallel_degree", "tp"},
+      {"--fully_shard_degree", "fsdp"},
   };
   for (size_t i = 0; i < tokens.size(); ++i) {
     std::string_view flag = tokens[i];
@@ -252,6 +253,7 @@ std::string ToString(const ParallelConfig& c) {
   add("dp", c.dp, 1);
   add("tp", c.tp, 1);
   add("distrifusion", c.distrifusion, 1);
+  add("fsdp", c.fsdp, 1);
   if (c.order != kDefaultRankOrder) items.push_back("order=" + RankOrderToString(c.order));
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : ",") + i;
@@ -287,6 +289,7 @@ std::string ToXditFlags(const ParallelConfig& c) {
   if (c.cfg == 2) s += " --use_cfg_parallel";
   if (c.dp != 1) s += fmt::format(" --data_parallel_degree {}", c.dp);
   if (c.tp != 1) s += fmt::format(" --tensor_parallel_degree {}", c.tp);
+  if (c.fsdp != 1) s += fmt::format(" --fully_shard_degree {}", c.fsdp);
   return s;
 }
 

@@ -43,6 +43,10 @@ struct ParallelConfig {
   int dp = 1;
   int tp = 1;
   int distrifusion = 1;
+  // Fully-sharded weights (FSDP, xDiT's --fully_shard_degree): the DiT's weights are split
+  // over this many ranks and each block's are all-gathered before it runs. It overlays the
+  // other methods' groups and adds no devices.
+  int fsdp = 1;
   RankOrder order = kDefaultRankOrder;
 
   int sp() const { return ulysses * ring; }

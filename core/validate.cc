@@ -111,7 +111,8 @@ bool CheckXdit(const ValidationContext& ctx, const ParallelConfig& c, std::vecto
                       {XditMethod::kCfg, &ParallelConfig::cfg, c.cfg},
                       {XditMethod::kTp, &ParallelConfig::tp, c.tp},
                       {XditMethod::kDp, &ParallelConfig::dp, c.dp},
-                      {XditMethod::kDistriFusion, &ParallelConfig::distrifusion, c.distrifusion}};
+                      {XditMethod::kDistriFusion, &ParallelConfig::distrifusion, c.distrifusion},
+                      {XditMethod::kFullyShard, &ParallelConfig::fsdp, c.fsdp}};
   for (const Use& u : uses) {
     if (u.degree <= 1 || x.runs(u.method)) continue;
     // cfg=2 on a model without guidance is the cfg rule's to name.
@@ -119,7 +120,7 @@ bool CheckXdit(const ValidationContext& ctx, const ParallelConfig& c, std::vecto
     if (!fail(kRuleXditMethod, [&] {
           std::string msg = fmt::format("xDiT has no {} for {} ({})", XditMethodPhrase(u.method), m.id,
                                         x.method(u.method).source);
-          if (suggest) msg += Nearest(MoveDegree(ctx, c, u.field));
+          if (suggest && u.method != XditMethod::kFullyShard) msg += Nearest(MoveDegree(ctx, c, u.field));
           return msg;
         }))
       return false;
@@ -376,6 +377,19 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
             if (!fixes.empty()) msg += fmt::format("; nearest valid: {}", fmt::join(fixes, " | "));
           }
           return msg;
+        }))
+      return false;
+  }
+
+  if (c.fsdp > 1 && (c.fsdp > ctx.gpus || ctx.gpus % c.fsdp != 0 || !ctx.xdit)) {
+    if (!fail(kRuleFsdp, [&] {
+          if (!ctx.xdit) {
+            return fmt::format("fsdp {}: ditune's executor keeps whole weights on every rank; fully-sharded "
+                               "weights are xDiT's (--executor xdit)",
+                               c.fsdp);
+          }
+          return fmt::format("fsdp {} must divide the {} GPUs (xDiT: fs_degree <= the DiT's parallel size)", c.fsdp,
+                             ctx.gpus);
         }))
       return false;
   }

@@ -22,6 +22,14 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
   // Published parameter counts are the reliable ones; the shapes' count is the fallback.
   const double params = m.published_params > 0 ? m.published_params : DitParams(m);
   mb.weights = Bytes(params * B / (tp * c.pipefusion));
+  if (c.fsdp > 1) {
+    // Sharded over fsdp ranks, with the running block's and the prefetched block's weights
+    // gathered whole (FSDP all-gathers one block ahead).
+    double largest = 0;
+    for (const auto& g : m.blocks) largest = std::max(largest, BlockParams(m, g.family));
+    const double scale = params / std::max(1.0, DitParams(m));  // published over computed
+    mb.weights = Bytes(mb.weights.value() / c.fsdp + 2.0 * largest * scale * B / tp);
+  }
   if (opt.encoders_resident && !m.encoders_remote) mb.encoders = Bytes((m.text_encoder_params() + m.vae_decoder_params) * B);
 
   const RankWork w = ComputeRankWork(m, tokens, workload, c);

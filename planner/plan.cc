@@ -276,9 +276,24 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
   }
   std::vector<Candidate> all;
   Bytes smallest(std::numeric_limits<double>::infinity());
-  for (const auto& c : configs) {
+  const bool can_shard = ctx.xdit && model->xdit->runs(XditMethod::kFullyShard);
+  for (ParallelConfig c : configs) {
     // Memory first: it is cheap and rules out configurations without simulating them.
-    const MemoryBreakdown mem = RankMemory(*model, tokens, workload, c, *cluster.gpu, opt.sim.memory);
+    MemoryBreakdown mem = RankMemory(*model, tokens, workload, c, *cluster.gpu, opt.sim.memory);
+    if (!mem.fits() && can_shard) {
+      // Where the weights do not fit, xDiT can shard them: the fewest ranks that make it fit.
+      for (int f = 2; f <= cluster.gpus(); ++f) {
+        ParallelConfig sharded = c;
+        sharded.fsdp = f;
+        if (!IsValidConfig(ctx, sharded)) continue;
+        const MemoryBreakdown m = RankMemory(*model, tokens, workload, sharded, *cluster.gpu, opt.sim.memory);
+        if (m.fits()) {
+          c = sharded;
+          mem = m;
+          break;
+        }
+      }
+    }
     smallest = std::min(smallest, mem.peak());
     if (!mem.fits()) {
       ++plan.pruned_memory;

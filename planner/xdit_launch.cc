@@ -102,6 +102,7 @@ StatusOr<XditLaunch> MakeXditLaunch(const ModelSpec& model, const Workload& work
   if (config.cfg == 2) par.push_back(*x.flag(XditMethodKey(XditMethod::kCfg)));
   degree(XditMethod::kTp, config.tp);
   degree(XditMethod::kDp, config.dp);
+  degree(XditMethod::kFullyShard, config.fsdp);
   auto option = [&](XditMethod m, bool wanted) {
     if (!wanted) return;
     if (!x.runs(m)) {

@@ -176,6 +176,17 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
                                 (AttendsOverText(family) ? static_cast<double>(w.txt_tokens) : 0.0));
     c.tp = comm_.Time(Collective::kAllReduce, Bytes(kElementBytes * n * model_.hidden), group, share) * 2;
   }
+  if (config_.fsdp > 1) {
+    // FSDP gathers each block's weights from the fsdp ranks (consecutive ranks) one block
+    // ahead, on its own stream: only what the block's compute does not cover is exposed.
+    std::vector<int> group(static_cast<size_t>(config_.fsdp));
+    for (int r = 0; r < config_.fsdp; ++r) group[static_cast<size_t>(r)] = r;
+    const double share = static_cast<double>(layout_.world_size()) / config_.fsdp;
+    const double scale = model_.published_params > 0 ? model_.published_params / DitParams(model_) : 1.0;
+    const Bytes weights(kElementBytes * BlockParams(model_, family) * scale / config_.tp);
+    const Seconds gather = comm_.Time(Collective::kAllGather, weights, group, share);
+    if (gather > c.compute()) c.fsdp = gather - c.compute();
+  }
   return c;
 }
 

@@ -28,6 +28,7 @@ struct BlockCost {
   Seconds a2a_out;    // Ulysses: the all-to-all of the output
   Seconds post;       // compute after attention (projections, cross-attention, MLP)
   Seconds tp;         // tensor parallel: two all-reduces
+  Seconds fsdp;       // fully-sharded weights: the block's all-gather not hidden behind the previous block
   // Host time to issue the ops of each compute phase (eager frameworks).
   Seconds pre_host, attn_host, post_host;
   // The compute phases' device time per engine kernel (OpCost::kernel; "other" for ops
@@ -36,7 +37,7 @@ struct BlockCost {
   std::map<std::string, Seconds> by_kernel;
 
   Seconds compute() const { return pre + attn + post; }
-  Seconds comm() const { return a2a_in + ring_exposed + a2a_out + tp; }
+  Seconds comm() const { return a2a_in + ring_exposed + a2a_out + tp + fsdp; }
   Seconds total() const { return compute() + comm(); }
 };
 

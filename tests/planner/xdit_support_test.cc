@@ -5,11 +5,13 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/catalog.h"
 #include "core/validate.h"
 #include "costmodels/dit_ops.h"
+#include "costmodels/memory_model.h"
 #include "planner/plan.h"
 #include "planner/xdit_launch.h"
 
@@ -292,6 +294,56 @@ TEST(ParallelConfigTest, DegreeProductsThatOverflowAreRefused) {
     EXPECT_EQ(c.status().ExitCode(), 2);
     EXPECT_NE(c.status().message().find("multiply to more than"), std::string::npos) << c.status().message();
   }
+}
+
+}  // namespace
+}  // namespace ditune
+
+namespace ditune {
+namespace {
+
+TEST(FullyShardTest, ShardedWeightsAreXditsAndChosenWhereTheyMakeAPlanFit) {
+  auto c = ParseParallelConfig("ulysses=4,fsdp=4");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->world_size(), 4);  // fsdp adds no devices
+  EXPECT_EQ(ToString(*c), "ulysses=4,fsdp=4");
+  EXPECT_EQ(*ParseParallelConfig("--ulysses_degree 4 --fully_shard_degree 4"), *c);
+
+  TokenGeometry t;
+  ValidationContext flux = XditContext("flux.1-dev", 1024, 1024, 1, 4, &t);
+  EXPECT_EQ(Refusal(flux, "ulysses=4,fsdp=4"), "");
+  EXPECT_NE(Refusal(flux, "ulysses=4,fsdp=3").find(kRuleFsdp), std::string::npos);
+  flux.xdit = false;
+  EXPECT_NE(Refusal(flux, "ulysses=4,fsdp=4").find("ditune's executor keeps whole weights"), std::string::npos);
+  EXPECT_NE(Refusal(XditContext("hunyuanvideo", 544, 960, 129, 4, &t), "ulysses=4,fsdp=4").find("fully-sharded"),
+            std::string::npos);
+
+  // The weights on a rank: a quarter, plus two blocks gathered whole.
+  const ModelSpec& m = **Cat().Model("flux.2-dev");
+  const Workload w{"flux.2-dev", 1024, 1024, 1, 50, 1, OutputType::kDecoded};
+  const TokenGeometry tf = *ComputeTokenGeometry(m, w);
+  const GpuSpec& h100 = **Cat().Gpu("h100-sxm5-80gb");
+  const double whole = RankMemory(m, tf, w, *ParseParallelConfig("ulysses=4"), h100, {}).weights.value();
+  const double sharded = RankMemory(m, tf, w, *ParseParallelConfig("ulysses=4,fsdp=4"), h100, {}).weights.value();
+  EXPECT_NEAR(whole, m.published_params * 2, 1e6);
+  EXPECT_LT(sharded, 0.35 * whole);
+  EXPECT_GT(sharded, 0.25 * whole);
+
+  // FLUX.2-dev (32 B) on 4 H100s: only sharded weights (or PipeFusion's split) fit; the plan
+  // shards where that makes a configuration fit, and the launch line says so.
+  PlanOptions opt;
+  opt.top_k = 10;
+  auto plan = MakePlan(Cat(), w, *ResolveCluster({"h100-sxm5-80gb", 4}, Cat()), {}, opt);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  bool sharded_plan = false;
+  for (const auto& cand : plan->ranked) {
+    if (cand.config.fsdp == 1) continue;
+    sharded_plan = true;
+    EXPECT_NE(cand.xdit->command.find(fmt::format("--fully_shard_degree {}", cand.config.fsdp)), std::string::npos)
+        << cand.xdit->command;
+    EXPECT_GT(cand.result.steady.exposed_comm.value(), 0);
+  }
+  EXPECT_TRUE(sharded_plan);
 }
 
 }  // namespace
