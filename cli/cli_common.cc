@@ -144,10 +144,13 @@ StatusOr<cxxopts::ParseResult> Parse(cxxopts::Options& options, int argc, char**
     const std::string value = open != std::string::npos && close != std::string::npos && close > open
                                   ? what.substr(open + cxxopts::LQUOTE.size(), close - open - cxxopts::LQUOTE.size())
                                   : std::string();
-    for (int i = 1; i < argc && !value.empty(); ++i) {
+    for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
       std::string flag;
       if (arg == value && i > 1 && argv[i - 1][0] == '-') flag = argv[i - 1];
+      if (value.empty() && arg.size() > 3 && arg.rfind("--", 0) == 0 && arg.back() == '=') {
+        flag = arg.substr(0, arg.size() - 1);  // --gpus= with nothing after it
+      }
       if (arg.size() > value.size() + 1 && arg.rfind("--", 0) == 0 && arg.compare(arg.size() - value.size() - 1,
                                                                                  std::string::npos, "=" + value) == 0) {
         flag = arg.substr(0, arg.size() - value.size() - 1);

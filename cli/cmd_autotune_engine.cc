@@ -133,11 +133,7 @@ int AutotuneOnEngine(const cxxopts::ParseResult& args, exec::Comm& mpi_world, co
   if (!root) return 0;
   // 3. Record the runs and refit (as `calibrate fit`: the engine scale of this many ranks on
   // this device and backend comes from them), 4. predict again.
-  for (const auto& rec : runs) {
-    Status st = (*store)->AddRun(rec);
-    if (!st.ok()) return fail(st);
-  }
-  if (auto ids = (*store)->AddMeasurements(records); !ids.ok()) return fail(ids.status());
+  if (auto ids = (*store)->RecordRuns(runs, records); !ids.ok()) return fail(ids.status());
   std::vector<std::string> skipped;
   auto refitted = RecalibrateAll(store->get(), **catalog, &skipped);
   if (!refitted.ok()) return fail(refitted.status());

@@ -106,35 +106,7 @@ StatusOr<ParallelConfig> ReadRunConfig(const cxxopts::ParseResult& args, const W
   if (!in) return Status::NotFound(fmt::format("cannot open plan '{}'", args["plan"].as<std::string>()));
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string path = args["plan"].as<std::string>();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    return Status::InvalidArgument(fmt::format(
-        "--plan {}: not JSON ({}); give the output of `ditune plan --json`", path, e.what()));
-  }
-  if (!j.is_object() || !j.contains("ranked") || !j["ranked"].is_array() || j["ranked"].empty() ||
-      !j["ranked"][0].is_object() || !j["ranked"][0].contains("config") || !j["ranked"][0]["config"].is_string()) {
-    return Status::InvalidArgument(fmt::format(
-        "--plan {}: no configuration at ranked[0].config; give the output of `ditune plan --json` (a plan that "
-        "found no feasible configuration has none to run)",
-        path));
-  }
-  // A plan is for one workload: its best configuration need not even be valid for another.
-  if (j.contains("workload") && j["workload"].is_object()) {
-    const nlohmann::json& pw = j["workload"];
-    const nlohmann::json mine = {{"model", workload.model_id}, {"height", workload.height}, {"width", workload.width},
-                                 {"frames", workload.frames}, {"batch", workload.batch}};
-    for (const auto& [key, value] : mine.items()) {
-      if (pw.contains(key) && pw[key] != value) {
-        return Status::InvalidArgument(fmt::format(
-            "--plan {} was made for {} {}, this run's is {}: give the plan's workload flags or plan this one",
-            args["plan"].as<std::string>(), key, pw[key].dump(), value.dump()));
-      }
-    }
-  }
-  return ParseParallelConfig(j["ranked"][0]["config"].get<std::string>());
+  return PlanConfigFromJson(ss.str(), "--plan " + args["plan"].as<std::string>(), workload);
 }
 
 int RunRun(int argc, char** argv) {
@@ -255,7 +227,11 @@ int RunRun(int argc, char** argv) {
     }
     ClusterSpec spec{"cpu", n};
     spec.intra_id = "shm";
-    if (args->count("gpu")) spec = *ReadClusterSpec(*args);
+    if (args->count("gpu")) {
+      auto given = ReadClusterSpec(*args);
+      if (!given.ok()) return fail(given.status());
+      spec = *given;
+    }
     if (spec.gpus != n) {
       return fail(Status::InvalidArgument(fmt::format("--gpus {} but '{}' needs {}", spec.gpus, Label(config), n)));
     }
@@ -324,8 +300,7 @@ int RunRun(int argc, char** argv) {
   for (const auto& r : m->ranks) rec.per_rank_s.push_back(r.dit_median_s);
   const Measurement meas = DitRunMeasurement(model, *workload, config, comm.size(), *m, run_id,
                                              {{"backend", "cpu"}, {"comm", comm.backend()}});
-  Status st = (*store)->AddRun(rec);
-  if (st.ok()) st = (*store)->AddMeasurements({meas}).status();
+  Status st = (*store)->RecordRuns({rec}, {meas}).status();
   if (!st.ok()) return fail(st);
 
   if (args->count("json")) {

@@ -263,8 +263,7 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
     if (world != nullptr) extra["comm"] = std::string(world->backend());
     const Measurement meas = DitMeasurement(model, *workload, *config, n, backend, *gpu_id, r->median_s, r->p10_s,
                                             r->p90_s, r->iters, run_id, extra);
-    Status st = (*store)->AddRun(rec);
-    if (st.ok()) st = (*store)->AddMeasurements({meas}).status();
+    Status st = (*store)->RecordRuns({rec}, {meas}).status();
     if (!st.ok()) return Fail(cmd, st);
   }
   // A profiled run's kernels, at the shapes this run has, join the kernel sweep's measurements

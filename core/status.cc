@@ -1,5 +1,8 @@
 #include "core/status.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace ditune {
 namespace {
 
@@ -39,6 +42,12 @@ int Status::ExitCode() const {
     case Code::kInfeasible: return 3;
     default: return 1;
   }
+}
+
+void DieOnBadStatusOrAccess(const Status& status) {
+  std::fprintf(stderr, "ditune: internal error: the value of a failed result was used (%s)\n",
+               status.ToString().c_str());
+  std::abort();
 }
 
 }  // namespace ditune

@@ -14,7 +14,8 @@
 
 namespace ditune {
 
-class Status {
+// [[nodiscard]]: a Status or StatusOr that is dropped is a bug the compiler names.
+class [[nodiscard]] Status {
  public:
   enum class Code {
     kOk = 0,
@@ -62,29 +63,41 @@ class Status {
 };
 
 // Holds either a T or a non-OK Status.
+// Ends the process naming the failed status: the value of a failed StatusOr was asked for,
+// which is a bug in the caller (check ok() first); never undefined behaviour.
+[[noreturn]] void DieOnBadStatusOrAccess(const Status& status);
+
 template <typename T>
-class StatusOr {
+class [[nodiscard]] StatusOr {
  public:
   StatusOr(const T& value) : value_(value) {}        // NOLINT(google-explicit-constructor)
   StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
   // `status` must not be OK.
-  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
-    if (status_.ok()) status_ = Status::Internal("StatusOr constructed from an OK status");
-  }
+  StatusOr(Status status)  // NOLINT(google-explicit-constructor)
+      : status_(status.ok() ? Status::Internal("StatusOr constructed from an OK status") : std::move(status)) {}
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
 
-  // Requires ok().
-  const T& value() const& { return *value_; }
-  T& value() & { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  const T& operator*() const& { return *value_; }
-  T& operator*() & { return *value_; }
-  const T* operator->() const { return &*value_; }
-  T* operator->() { return &*value_; }
+  // Requires ok(); otherwise ends the process with the status (DieOnBadStatusOrAccess).
+  const T& value() const& { return Checked(); }
+  T& value() & { return Checked(); }
+  T&& value() && { return std::move(Checked()); }
+  const T& operator*() const& { return Checked(); }
+  T& operator*() & { return Checked(); }
+  const T* operator->() const { return &Checked(); }
+  T* operator->() { return &Checked(); }
 
  private:
+  const T& Checked() const {
+    if (!value_.has_value()) DieOnBadStatusOrAccess(status_);
+    return *value_;
+  }
+  T& Checked() {
+    if (!value_.has_value()) DieOnBadStatusOrAccess(status_);
+    return *value_;
+  }
+
   Status status_;
   std::optional<T> value_;
 };

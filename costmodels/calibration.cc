@@ -86,26 +86,41 @@ StatusOr<std::vector<Fit>> BuildFits(const std::vector<Measurement>& measurement
     std::string x;
   };
   std::map<std::pair<std::string, std::string>, Group> groups;
+  // Adds the point (x, t) of `m` to a group, or leaves it out, saying why, when it is
+  // beyond the physical bounds (a store may hold rows written before ingest checked them):
+  // one absurd point would make the whole group's fit non-finite.
+  auto add = [&](const std::string& kind, const std::string& key, const std::string& x_name, const Measurement& m,
+                 double x, double t) {
+    Status st = m.CheckPhysicalBounds();
+    if (st.ok() && !(x / t <= kMaxMeasuredRatePerSecond)) {
+      st = Status::InvalidArgument(fmt::format("{} / median_s = {} / {} s = {} per second is above the physical "
+                                               "bound (valid: at most {} per second)",
+                                               x_name, x, t, x / t, kMaxMeasuredRatePerSecond));
+    }
+    if (!st.ok()) {
+      if (skipped != nullptr) {
+        skipped->push_back(fmt::format("{} {}: measurement {} left out of the fit: {}", kind, key, m.id, st.message()));
+      }
+      return;
+    }
+    Group& g = groups[{kind, key}];
+    g.kind = kind;
+    g.x = x_name;
+    g.points.push_back({x, t});
+    g.ids.push_back(m.id);
+  };
   for (const auto& m : measurements) {
     if (m.kind == MeasurementKind::kCollective) {
       auto c = ParseCollective(m.op);
       if (!c.ok()) return c.status().WithContext(fmt::format("measurement {}", m.id));
       const double bus = m.bytes.value() * BusFactor(*c, m.ranks);
       if (bus <= 0 || m.link.empty()) continue;
-      Group& g = groups[{kFitKindComm, CommFitKey(m)}];
-      g.kind = kFitKindComm;
-      g.x = "bus_bytes";
-      g.points.push_back({bus, m.median.value()});
-      g.ids.push_back(m.id);
+      add(kFitKindComm, CommFitKey(m), "bus_bytes", m, bus, m.median.value());
     } else if (m.kind == MeasurementKind::kOp && m.op == "launch") {
       // Host time of issuing `launches` kernels: the fit's rate is launches per second.
       const double n = Launches(m);
       if (n < 1) continue;
-      Group& g = groups[{kFitKindCompute, fmt::format("{}/{}/launch", m.device, m.backend)}];
-      g.kind = kFitKindCompute;
-      g.x = "launches";
-      g.points.push_back({n, m.median.value()});
-      g.ids.push_back(m.id);
+      add(kFitKindCompute, fmt::format("{}/{}/launch", m.device, m.backend), "launches", m, n, m.median.value());
     } else if (m.kind == MeasurementKind::kOp) {
       const std::string op = m.op == "norm" ? "elementwise" : m.op;
       auto cls = ParseOpClass(op);
@@ -113,11 +128,7 @@ StatusOr<std::vector<Fit>> BuildFits(const std::vector<Measurement>& measurement
       const double x = *cls == OpClass::kElementwise ? m.bytes.value() : m.flops.value();
       if (x <= 0) continue;
       for (const std::string& key : ComputeFitKeys(m)) {
-        Group& g = groups[{kFitKindCompute, key}];
-        g.kind = kFitKindCompute;
-        g.x = *cls == OpClass::kElementwise ? "bytes" : "flops";
-        g.points.push_back({x, m.median.value()});
-        g.ids.push_back(m.id);
+        add(kFitKindCompute, key, *cls == OpClass::kElementwise ? "bytes" : "flops", m, x, m.median.value());
       }
     }
   }

@@ -36,7 +36,11 @@ Status CheckFittable(const Measurement& m);
 
 // Groups the measurements by what they calibrate and fits each group that has enough
 // points (>= 2 distinct sizes). Measurements nothing calibrates (steps, e2e) are skipped.
-// `skipped`, when given, receives one line per group that could not be fitted.
+// A measurement beyond the physical bounds of measurement.h (Measurement::CheckPhysicalBounds,
+// or a fit size per second above kMaxMeasuredRatePerSecond) is left out of every fit rather
+// than failing it: a store keeps working whatever one row holds.
+// `skipped`, when given, receives one line per group that could not be fitted and one per
+// measurement left out of a group ("<kind> <key>: measurement <id> left out of the fit: <why>").
 StatusOr<std::vector<Fit>> BuildFits(const std::vector<Measurement>& measurements,
                                      std::vector<std::string>* skipped = nullptr);
 

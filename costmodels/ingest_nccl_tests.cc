@@ -262,6 +262,26 @@ StatusOr<std::vector<Measurement>> ParseNcclTests(std::string_view text, const I
       return LineError(origin, line.number,
                        fmt::format("out-of-place time is {} us (valid: > 0)", tokens[cols.time]));
     }
+    // The physical bounds of measurement.h, in this table's columns and units.
+    const double time_s = Microseconds(time_us).value();
+    if (time_s < kMinMeasuredSeconds || time_s > kMaxMeasuredSeconds) {
+      return LineError(origin, line.number,
+                       fmt::format("out-of-place time is {} us, outside the physical range (valid: {} "
+                                   "to {} us)",
+                                   tokens[cols.time], kMinMeasuredSeconds * 1e6, kMaxMeasuredSeconds * 1e6));
+    }
+    if (static_cast<double>(*size) > kMaxMeasuredBytes) {
+      return LineError(origin, line.number,
+                       fmt::format("size {} bytes is above the physical bound (valid: at most {} bytes)",
+                                   tokens[cols.size], kMaxMeasuredBytes));
+    }
+    if (static_cast<double>(*size) / time_s > kMaxMeasuredRatePerSecond) {
+      return LineError(origin, line.number,
+                       fmt::format("size / time = {} B / {} us = {} B/s is above the physical bound "
+                                   "(valid: at most {} B/s; check the time column's unit, us)",
+                                   tokens[cols.size], tokens[cols.time], static_cast<double>(*size) / time_s,
+                                   kMaxMeasuredRatePerSecond));
+    }
     if (cols.wrong && tokens[*cols.wrong] != "N/A") {
       std::optional<double> wrong = ParseDouble(tokens[*cols.wrong]);
       if (!wrong) {

@@ -24,6 +24,22 @@ std::string_view ToString(MeasurementKind k);
 StatusOr<MeasurementSource> ParseMeasurementSource(std::string_view s);
 StatusOr<MeasurementKind> ParseMeasurementKind(std::string_view s);
 
+// Physical bounds of a measurement, generous by orders of magnitude: every timing a real
+// machine produces lies well inside them; a value outside is a unit mistake or a corrupt row,
+// and one such point would otherwise overflow the least-squares sums of every fit it joins
+// (a GEMM of 1e12 FLOPs in 1e-200 s; a collective of 1e300 bytes).
+//   times (median, p10, p90): 1 ns (below any timer's resolution) .. 1e6 s (11.6 days)
+inline constexpr double kMinMeasuredSeconds = 1e-9;
+inline constexpr double kMaxMeasuredSeconds = 1e6;
+//   bytes: at most 1e18 (an exabyte); FLOPs: at most 1e21 (an hour of a 1,000-GPU cluster at
+//   about 3e14 FLOP/s each; a step or e2e measurement may count a whole generation)
+inline constexpr double kMaxMeasuredBytes = 1e18;
+inline constexpr double kMaxMeasuredFlops = 1e21;
+//   implied rates of one kernel or one collective (op and collective kinds: bytes / median,
+//   FLOPs / median, and what a fit divides by time): at most 1e18 per second, about 1,000
+//   times the FLOP/s of the fastest GPU and a million times the bandwidth of any link
+inline constexpr double kMaxMeasuredRatePerSecond = 1e18;
+
 struct Measurement {
   int64_t id = 0;  // assigned by the store; 0 before insertion
   MeasurementSource source = MeasurementSource::kImport;
@@ -47,8 +63,16 @@ struct Measurement {
   int64_t unix_time = 0;  // when measured; the store fills 0 with now
 
   // OK iff the fields are self-consistent (times > 0 and p10 <= median <= p90, ranks >= 1,
-  // samples >= 1, op non-empty). Names the offending field.
+  // samples >= 1, op non-empty) and within the physical bounds above (CheckPhysicalBounds,
+  // and p10 and p90 within the time bounds). Names the offending field.
   Status Validate() const;
+
+  // OK iff median, bytes and flops are within the physical bounds above and, for op and
+  // collective measurements, bytes / median and flops / median are at most
+  // kMaxMeasuredRatePerSecond. InvalidArgument naming the field (as the CSV column: median_s,
+  // bytes, flops), its value and the valid range otherwise. Part of Validate(); on its own
+  // it screens measurements stored before the bounds existed.
+  Status CheckPhysicalBounds() const;
 };
 
 }  // namespace ditune

@@ -58,14 +58,18 @@ Status SqliteError(sqlite3* db, int rc, std::string_view doing, const std::strin
       return Damaged(path, fmt::format("{} while {}", msg, doing));
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return Status::Unavailable(
-          fmt::format("{}: {} while {}: another process held the database for more than {} s", path,
-                      msg, doing, kBusyTimeoutMs / 1000));
+      // The user chooses the store: name the holder's effect and what to do.
+      return Status::InvalidArgument(
+          fmt::format("{}: {} while {}: another process held the database for more than {} s (let it finish, or "
+                      "give another store with --db or DITUNE_DB)",
+                      path, msg, doing, kBusyTimeoutMs / 1000));
     case SQLITE_CANTOPEN:
-    case SQLITE_IOERR:
-    case SQLITE_FULL:
     case SQLITE_READONLY:
     case SQLITE_PERM:
+      return Status::InvalidArgument(
+          fmt::format("{}: {} while {} (give a writable file path with --db or DITUNE_DB)", path, msg, doing));
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
     case SQLITE_NOLFS:
     case SQLITE_PROTOCOL:
       return Status::IOError(fmt::format("{}: {} while {}", path, msg, doing));
@@ -548,6 +552,12 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const Stor
           "the calibration store {} is a directory; give a file path (--db or DITUNE_DB)", path));
     }
     const bool exists = std::filesystem::exists(path, ec);
+    if (exists && !std::filesystem::is_regular_file(path, ec)) {
+      return Status::InvalidArgument(fmt::format(
+          "the calibration store {} is not a regular file (a device, FIFO or socket); give a file path (--db or "
+          "DITUNE_DB)",
+          path));
+    }
     // A store this process may read but not write (a read-only mount, another user's file)
     // still serves every command that only reads it.
     if (exists && ::access(path.c_str(), W_OK) != 0) read_only = true;
@@ -695,9 +705,8 @@ Status Store::Migrate() {
   }
 }
 
-StatusOr<std::vector<int64_t>> Store::AddMeasurements(
-    const std::vector<Measurement>& measurements) {
-  // Everything that can fail on the input fails before the transaction starts.
+StatusOr<std::vector<std::string>> Store::CheckMeasurements(const std::vector<Measurement>& measurements) {
+  // Everything that can fail on the input fails before a transaction starts.
   std::vector<std::string> params;
   params.reserve(measurements.size());
   for (size_t i = 0; i < measurements.size(); ++i) {
@@ -708,12 +717,13 @@ StatusOr<std::vector<int64_t>> Store::AddMeasurements(
     if (!dumped.ok()) return dumped.status();
     params.push_back(std::move(dumped).value());
   }
-  std::vector<int64_t> ids;
-  if (measurements.empty()) return ids;
+  return params;
+}
 
-  const std::string doing = fmt::format("adding {} measurements", measurements.size());
-  DITUNE_RETURN_IF_ERROR(CheckWritable(doing));
-  DITUNE_ASSIGN_OR_RETURN(WriteTransaction txn, WriteTransaction::Begin(db_, path_, doing));
+StatusOr<std::vector<int64_t>> Store::InsertMeasurements(const std::vector<Measurement>& measurements,
+                                                         const std::vector<std::string>& params,
+                                                         const std::string& doing) {
+  std::vector<int64_t> ids;
   DITUNE_ASSIGN_OR_RETURN(
       Statement insert,
       Statement::Prepare(
@@ -746,6 +756,17 @@ StatusOr<std::vector<int64_t>> Store::AddMeasurements(
     DITUNE_RETURN_IF_ERROR(insert.Run());
     ids.push_back(sqlite3_last_insert_rowid(db_));
   }
+  return ids;
+}
+
+StatusOr<std::vector<int64_t>> Store::AddMeasurements(
+    const std::vector<Measurement>& measurements) {
+  DITUNE_ASSIGN_OR_RETURN(std::vector<std::string> params, CheckMeasurements(measurements));
+  if (measurements.empty()) return std::vector<int64_t>{};
+  const std::string doing = fmt::format("adding {} measurements", measurements.size());
+  DITUNE_RETURN_IF_ERROR(CheckWritable(doing));
+  DITUNE_ASSIGN_OR_RETURN(WriteTransaction txn, WriteTransaction::Begin(db_, path_, doing));
+  DITUNE_ASSIGN_OR_RETURN(std::vector<int64_t> ids, InsertMeasurements(measurements, params, doing));
   DITUNE_RETURN_IF_ERROR(txn.Commit());
   return ids;
 }
@@ -926,7 +947,7 @@ StatusOr<std::vector<Fit>> Store::ActiveFits(const std::optional<std::string>& k
   return out;
 }
 
-Status Store::AddRun(const RunRecord& run) {
+StatusOr<std::pair<std::string, std::string>> Store::CheckRun(const RunRecord& run) {
   if (run.run_id.empty()) return Status::InvalidArgument("run: run_id is empty");
   auto finite = [](double v) { return std::isfinite(v); };
   if (!finite(run.predicted_s) || !finite(run.measured_s)) {
@@ -941,11 +962,11 @@ Status Store::AddRun(const RunRecord& run) {
   }
   const std::string which = fmt::format("run {}", run.run_id);
   DITUNE_ASSIGN_OR_RETURN(std::string plan, DumpJson(run.plan, which + " plan"));
-  const std::string per_rank = nlohmann::json(run.per_rank_s).dump();
+  return std::make_pair(std::move(plan), nlohmann::json(run.per_rank_s).dump());
+}
 
-  const std::string doing = "recording " + which;
-  DITUNE_RETURN_IF_ERROR(CheckWritable(doing));
-  DITUNE_ASSIGN_OR_RETURN(WriteTransaction txn, WriteTransaction::Begin(db_, path_, doing));
+Status Store::InsertRun(const RunRecord& run, const std::pair<std::string, std::string>& texts,
+                        const std::string& doing) {
   DITUNE_ASSIGN_OR_RETURN(
       Statement s,
       Statement::Prepare(db_, path_,
@@ -953,13 +974,34 @@ Status Store::AddRun(const RunRecord& run) {
                          "per_rank_s, unix_time) VALUES (?, ?, ?, ?, ?, ?)",
                          doing));
   s.BindText(1, run.run_id);
-  s.BindText(2, plan);
+  s.BindText(2, texts.first);
   s.BindDouble(3, run.predicted_s);
   s.BindDouble(4, run.measured_s);
-  s.BindText(5, per_rank);
+  s.BindText(5, texts.second);
   s.BindInt(6, run.unix_time != 0 ? run.unix_time : UnixNow());
-  DITUNE_RETURN_IF_ERROR(s.Run());
-  return txn.Commit();
+  return s.Run();
+}
+
+Status Store::AddRun(const RunRecord& run) { return RecordRuns({run}, {}).status(); }
+
+StatusOr<std::vector<int64_t>> Store::RecordRuns(const std::vector<RunRecord>& runs,
+                                                 const std::vector<Measurement>& measurements) {
+  std::vector<std::pair<std::string, std::string>> texts;
+  for (const auto& run : runs) {
+    DITUNE_ASSIGN_OR_RETURN(auto t, CheckRun(run));
+    texts.push_back(std::move(t));
+  }
+  DITUNE_ASSIGN_OR_RETURN(std::vector<std::string> params, CheckMeasurements(measurements));
+  const std::string doing = runs.size() == 1 ? fmt::format("recording run {} and its {} measurements",
+                                                           runs[0].run_id, measurements.size())
+                                             : fmt::format("recording {} runs and their {} measurements",
+                                                           runs.size(), measurements.size());
+  DITUNE_RETURN_IF_ERROR(CheckWritable(doing));
+  DITUNE_ASSIGN_OR_RETURN(WriteTransaction txn, WriteTransaction::Begin(db_, path_, doing));
+  for (size_t i = 0; i < runs.size(); ++i) DITUNE_RETURN_IF_ERROR(InsertRun(runs[i], texts[i], doing));
+  DITUNE_ASSIGN_OR_RETURN(std::vector<int64_t> ids, InsertMeasurements(measurements, params, doing));
+  DITUNE_RETURN_IF_ERROR(txn.Commit());
+  return ids;
 }
 
 StatusOr<std::vector<RunRecord>> Store::Runs() const {

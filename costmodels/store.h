@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -104,6 +105,10 @@ class Store {
 
   // Records `run`, replacing any earlier run with the same run_id.
   Status AddRun(const RunRecord& run);
+  // Records runs and their measurements in one transaction: a process killed in between
+  // leaves none of them. Returns the measurements' new ids.
+  StatusOr<std::vector<int64_t>> RecordRuns(const std::vector<RunRecord>& runs,
+                                            const std::vector<Measurement>& measurements);
   // All runs, oldest first.
   StatusOr<std::vector<RunRecord>> Runs() const;
 
@@ -124,6 +129,12 @@ class Store {
   Status Migrate();
   // InvalidArgument naming the store and `doing` when it is read only.
   Status CheckWritable(std::string_view doing) const;
+  // Validation before a transaction, and inserts inside one.
+  static StatusOr<std::vector<std::string>> CheckMeasurements(const std::vector<Measurement>& measurements);
+  static StatusOr<std::pair<std::string, std::string>> CheckRun(const RunRecord& run);
+  StatusOr<std::vector<int64_t>> InsertMeasurements(const std::vector<Measurement>& measurements,
+                                                    const std::vector<std::string>& params, const std::string& doing);
+  Status InsertRun(const RunRecord& run, const std::pair<std::string, std::string>& texts, const std::string& doing);
 
   sqlite3* db_;
   std::string path_;

@@ -22,18 +22,22 @@ class Request {
   virtual Status Wait() = 0;
 };
 
-// Several pending transfers completed together.
+// Several pending transfers completed together. The first that fails ends the wait: the
+// others are abandoned (their destructors cancel or release them), so a group whose peer
+// stalled fails within one timeout, not one per request.
 class RequestGroup : public Request {
  public:
   void Add(std::unique_ptr<Request> r) { requests_.push_back(std::move(r)); }
   Status Wait() override {
-    Status first = Status::Ok();
     for (auto& r : requests_) {
       Status s = r->Wait();
-      if (first.ok() && !s.ok()) first = s;
+      if (!s.ok()) {
+        requests_.clear();
+        return s;
+      }
     }
     requests_.clear();
-    return first;
+    return Status::Ok();
   }
 
  private:

@@ -1,6 +1,9 @@
 #include "executor/comm_wait.h"
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -45,6 +48,59 @@ Status PollUntilDone(std::string_view what, double timeout_s, const PollOps& ops
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+  }
+}
+
+int LauncherRank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(var);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    const long r = std::strtol(v, &end, 10);
+    if (*end == '\0' && r >= 0 && r < (1L << 30)) return static_cast<int>(r);
+  }
+  return -1;
+}
+
+struct StartupWatchdog::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  int owners = 2;  // the watchdog and its thread
+};
+
+StartupWatchdog::StartupWatchdog(std::string what, double timeout_s) {
+  if (!(timeout_s > 0)) return;
+  state_ = new State;
+  State* st = state_;
+  std::thread([st, what = std::move(what), timeout_s] {
+    std::unique_lock<std::mutex> lock(st->mu);
+    const bool finished = st->cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [st] { return st->done; });
+    if (!finished) {
+      const int rank = LauncherRank();
+      const std::string who = rank >= 0 ? fmt::format("rank {}", rank) : std::string("this rank");
+      std::fprintf(stderr,
+                   "ditune: %s: %s did not complete within %g s: a peer rank stalled or died during start-up (%s "
+                   "sets the limit; 0 waits forever)\n",
+                   who.c_str(), what.c_str(), timeout_s, kCommTimeoutEnv);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+    if (--st->owners == 0) {
+      lock.unlock();
+      delete st;
+    }
+  }).detach();
+}
+
+StartupWatchdog::~StartupWatchdog() {
+  if (state_ == nullptr) return;
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->done = true;
+  state_->cv.notify_all();
+  if (--state_->owners == 0) {
+    lock.unlock();
+    delete state_;
   }
 }
 

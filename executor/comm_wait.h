@@ -7,6 +7,7 @@
 #define DITUNE_EXECUTOR_COMM_WAIT_H_
 
 #include <functional>
+#include <string>
 #include <string_view>
 
 #include "core/status.h"
@@ -32,6 +33,27 @@ struct PollOps {
 // second, then sleeps a millisecond between polls. After `timeout_s` seconds (> 0) it returns
 // Unavailable: "<what> did not complete within ... s", naming DITUNE_COMM_TIMEOUT_S.
 Status PollUntilDone(std::string_view what, double timeout_s, const PollOps& ops);
+
+// Ends the process when a start-up step that cannot be polled (MPI_Init, communicator
+// creation: every rank must take part) has not finished within `timeout_s` (> 0; 0 or less
+// arms nothing): it prints "ditune: rank R: <what> did not complete within T s ..." naming
+// the launcher's rank (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK) and exits with status 1,
+// so mpirun stops the other ranks. Disarmed by destruction. Thread-safe to destroy while it
+// fires: the process is ending then.
+class StartupWatchdog {
+ public:
+  StartupWatchdog(std::string what, double timeout_s);
+  ~StartupWatchdog();
+  StartupWatchdog(const StartupWatchdog&) = delete;
+  StartupWatchdog& operator=(const StartupWatchdog&) = delete;
+
+ private:
+  struct State;
+  State* state_ = nullptr;  // shared with the watching thread; freed by whichever ends last
+};
+
+// The rank the launcher gave this process, or -1 when none did.
+int LauncherRank();
 
 }  // namespace ditune::exec
 

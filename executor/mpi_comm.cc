@@ -155,6 +155,8 @@ StatusOr<std::unique_ptr<Comm>> NewMpiWorld(int* argc, char*** argv) {
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
+    // MPI_Init waits for every rank: a peer that never starts must not hang this one.
+    const StartupWatchdog watchdog("MPI start-up (MPI_Init)", timeout_s);
     DITUNE_RETURN_IF_ERROR(MpiStatus(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "init"));
     std::atexit([] {
       int finalized = 0;

@@ -276,8 +276,12 @@ StatusOr<std::unique_ptr<Comm>> NewNcclWorld(Comm* mpi_world) {
   CUDA_OK(cudaSetDevice(device));
   ncclUniqueId id;
   if (mpi_world->rank() == 0) NCCL_OK(ncclGetUniqueId(&id));
-  if (MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
-    return Status::Unavailable("broadcasting the NCCL unique id over MPI failed");
+  {
+    // A blocking MPI call every rank must join: a stalled peer must not hang this one.
+    const StartupWatchdog watchdog("broadcasting NCCL's unique id (MPI_Bcast)", mpi_world->timeout_s());
+    if (MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
+      return Status::Unavailable("broadcasting the NCCL unique id over MPI failed");
+    }
   }
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;

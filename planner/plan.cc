@@ -134,7 +134,9 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
     one.inter_id = "none";
     Cluster single = cluster;
     single.spec = one;
-    single.inter = *catalog.Link("none");
+    auto none = catalog.Link("none");
+    if (!none.ok()) return none.status().WithContext("the single-GPU reference needs the link 'none'");
+    single.inter = *none;
     const MemoryBreakdown mem = RankMemory(*model, tokens, workload, ParallelConfig{}, *cluster.gpu, opt.sim.memory);
     Workload w1 = workload;
     ValidationContext ctx1{model, tokens, workload.steps, workload.batch, 1};
@@ -383,6 +385,38 @@ nlohmann::json PlanToJson(const Plan& plan) {
   };
   out["single_gpu_s"] = plan.single_gpu ? nlohmann::json(plan.single_gpu->result.total.value()) : nlohmann::json(nullptr);
   return out;
+}
+
+StatusOr<ParallelConfig> PlanConfigFromJson(std::string_view text, const std::string& origin,
+                                            const Workload& workload) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(
+        fmt::format("{}: not JSON ({}); give the output of `ditune plan --json`", origin, e.what()));
+  }
+  if (!j.is_object() || !j.contains("ranked") || !j["ranked"].is_array() || j["ranked"].empty() ||
+      !j["ranked"][0].is_object() || !j["ranked"][0].contains("config") || !j["ranked"][0]["config"].is_string()) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: no configuration at ranked[0].config; give the output of `ditune plan --json` (a plan that "
+        "found no feasible configuration has none to run)",
+        origin));
+  }
+  // A plan is for one workload: its best configuration need not even be valid for another.
+  if (j.contains("workload") && j["workload"].is_object()) {
+    const nlohmann::json& pw = j["workload"];
+    const nlohmann::json mine = {{"model", workload.model_id}, {"height", workload.height}, {"width", workload.width},
+                                 {"frames", workload.frames}, {"batch", workload.batch}};
+    for (const auto& [key, value] : mine.items()) {
+      if (pw.contains(key) && pw[key] != value) {
+        return Status::InvalidArgument(fmt::format(
+            "{} was made for {} {}, this run's is {}: give the plan's workload flags or plan this one", origin, key,
+            pw[key].dump(), value.dump()));
+      }
+    }
+  }
+  return ParseParallelConfig(j["ranked"][0]["config"].get<std::string>());
 }
 
 std::string PlanCacheKey(const Workload& w, const Cluster& c, const PlanOptions& o) {

@@ -81,6 +81,12 @@ StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workl
 // The plan as one JSON document (what `ditune plan --json` prints and the cache keeps).
 nlohmann::json PlanToJson(const Plan& plan);
 
+// The best configuration of a plan document (`ditune plan --json`) for `workload`:
+// InvalidArgument, naming `origin`, when the text is not such a plan, holds no configuration,
+// or was made for another workload (the field that differs named).
+StatusOr<ParallelConfig> PlanConfigFromJson(std::string_view text, const std::string& origin,
+                                            const Workload& workload);
+
 // The key a plan is cached under: the workload, the cluster and the options.
 std::string PlanCacheKey(const Workload& workload, const Cluster& cluster, const PlanOptions& options);
 

@@ -15,6 +15,7 @@ packages=(
   libeigen3-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libfmt-dev libcxxopts-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
+  clang libclang-rt-14-dev
   python3
 )
 missing=()

@@ -315,5 +315,24 @@ expect run-bad-comm 2 "--comm 'bogus': valid: mpi, nccl" -- run --backend ref --
   --steps 2 --config ""
 DITUNE_COMM_TIMEOUT_S=abc expect run-bad-timeout-env 2 "DITUNE_COMM_TIMEOUT_S='abc': .* a number >= 0" -- run \
   --model tiny-pixart --steps 2 --config ""
+
+# Reproducers from the reliability issue: each exits 2 with a named reason, never a crash.
+expect emulate-no-gpus 2 "--gpus 0 but 'ulysses=2' needs 2|--gpus" -- run --model tiny-pixart --steps 2 \
+  --config ulysses=2 --emulate-rank 0 --gpu h100-sxm5-80gb
+expect emulate-empty-gpu 2 "--gpu is empty|unknown GPU" -- run --model tiny-pixart --steps 2 --config ulysses=2 \
+  --emulate-rank 0 --gpu "" --gpus 2
+expect emulate-zero-per-node 2 "--gpus-per-node" -- run --model tiny-pixart --steps 2 --config ulysses=2 \
+  --emulate-rank 0 --gpu h100-sxm5-80gb --gpus 2 --gpus-per-node 0
+expect overflow-simulate 2 "multiply to more than" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 \
+  --config "--tensor_parallel_degree 65536 --ulysses_degree 65536"
+expect empty-number 2 "--gpus '': not a valid value \(this flag takes a decimal number" -- check --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus "" --config ""
+expect empty-number-eq 2 "--gpus '': not a valid value" -- check --model flux.1-dev --gpu h100-sxm5-80gb --gpus= \
+  --config ""
+expect db-dev-null 2 "not a regular file" -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 2 --db /dev/null
+mkfifo "$tmp/fifo.db"
+expect db-fifo 2 "not a regular file" -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 2 --db "$tmp/fifo.db"
+expect db-proc 2 "/proc/version: .*(give .*--db or DITUNE_DB)" -- calibrate show --db /proc/version
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -1,8 +1,11 @@
 #include "costmodels/calibration.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 namespace ditune {
@@ -91,6 +94,74 @@ TEST(CalibrationTest, FitsRebuildFromTheirMeasurements) {
   ComputeModel other = ComputeModel::Defaults(**Cat().Gpu("h100-sxm5-80gb"));
   ASSERT_TRUE(ApplyFits(fits, "h100-sxm5-80gb", "cuda", &other, nullptr).ok());
   EXPECT_FALSE(other.has_fit(OpClass::kGemm));
+}
+
+TEST(CalibrationTest, PointsBeyondPhysicalBoundsAreLeftOutAndReported) {
+  // Rows a store may hold from before ingest checked the bounds: each alone would make its
+  // group's least-squares sums overflow. The good points still fit, as without them.
+  auto meas = SyntheticAllToAll(8e-6, 20e9, 2, "pcie4");
+  for (double f = 1e8; f <= 1e13; f *= 3) {
+    Measurement m;
+    m.id = static_cast<int64_t>(1000 + meas.size());
+    m.kind = MeasurementKind::kOp;
+    m.op = "gemm";
+    m.backend = "cuda";
+    m.device = "l40-48gb";
+    m.flops = Flops(f);
+    m.median = m.p10 = m.p90 = Seconds(4e-6 + f / 150e12);
+    meas.push_back(m);
+  }
+  auto clean = BuildFits(meas);
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  ASSERT_EQ(clean->size(), 2u);
+
+  std::vector<Measurement> poisoned = meas;
+  Measurement gemm = meas.back();
+  gemm.id = 9001;
+  gemm.flops = Flops(1e12);
+  gemm.median = gemm.p10 = gemm.p90 = Seconds(1e-200);  // 1e212 FLOP/s
+  Measurement a2a = meas.front();
+  a2a.id = 9002;
+  a2a.bytes = Bytes(1e300);
+  Measurement fast = meas.back();
+  fast.id = 9003;
+  fast.flops = Flops(1e20);
+  fast.median = fast.p10 = fast.p90 = Seconds(1.0);  // 1e20 FLOP/s: within every size and time bound
+  Measurement launch;
+  launch.id = 9004;
+  launch.op = "launch";
+  launch.backend = "cuda";
+  launch.device = "l40-48gb";
+  launch.params = {{"launches", 1e30}};
+  launch.median = launch.p10 = launch.p90 = Seconds(1e-3);
+  poisoned.insert(poisoned.begin() + 3, gemm);
+  poisoned.insert(poisoned.begin() + 5, a2a);
+  poisoned.push_back(fast);
+  poisoned.push_back(launch);
+
+  std::vector<std::string> skipped;
+  auto fits = BuildFits(poisoned, &skipped);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  ASSERT_EQ(fits->size(), 2u);
+  for (size_t i = 0; i < fits->size(); ++i) {
+    EXPECT_EQ((*fits)[i].key, (*clean)[i].key);
+    EXPECT_EQ((*fits)[i].params, (*clean)[i].params);
+    EXPECT_EQ((*fits)[i].measurement_ids, (*clean)[i].measurement_ids);
+  }
+  ASSERT_EQ(skipped.size(), 4u);
+  auto reported = [&](const std::string& key, int64_t id, const std::string& why) {
+    return std::any_of(skipped.begin(), skipped.end(), [&](const std::string& s) {
+      return s.find(key) != std::string::npos &&
+             s.find(fmt::format("measurement {} left out", id)) != std::string::npos &&
+             s.find(why) != std::string::npos;
+    });
+  };
+  EXPECT_TRUE(reported("compute l40-48gb/cuda/gemm", 9001, "median_s")) << fmt::format("{}", fmt::join(skipped, "\n"));
+  EXPECT_TRUE(reported("comm all_to_all/pcie4", 9002, "bytes")) << fmt::format("{}", fmt::join(skipped, "\n"));
+  EXPECT_TRUE(reported("compute l40-48gb/cuda/gemm", 9003, "flops / median_s"))
+      << fmt::format("{}", fmt::join(skipped, "\n"));
+  EXPECT_TRUE(reported("compute l40-48gb/cuda/launch", 9004, "launches / median_s"))
+      << fmt::format("{}", fmt::join(skipped, "\n"));
 }
 
 TEST(CalibrationTest, LaunchTimingsGiveTheEnginesLaunchOverhead) {

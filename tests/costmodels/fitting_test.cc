@@ -1,5 +1,7 @@
 #include "costmodels/fitting.h"
 
+#include <sys/resource.h>
+
 #include <cmath>
 #include <random>
 
@@ -66,6 +68,50 @@ TEST(FittingTest, RatesNeverDecreaseWithSize) {
   ASSERT_TRUE(pw.ok());
   const auto& segs = pw->model.segments();
   for (size_t i = 0; i + 1 < segs.size(); ++i) EXPECT_LE(segs[i].rate, segs[i + 1].rate);
+}
+
+TEST(FittingTest, AHundredThousandPointsFitTheirTwoRegimes) {
+  // A sweep ingested from many runs: log-uniform sizes over 1 KiB .. 256 MiB, two regimes
+  // (5 us + x / 60 GB/s below 128 KiB, 25 us + x / 300 GB/s above), 1% noise, 1% of the
+  // runs disturbed (3x slower). The fit is O(n log n): no timing asserted, it must finish.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> log2_size(10, 28);
+  std::normal_distribution<double> noise(0.0, 0.01);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<FitPoint> pts;
+  for (int i = 0; i < 100'000; ++i) {
+    const double x = std::exp2(log2_size(rng));
+    double t = (x < 131072 ? 5e-6 + x / 60e9 : 25e-6 + x / 300e9) * (1 + noise(rng));
+    if (u(rng) < 0.01) t *= 3;
+    pts.push_back({x, t});
+  }
+  auto pw = FitPiecewiseLatency(pts);
+  ASSERT_TRUE(pw.ok()) << pw.status().ToString();
+  EXPECT_EQ(pw->points, 100'000);
+  const auto& segs = pw->model.segments();
+  ASSERT_EQ(segs.size(), 2u);
+  EXPECT_NEAR(segs[1].x_lo / 131072, 1.0, 0.02);
+  EXPECT_NEAR(segs[0].latency_s / 5e-6, 1.0, 0.03);
+  EXPECT_NEAR(segs[0].rate / 60e9, 1.0, 0.03);
+  EXPECT_NEAR(segs[1].latency_s / 25e-6, 1.0, 0.03);
+  EXPECT_NEAR(segs[1].rate / 300e9, 1.0, 0.03);
+  EXPECT_LT(pw->mape, 0.05);  // 1% noise, and the disturbed runs at 200% each
+
+  // Memory stays linear: the peak resident set of this whole test process (bench_fitting
+  // reports the fit's own, about 20 MB at 100,000 points; the cubic fit needed gigabytes).
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  EXPECT_LT(usage.ru_maxrss, 512 * 1024) << "peak RSS in KiB";
+}
+
+TEST(FittingTest, PointsThatOverflowTheSumsAreRefusedByName) {
+  std::vector<FitPoint> pts = Synthetic(10e-6, 20e9, 4096, 64e6, 0.0, 3);
+  pts.push_back({1e12, 1e-200});  // 1e212 FLOP/s: its square overflows a double
+  auto pw = FitPiecewiseLatency(pts);
+  ASSERT_FALSE(pw.ok());
+  EXPECT_EQ(pw.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(pw.status().message().find("1e-200"), std::string::npos) << pw.status().message();
+  EXPECT_FALSE(FitLatencyRate(pts).ok());
 }
 
 TEST(FittingTest, JsonRoundTripAndErrors) {

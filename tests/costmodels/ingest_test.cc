@@ -361,6 +361,30 @@ TEST(IngestCsvTest, RowErrorsNameTheLine) {
                 {"m.csv:4:", "after the closing quote"});
 }
 
+TEST(IngestCsvTest, PhysicallyAbsurdRowsAreRefusedNamingLineFieldAndRange) {
+  // Finite and positive, but no fit could take them: one would disable every later
+  // `calibrate fit` of the store.
+  const std::string header = "source,kind,op,device,median_s,bytes,flops,ranks,link\n";
+  const std::string good = "microbench,op,gemm,h100-sxm5-80gb,0.001,,2e12,,\n";
+  auto parse = [&](const std::string& bad) { return ParseMeasurementCsv(header + good + bad, "m.csv"); };
+  ASSERT_TRUE(parse("").ok()) << parse("").status().ToString();
+  // A GEMM of 1e12 FLOPs in 1e-200 s.
+  ExpectInvalid(parse("microbench,op,gemm,h100-sxm5-80gb,1e-200,,1e12,,\n"),
+                {"m.csv:3:", "median_s", "1e-200", "physical range", "1e-09", "1000000 seconds"});
+  ExpectInvalid(parse("microbench,op,gemm,h100-sxm5-80gb,2e6,,1e12,,\n"), {"m.csv:3:", "median_s", "2000000"});
+  // A collective of 1e300 bytes.
+  ExpectInvalid(parse("import,collective,all_reduce,h100-sxm5-80gb,0.01,1e300,,8,nvlink4\n"),
+                {"m.csv:3:", "bytes", "1e+300", "0 to 1e+18 bytes"});
+  ExpectInvalid(parse("microbench,op,gemm,h100-sxm5-80gb,1,,1e22,,\n"), {"m.csv:3:", "flops", "1e+21 FLOPs"});
+  // Each bound alone holds, their ratio does not: 1e20 FLOP/s.
+  ExpectInvalid(parse("microbench,op,gemm,h100-sxm5-80gb,1,,1e20,,\n"),
+                {"m.csv:3:", "flops / median_s", "1e+20 FLOP/s", "at most 1e+18 per second"});
+  ExpectInvalid(parse("import,collective,all_reduce,h100-sxm5-80gb,1e-9,1e12,,8,nvlink4\n"),
+                {"m.csv:3:", "bytes / median_s", "B/s"});
+  // A whole generation may count more than one GPU does per second: no rate bound there.
+  EXPECT_TRUE(parse("import,e2e,dit,h100-sxm5-80gb,10,,1e20,,\n").ok());
+}
+
 // ---------------------------------------------------------------------------------------------
 // nccl-tests output.
 
@@ -543,6 +567,13 @@ TEST(IngestNcclTestsTest, MalformedDataLinesNameTheLine) {
       parse("        2048           512     float     sum      -1    20.00    0.10    0.10"
             "      3    20.00    0.10    0.10      3\n"),
       {"all_reduce_perf.txt:6:", "wrong elements"});
+  // Times and rates beyond the physical bounds: 1e-4 us; 1e10 B in 1 ns.
+  ExpectInvalid(parse("        2048           512     float     sum      -1    0.0001    0.10    0.10"
+                      "      0    20.00    0.10    0.10      0\n"),
+                {"all_reduce_perf.txt:6:", "time is 0.0001 us", "physical range", "0.001 to"});
+  ExpectInvalid(parse("  10000000000    2500000000     float     sum      -1    0.001    1e7    1.75e7"
+                      "      0    0.001    1e7    1.75e7      0\n"),
+                {"all_reduce_perf.txt:6:", "size / time", "1e+19 B/s", "at most 1e+18"});
   // algbw that is not size / time.
   ExpectInvalid(
       parse("        2048           512     float     sum      -1    20.00    9.10    9.10"

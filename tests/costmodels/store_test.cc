@@ -1,5 +1,7 @@
 #include "costmodels/store.h"
 
+#include "costmodels/calibration.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -7,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -312,6 +315,74 @@ TEST_F(StoreTest, InvalidMeasurementInsertsNothingAndIsNamed) {
   StatusOr<std::vector<int64_t>> none = store->AddMeasurements({});
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+}
+
+TEST_F(StoreTest, PhysicallyAbsurdMeasurementIsRefusedByName) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  Measurement poison = MakeMeasurement("gemm");
+  poison.flops = Flops(1e12);
+  poison.median = poison.p10 = poison.p90 = Seconds(1e-200);
+  StatusOr<std::vector<int64_t>> ids = store->AddMeasurements({MakeMeasurement("gemm"), poison});
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(Contains(ids.status().message(), "#1")) << ids.status().message();
+  EXPECT_TRUE(Contains(ids.status().message(), "median_s")) << ids.status().message();
+  EXPECT_TRUE(store->Measurements()->empty());
+}
+
+// A store written before the bounds existed may hold a row no fit can take; fitting the
+// store still fits the others and names the row it left out.
+TEST_F(StoreTest, APoisonedRowDoesNotDisableFitting) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  std::vector<Measurement> sweep;
+  for (double f = 1e9; f <= 1e13; f *= 2) {
+    Measurement m = MakeMeasurement("gemm");
+    m.flops = Flops(f);
+    m.median = m.p10 = m.p90 = Seconds(5e-6 + f / 400e12);
+    sweep.push_back(m);
+  }
+  Measurement a2a = MakeMeasurement("all_to_all");
+  a2a.kind = MeasurementKind::kCollective;
+  a2a.backend = "nccl";
+  a2a.ranks = 8;
+  a2a.link = "nvlink4";
+  for (double b = 1024; b <= 64e6; b *= 4) {
+    a2a.bytes = Bytes(b);
+    a2a.median = a2a.p10 = a2a.p90 = Seconds(10e-6 + b / 300e9);
+    sweep.push_back(a2a);
+  }
+  StatusOr<std::vector<int64_t>> ids = store->AddMeasurements(sweep);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  std::vector<std::string> clean_skipped;
+  StatusOr<std::vector<Fit>> clean = Recalibrate(store.get(), &clean_skipped);
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  ASSERT_EQ(clean->size(), 2u);
+  EXPECT_TRUE(clean_skipped.empty());
+
+  const int64_t gemm_id = (*ids)[3];
+  const int64_t a2a_id = ids->back();
+  {
+    RawDb raw(path_);
+    raw.Exec("UPDATE measurements SET flops = 1e12, median_s = 1e-200, p10_s = 1e-200, p90_s = 1e-200 WHERE id = " +
+             std::to_string(gemm_id));
+    raw.Exec("UPDATE measurements SET bytes = 1e300 WHERE id = " + std::to_string(a2a_id));
+  }
+  std::vector<std::string> skipped;
+  StatusOr<std::vector<Fit>> fits = Recalibrate(store.get(), &skipped);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  ASSERT_EQ(fits->size(), 2u);
+  for (const Fit& f : *fits) {
+    EXPECT_EQ(std::count(f.measurement_ids.begin(), f.measurement_ids.end(), gemm_id), 0);
+    EXPECT_EQ(std::count(f.measurement_ids.begin(), f.measurement_ids.end(), a2a_id), 0);
+    EXPECT_LT(f.mape, 0.01) << f.key;
+  }
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_TRUE(Contains(skipped[0] + skipped[1], "measurement " + std::to_string(gemm_id) + " left out"));
+  EXPECT_TRUE(Contains(skipped[0] + skipped[1], "measurement " + std::to_string(a2a_id) + " left out"));
+  EXPECT_EQ(store->ActiveFits("compute")->size(), 1u);
+  EXPECT_EQ(store->ActiveFits("comm")->size(), 1u);
 }
 
 TEST_F(StoreTest, DamagedColumnIsCorruptionNamingTableAndRow) {

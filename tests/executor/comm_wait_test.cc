@@ -1,6 +1,8 @@
 // Waiting on peers: completion, reported errors, the timeout and its setting.
 #include "executor/comm_wait.h"
 
+#include "executor/comm.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -83,6 +85,44 @@ TEST(CommWaitTest, TheTimeoutComesFromTheEnvironment) {
     EXPECT_NE(t.status().message().find(">= 0"), std::string::npos);
   }
   ::unsetenv(kCommTimeoutEnv);
+}
+
+}  // namespace
+}  // namespace ditune::exec
+
+namespace ditune::exec {
+namespace {
+
+// A request that fails or succeeds when waited on, counting its waits.
+class FakeRequest : public Request {
+ public:
+  FakeRequest(Status result, int* waits) : result_(std::move(result)), waits_(waits) {}
+  Status Wait() override {
+    ++*waits_;
+    return result_;
+  }
+
+ private:
+  Status result_;
+  int* waits_;
+};
+
+TEST(RequestGroupTest, TheFirstFailureEndsTheWait) {
+  // A ring shift whose peer stalled: its send times out; its receive must not be waited on
+  // for a second timeout.
+  int waits = 0;
+  RequestGroup group;
+  group.Add(std::make_unique<FakeRequest>(Status::Unavailable("MPI send did not complete within 3 s"), &waits));
+  group.Add(std::make_unique<FakeRequest>(Status::Unavailable("MPI receive did not complete within 3 s"), &waits));
+  Status s = group.Wait();
+  EXPECT_EQ(s.message(), "MPI send did not complete within 3 s");
+  EXPECT_EQ(waits, 1);
+
+  int ok_waits = 0;
+  RequestGroup fine;
+  for (int i = 0; i < 3; ++i) fine.Add(std::make_unique<FakeRequest>(Status::Ok(), &ok_waits));
+  EXPECT_TRUE(fine.Wait().ok());
+  EXPECT_EQ(ok_waits, 3);
 }
 
 }  // namespace

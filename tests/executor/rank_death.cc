@@ -2,7 +2,8 @@
 // `rank_death kill`: rank 1 kills itself before a real Ulysses generation; mpirun ends the job
 // with an error naming the dead rank. `rank_death stall`: rank 1 sleeps far past the
 // communicator's timeout (DITUNE_COMM_TIMEOUT_S); rank 0's next transfer fails with an error
-// naming it and the limit, and rank 0 ends the job as `ditune run` does.
+// naming it and the limit, and rank 0 ends the job as `ditune run` does. `rank_death
+// startup`: rank 1 stalls before MPI_Init; rank 0's start-up watchdog ends the job.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -11,11 +12,16 @@
 
 #include "core/catalog.h"
 #include "executor/comm.h"
+#include "executor/comm_wait.h"
 #include "executor/parallel.h"
 
 int main(int argc, char** argv) {
   using namespace ditune;
   const bool stall = argc > 1 && std::strcmp(argv[1], "stall") == 0;
+  // `rank_death startup`: rank 1 stalls before MPI_Init; rank 0's start-up watchdog ends the job.
+  if (argc > 1 && std::strcmp(argv[1], "startup") == 0 && exec::LauncherRank() == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(120));
+  }
   auto world = exec::CreateComm("mpi", &argc, &argv);
   if (!world.ok()) {
     std::fprintf(stderr, "%s\n", world.status().ToString().c_str());
