@@ -1,6 +1,7 @@
 // The ditune command line: a thin dispatcher over the libraries.
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string>
 
 #include "cli/commands.h"
@@ -48,6 +49,13 @@ int main(int argc, char** argv) {
     if (cmd == c.name) {
       try {
         return c.run(argc - 1, argv + 1);
+      } catch (const std::bad_alloc&) {
+        // The input asked for more memory than this process may have (a host's memory, or a
+        // limit such as `ulimit -v`): the input's size is the cause the user controls.
+        std::cerr << "ditune " << cmd << ": out of memory: the inputs need more memory than this process may use "
+                  << "(the host's free memory, or a limit such as ulimit -v); use a smaller model, resolution or "
+                  << "input file, or more memory\n";
+        return 2;
       } catch (const std::exception& e) {
         std::cerr << "ditune " << cmd << ": internal error: " << e.what() << "\n";
         return 1;

@@ -23,7 +23,52 @@ Status LineError(std::string_view origin, int line, std::string_view what) {
 
 }  // namespace
 
+Status CheckUtf8(std::string_view text, std::string_view origin) {
+  int line = 1;
+  size_t line_start = 0;
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') {
+      ++line;
+      line_start = ++i;
+      continue;
+    }
+    // The length of the sequence and the range of its second byte (RFC 3629: no overlong
+    // forms, no surrogates, nothing above U+10FFFF).
+    size_t len = 1;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c < 0x80) {
+      len = 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      len = 0;
+    }
+    bool ok = len > 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) {
+      const auto b = static_cast<unsigned char>(text[i + k]);
+      ok = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
+    }
+    if (!ok) {
+      return Status::InvalidArgument(fmt::format(
+          "{}:{}:{}: byte 0x{:02X} is not UTF-8: save the file as UTF-8 text", origin, line, i - line_start + 1, c));
+    }
+    i += len;
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::vector<CsvRecord>> ReadCsvRecords(std::string_view text, std::string_view origin) {
+  DITUNE_RETURN_IF_ERROR(CheckUtf8(text, origin));
   if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());  // spreadsheet exports
   std::vector<CsvRecord> records;
   const size_t n = text.size();

@@ -20,8 +20,12 @@ struct CsvRecord {
 // double quotes may hold commas, line breaks and quotes written as "". Blanks before an
 // opening quote and after a closing one are ignored. Outside a quoted field, a blank line or
 // one whose first non-blank character is '#' is skipped; a leading UTF-8 byte-order mark is
-// dropped. Errors are InvalidArgument "<origin>:<line>: ...".
+// dropped; the text must be UTF-8 (CheckUtf8). Errors are InvalidArgument "<origin>:<line>: ...".
 StatusOr<std::vector<CsvRecord>> ReadCsvRecords(std::string_view text, std::string_view origin);
+
+// OK iff `text` is valid UTF-8; otherwise InvalidArgument "<origin>:<line>:<column>: byte 0xNN
+// is not UTF-8 ...", so that no input file's bytes reach a JSON document or the store raw.
+Status CheckUtf8(std::string_view text, std::string_view origin);
 
 }  // namespace ditune
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "costmodels/ingest.h"
+#include "core/csv.h"
 #include "costmodels/ingest_impl.h"
 
 namespace ditune {
@@ -137,6 +138,7 @@ std::optional<int> TimedIters(const std::vector<std::string_view>& tokens) {
 
 StatusOr<std::vector<Measurement>> ParseNcclTests(std::string_view text, const IngestContext& ctx,
                                                   std::string_view origin) {
+  DITUNE_RETURN_IF_ERROR(CheckUtf8(text, origin));
   const std::vector<ingest_internal::Line> lines = ingest_internal::SplitLines(text);
 
   // Newer nccl-tests name the binary: "# Collective test starting: all_reduce_perf".

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "costmodels/ingest.h"
+#include "core/csv.h"
 #include "costmodels/ingest_impl.h"
 
 namespace ditune {
@@ -102,6 +103,7 @@ StatusOr<XditTiming> ParseTiming(std::string_view rest) {
 
 StatusOr<std::vector<Measurement>> ParseXditLog(std::string_view text, const IngestContext& ctx,
                                                 std::string_view origin) {
+  DITUNE_RETURN_IF_ERROR(CheckUtf8(text, origin));
   if (ctx.device.empty()) {
     return Status::InvalidArgument(fmt::format(
         "{}: an xDiT log does not say which GPU ran it in ditune's terms; pass --gpu ID (a GPU "

@@ -535,7 +535,11 @@ std::string Store::DefaultPath() {
 }
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const StoreOptions& options) {
-  if (path.empty()) return Status::InvalidArgument("the calibration store path is empty");
+  if (path.empty()) {
+    return Status::InvalidArgument(
+        "the calibration store path is empty (--db \"\" or DITUNE_DB=\"\"): give the database's file path, or "
+        "leave both out for the default");
+  }
   bool read_only = options.read_only;
   if (const char* env = std::getenv("DITUNE_DB_READ_ONLY"); env != nullptr && *env != '\0') {
     const std::string_view v(env);
@@ -697,7 +701,16 @@ Status Store::Migrate() {
     DITUNE_RETURN_IF_ERROR(CheckSchema(state, path_));
     if (state.version + 1 == target) {
       const std::string doing = fmt::format("migrating to schema version {}", target);
-      DITUNE_RETURN_IF_ERROR(Exec(db_, path_, kMigrations[state.version], doing));
+      Status migrated = Exec(db_, path_, kMigrations[state.version], doing);
+      if (!migrated.ok() && migrated.message().find("already exists") != std::string::npos) {
+        // The tables of a later version are there but the version marker says otherwise: the
+        // marker was rewritten (or restored) on its own. Nothing is changed.
+        return Status::Corruption(fmt::format(
+            "{}: its schema marker (PRAGMA user_version) says version {}, but it already holds later tables ({}): "
+            "the marker is stale; restore the store from a copy or move it aside (--db or DITUNE_DB)",
+            path_, state.version, migrated.message()));
+      }
+      DITUNE_RETURN_IF_ERROR(migrated);
       const std::string set_version = fmt::format("PRAGMA user_version = {}", target);
       DITUNE_RETURN_IF_ERROR(Exec(db_, path_, set_version.c_str(), doing));
     }

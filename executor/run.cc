@@ -1,6 +1,10 @@
 #include "executor/run.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -22,9 +26,23 @@ double Quantile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
+// What this process may still allocate: the host's available memory, capped by the
+// process's address-space limit (ulimit -v) less what it already maps. 0 when unknown.
 double AvailableBytes() {
   auto device = CreateDevice("cpu");
-  return device.ok() ? static_cast<double>((*device)->props().memory_bytes) : 0.0;
+  double avail = device.ok() ? static_cast<double>((*device)->props().memory_bytes) : 0.0;
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    double mapped = 0;
+    if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+      unsigned long pages = 0;
+      if (std::fscanf(f, "%lu", &pages) == 1) mapped = static_cast<double>(pages) * static_cast<double>(sysconf(_SC_PAGESIZE));
+      std::fclose(f);
+    }
+    const double room = std::max(1.0, static_cast<double>(limit.rlim_cur) - mapped);
+    avail = avail > 0 ? std::min(avail, room) : room;
+  }
+  return avail;
 }
 
 }  // namespace

@@ -16,12 +16,22 @@ if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ is not installed (tools/setup.sh installs clang and libclang-rt-14-dev)" >&2
   exit 2
 fi
+mkdir -p "$build"
 if [[ ! -f "$build/build.ninja" ]]; then
-  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  if ! CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDITUNE_FUZZ=ON -DDITUNE_ENABLE_CUDA=OFF -DDITUNE_ENABLE_MPI=OFF -DDITUNE_BUILD_TESTS=OFF \
-    -DDITUNE_BUILD_BENCH=OFF >/dev/null
+    -DDITUNE_BUILD_BENCH=OFF >"$build/configure.log" 2>&1; then
+    echo "fuzz: configuring the clang build failed:" >&2
+    tail -30 "$build/configure.log" >&2
+    rm -f "$build/build.ninja"
+    exit 1
+  fi
 fi
-cmake --build "$build" -j "$(nproc)" --target "${targets[@]/#/fuzz_}" >/dev/null
+if ! cmake --build "$build" -j "$(nproc)" --target "${targets[@]/#/fuzz_}" >"$build/build.log" 2>&1; then
+  echo "fuzz: building the fuzz targets failed:" >&2
+  grep -E "error|Error" -A3 "$build/build.log" | head -40 >&2
+  exit 1
+fi
 
 # The seed corpus: one directory per target, written afresh.
 seeds=$build/seeds

@@ -329,6 +329,16 @@ expect empty-number 2 "--gpus '': not a valid value \(this flag takes a decimal 
   --gpu h100-sxm5-80gb --gpus "" --config ""
 expect empty-number-eq 2 "--gpus '': not a valid value" -- check --model flux.1-dev --gpu h100-sxm5-80gb --gpus= \
   --config ""
+printf 'source,kind,op,device,median_s\nimport,e2e,d\xffit,h100-sxm5-80gb,4.2\n' >"$tmp/not-utf8.csv"
+expect ingest-not-utf8 2 "not-utf8.csv:2:13: byte 0xFF is not UTF-8" -- calibrate ingest "$tmp/not-utf8.csv" \
+  --db "$tmp/utf8.db"
+"$bin" calibrate ingest "$data/all_reduce_perf.txt" --gpu h100-sxm5-80gb --link nvlink4 --db "$tmp/stale.db" >/dev/null
+if command -v sqlite3 >/dev/null; then
+  sqlite3 "$tmp/stale.db" "PRAGMA user_version = 1;"
+  expect db-stale-marker 2 "schema marker .* says version 1, but it already holds later tables" -- calibrate show \
+    --db "$tmp/stale.db"
+fi
+expect db-empty 2 "calibration store path is empty \(--db" -- calibrate show --db ""
 expect db-dev-null 2 "not a regular file" -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 2 --db /dev/null
 mkfifo "$tmp/fifo.db"
 expect db-fifo 2 "not a regular file" -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 2 --db "$tmp/fifo.db"
