@@ -53,7 +53,7 @@ std::vector<std::string> MoveDegree(const ValidationContext& ctx, const Parallel
   std::vector<std::string> out;
   const int d = c.*field;
   if (d <= 1) return out;
-  // Every split of d into a factor kept here and factors moved to one or two other methods.
+  // The whole degree moved to one other method, or split between two.
   for (int ParallelConfig::*to : kTargets) {
     if (to == field) continue;
     for (int ParallelConfig::*to2 : kTargets) {
