@@ -1,5 +1,6 @@
-// `ditune launch --auto WORKLOAD [CLUSTER] [--dry-run] [--executor xdit|ditune] -- COMMAND [ARGS...]`:
-// detect the GPUs, plan, and run COMMAND with the chosen xDiT flags appended.
+// `ditune launch --auto WORKLOAD [CLUSTER] [--dry-run] [--executor xdit|ditune] [-- COMMAND [ARGS...]]`:
+// detect the GPUs, plan, and run the model's xDiT entry point as planned, or COMMAND with the
+// plan's parallel flags (in that entry point's names) appended.
 #include <unistd.h>
 
 #include <cerrno>
@@ -89,6 +90,9 @@ int RunLaunch(int argc, char** argv) {
   std::cerr << fmt::format("ditune: {} on {} x {}: {} (predicted {:.3f} s)\n", workload->model_id,
                            plan->cluster.gpus(), plan->cluster.spec.gpu_id, Label(best.config),
                            best.result.total.value());
+  for (const auto& note : best.xdit ? best.xdit->notes : std::vector<std::string>{}) {
+    std::cerr << "ditune: note: " << note << "\n";
+  }
   std::vector<std::string> words;
   if (executor == "ditune" || !best.xdit) {
     // ditune's executor, and the CPU device, which xDiT does not run on.
@@ -105,9 +109,6 @@ int RunLaunch(int argc, char** argv) {
     auto x = XditCommand(command, *best.xdit);
     if (!x.ok()) return Fail("launch", x.status());
     words = *x;
-  }
-  for (const auto& note : best.xdit ? best.xdit->notes : std::vector<std::string>{}) {
-    std::cerr << "ditune: note: " << note << "\n";
   }
   if (args->count("dry-run")) {
     std::cout << ShellJoin(words) << "\n";
