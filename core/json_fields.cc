@@ -16,6 +16,9 @@ StatusOr<nlohmann::json> ParseJsonText(std::string_view text, std::string_view o
   } catch (const nlohmann::json::parse_error& e) {
     return Status::InvalidArgument(fmt::format("{}: malformed JSON at byte {}: {}", origin,
                                                e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    // A number beyond a double (out_of_range 406), found by fuzzing: also the text's fault.
+    return Status::InvalidArgument(fmt::format("{}: JSON that cannot be read: {}", origin, e.what()));
   }
 }
 

@@ -2,12 +2,18 @@
 # Fuzzes every input parser with libFuzzer for a bounded time: builds the fuzz targets with
 # clang (coverage, AddressSanitizer, UndefinedBehaviorSanitizer) in their own build
 # directory, writes a seed corpus from the shipped data and the test fixtures, replays the
-# inputs of earlier findings (tests/fuzz/regressions/TARGET/), then runs each target for
-# SECONDS. Fails on any crash, leak, timeout or sanitizer report, leaving the input under
-# BUILD/crashes/TARGET/ (copy it into tests/fuzz/regressions/TARGET/ with the fix).
-#   tools/fuzz.sh [SECONDS]      (default 20 per target)
+# inputs of earlier findings (tests/fuzz/regressions/TARGET/), then runs each target for RUNS
+# inputs from a fresh corpus with a fixed seed, so that a run is the same on every machine with
+# the same compiler (CI finds what this finds), and at most SECONDS. Fails on any crash, leak,
+# timeout or sanitizer report, leaving the input under BUILD/crashes/TARGET/ (copy it into
+# tests/fuzz/regressions/TARGET/ with the fix).
+#   tools/fuzz.sh [RUNS [SECONDS [SEED]]]   (default 100000 inputs, 60 s, seed 1 per target;
+#                                            RUNS 0: until SECONDS, for longer searches)
 set -euo pipefail
-seconds=${1:-20}
+runs=${1:-100000}
+seconds=${2:-60}
+seed=${3:-1}
+[[ $runs -eq 0 ]] && runs=-1
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${DITUNE_FUZZ_BUILD_DIR:-$root/build/fuzz}
 targets=(config measurement_csv nccl_tests xdit_log catalog_json suite)
@@ -36,6 +42,7 @@ fi
 # The seed corpus: one directory per target, written afresh.
 seeds=$build/seeds
 rm -rf "$seeds"
+rm -rf "$build/corpus" "$build/crashes"
 for t in "${targets[@]}"; do mkdir -p "$seeds/$t" "$build/corpus/$t" "$build/crashes/$t"; done
 i=0
 for c in "" "ulysses=2,ring=2" "ulysses=4,pipefusion=2,patches=8,warmup=0,cfg=2,dp=1,tp=1" \
@@ -72,10 +79,11 @@ for t in "${targets[@]}"; do
     fi
   fi
   log=$build/crashes/$t/fuzz.log
-  if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
-    -artifact_prefix="$build/crashes/$t/" "$build/corpus/$t" "$seeds/$t" >"$log" 2>&1; then
-    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
-    echo "fuzz: $t: $runs inputs in ${seconds} s, no finding"
+  start=$SECONDS
+  if "$bin" -seed="$seed" -runs="$runs" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -print_final_stats=1 -artifact_prefix="$build/crashes/$t/" "$build/corpus/$t" "$seeds/$t" >"$log" 2>&1; then
+    done_runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+    echo "fuzz: $t: $done_runs inputs in $((SECONDS - start)) s (seed $seed), no finding"
   else
     echo "fuzz: $t: FINDING (input under $build/crashes/$t/, log $log):"
     grep -E "ERROR|SUMMARY|runtime error|deadly signal" "$log" | head -5

@@ -1,9 +1,12 @@
-// CSV records and the UTF-8 check every text input goes through.
+// CSV records, the UTF-8 check every text input goes through, and JSON text.
 #include "core/csv.h"
+#include "core/json_fields.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace ditune {
 namespace {
@@ -22,6 +25,21 @@ TEST(Utf8Test, AcceptsUtf8AndNamesTheFirstBadByteByLineAndColumn) {
   auto records = ReadCsvRecords("h\nv\xfe\n", "s.csv");
   ASSERT_FALSE(records.ok());
   EXPECT_NE(records.status().message().find("s.csv:2:2: byte 0xFE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ditune
+
+namespace ditune {
+namespace {
+
+// Found by fuzzing (tests/fuzz/regressions/catalog_json/number-overflow.json): a number beyond
+// a double threw out of the JSON reader.
+TEST(JsonTextTest, ANumberBeyondADoubleIsBadInputNotACrash) {
+  auto j = ParseJsonText("{\"hidden\": 4E44444}", "m.json");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().ExitCode(), 2);
+  EXPECT_NE(j.status().message().find("m.json: JSON that cannot be read"), std::string::npos) << j.status().message();
 }
 
 }  // namespace
