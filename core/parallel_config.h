@@ -66,10 +66,12 @@ StatusOr<ParallelConfig> ParseParallelConfig(std::string_view text);
 // defaults; "" for one device. ParseParallelConfig(ToString(c)) == c.
 std::string ToString(const ParallelConfig& config);
 
-// xDiT's command-line flags for this configuration (DistriFusion and a non-default rank
-// order have no xDiT flag: the caller must check SupportedByXdit first).
+// The configuration in xDiT's generic flag syntax, which ParseParallelConfig reads back
+// (DistriFusion and a non-default rank order have none: check SupportedByXdit first). What
+// a model's entry point runs and the flags it takes are the planner's MakeXditLaunch.
 std::string ToXditFlags(const ParallelConfig& config);
-// OK, or NotSupported naming what xDiT cannot express.
+// OK, or NotSupported naming what xDiT's flag syntax cannot express; model-agnostic (the
+// per-model rules are ValidationContext::xdit).
 Status SupportedByXdit(const ParallelConfig& config);
 
 // A short human label, e.g. "ulysses=4" or "1 device".

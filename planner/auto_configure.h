@@ -4,7 +4,7 @@
 //   ditune::Workload w{"flux.1-dev", 1024, 1024, 1, 28, 1, ditune::OutputType::kDecoded};
 //   ditune::ClusterSpec c{"h100-sxm5-80gb", 8};
 //   auto plan = ditune::AutoConfigure(w, c, {});
-//   if (plan.ok()) launch_with(ditune::ToXditFlags(plan->ranked.front().config));
+//   if (plan.ok()) launch_with(plan->ranked.front().xdit->command);  // the model's entry point
 #ifndef DITUNE_PLANNER_AUTO_CONFIGURE_H_
 #define DITUNE_PLANNER_AUTO_CONFIGURE_H_
 
