@@ -1,5 +1,7 @@
 #include "cli/cli_common.h"
 
+#include "planner/factory.h"
+
 #include "core/validate.h"
 
 #include <algorithm>
@@ -193,6 +195,11 @@ std::string FormatTable(const std::vector<std::string>& header,
   out += std::string(total > 2 ? total - 2 : 0, '-') + "\n";
   for (const auto& r : rows) out += line(r);
   return out;
+}
+
+StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path) {
+  DITUNE_ASSIGN_OR_RETURN(const Catalog* catalog, Catalog::Default());
+  return OpenCalibrationStore(*catalog, path);
 }
 
 }  // namespace ditune::cli

@@ -3,6 +3,7 @@
 #ifndef DITUNE_CLI_CLI_COMMON_H_
 #define DITUNE_CLI_CLI_COMMON_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "core/cluster.h"
 #include "core/parallel_config.h"
 #include "core/status.h"
+#include "costmodels/store.h"
 #include "core/workload.h"
 
 namespace ditune::cli {
@@ -47,6 +49,10 @@ StatusOr<cxxopts::ParseResult> Parse(cxxopts::Options& options, int argc, char**
 
 // Prints "ditune <cmd>: <message>" to stderr and returns the exit code for `status`.
 int Fail(const std::string& command, const Status& status);
+
+// Opens the calibration store at `path`; a new store starts with the factory calibration
+// shipped in the data directory (planner/factory.h).
+StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path);
 
 // A plain text table: a header row, then rows; columns padded to their widest cell.
 std::string FormatTable(const std::vector<std::string>& header,

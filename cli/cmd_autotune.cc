@@ -88,7 +88,7 @@ int RunAutotune(int argc, char** argv) {
   if (!workload.ok()) return fail(workload.status());
   workload->output = OutputType::kLatent;
   const ModelSpec& model = **(*catalog)->Model(workload->model_id);
-  auto store = Store::Open(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
+  auto store = OpenStore(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
   if (!store.ok()) return fail(store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return fail(fits.status());

@@ -57,7 +57,7 @@ int AutotuneOnEngine(const cxxopts::ParseResult& args, exec::Comm& mpi_world, co
   // the cuda engine there.
   const std::string priced_as = backend == "ref" && !cluster->gpu->is_cpu ? "cuda" : backend;
 
-  auto store = Store::Open(args.count("db") ? args["db"].as<std::string>() : Store::DefaultPath());
+  auto store = OpenStore(args.count("db") ? args["db"].as<std::string>() : Store::DefaultPath());
   if (!store.ok()) return fail(store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return fail(fits.status());

@@ -27,14 +27,23 @@ namespace ditune::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: ditune calibrate ingest FILE [options] | fit | show | compute | comm   (ditune calibrate SUB --help)";
+    "usage: ditune calibrate ingest FILE [options] | fit | show | compute | comm | learn --suite FILE   "
+    "(ditune calibrate SUB --help)";
 
-StatusOr<std::unique_ptr<Store>> OpenStore(const cxxopts::ParseResult& args) {
+StatusOr<std::unique_ptr<Store>> OpenStoreFromArgs(const cxxopts::ParseResult& args) {
   const std::string path = args.count("db") ? args["db"].as<std::string>() : Store::DefaultPath();
-  return Store::Open(path);
+  return OpenStore(path);
 }
 
 std::string SegmentsText(const Fit& f) {
+  if (f.kind == kFitKindMechanisms && f.params.is_object()) {
+    std::string s;
+    for (const auto& [k, v] : f.params.items()) {
+      if (!s.empty()) s += ", ";
+      s += v.is_number() ? fmt::format("{}={:.4g}", k, v.get<double>()) : fmt::format("{} {}", k, v.dump());
+    }
+    return s;
+  }
   if (f.params.contains("compute_scale")) {
     return fmt::format("compute scale {:.3f} (measured / modelled)", f.params["compute_scale"].get<double>());
   }
@@ -73,7 +82,7 @@ int Ingest(int argc, char** argv) {
       ("link", "link id the collective crossed (nccl-tests)", cxxopts::value<std::string>())
       ("ranks", "ranks of an nccl-tests run (default: counted from its output), or GPUs of an xDiT "
        "run (default: the product of --config's degrees)", cxxopts::value<int>())
-      ("collective", "all_to_all | all_gather | all_reduce | sendrecv (default: from the file name)",
+      ("collective", "all_to_all | all_gather | all_reduce | reduce_scatter | sendrecv (default: from the file's test lines or name)",
        cxxopts::value<std::string>())
       ("config", "configuration of an xDiT run", cxxopts::value<std::string>())
       ("run-id", "a label stored with every measurement", cxxopts::value<std::string>())
@@ -158,7 +167,10 @@ int Ingest(int argc, char** argv) {
       if (!valid.ok()) return Fail("calibrate ingest", valid.WithContext("--config"));
     }
   }
+  std::vector<std::string> warnings;
+  ctx.warnings = &warnings;
   auto measurements = ParseIngest(text.str(), format, ctx, file);
+  for (const auto& w : warnings) std::cerr << "ditune calibrate ingest: warning: " << w << "\n";
   if (!measurements.ok()) return Fail("calibrate ingest", measurements.status());
   // Nothing is stored from a file with an error: every row must also be one the fits and the
   // catalog can take, or it would fail every later fit.
@@ -179,7 +191,7 @@ int Ingest(int argc, char** argv) {
                                              measurements->size())));
     }
   }
-  auto store = OpenStore(*args);
+  auto store = OpenStoreFromArgs(*args);
   if (!store.ok()) return Fail("calibrate ingest", store.status());
   auto ids = (*store)->AddMeasurements(*measurements);
   if (!ids.ok()) return Fail("calibrate ingest", ids.status());
@@ -202,7 +214,7 @@ int FitCmd(int argc, char** argv) {
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("calibrate fit", args.status());
   if (help) return 0;
-  auto store = OpenStore(*args);
+  auto store = OpenStoreFromArgs(*args);
   if (!store.ok()) return Fail("calibrate fit", store.status());
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("calibrate fit", catalog.status());
@@ -234,7 +246,7 @@ int Show(int argc, char** argv) {
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("calibrate show", args.status());
   if (help) return 0;
-  auto store = OpenStore(*args);
+  auto store = OpenStoreFromArgs(*args);
   if (!store.ok()) return Fail("calibrate show", store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return Fail("calibrate show", fits.status());
@@ -299,7 +311,7 @@ int ComputeCmd(int argc, char** argv) {
                                          "--gpu names the catalog GPU of --backend cuda or ref measurements; the cpu "
                                          "backend measures this machine ('cpu')"));
   }
-  auto store = OpenStore(*args);
+  auto store = OpenStoreFromArgs(*args);
   if (!store.ok()) return Fail("calibrate compute", store.status());
   StatusOr<std::vector<Measurement>> ms = Status::Internal("no sweep ran");
   if (backend == "cpu") {
@@ -376,7 +388,7 @@ int CommCmd(int argc, char** argv) {
   if (!root) return 0;
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("calibrate comm", catalog.status());
-  auto store = OpenStore(*args);
+  auto store = OpenStoreFromArgs(*args);
   if (!store.ok()) return Fail("calibrate comm", store.status());
   auto ids = (*store)->AddMeasurements(ms);
   if (!ids.ok()) return Fail("calibrate comm", ids.status());
@@ -408,6 +420,7 @@ int RunCalibrate(int argc, char** argv) {
   if (sub == "show") return Show(argc - 1, argv + 1);
   if (sub == "compute") return ComputeCmd(argc - 1, argv + 1);
   if (sub == "comm") return CommCmd(argc - 1, argv + 1);
+  if (sub == "learn") return RunCalibrateLearn(argc - 1, argv + 1);
   if (sub == "-h" || sub == "--help") {
     std::cout << kUsage << "\n";
     return 0;

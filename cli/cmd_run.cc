@@ -197,7 +197,7 @@ int RunRun(int argc, char** argv) {
   }
   exec::Comm& comm = *comm_ptr;
   // Every rank reads the store; only rank 0 writes it.
-  auto store = Store::Open(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
+  auto store = OpenStore(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
   if (!store.ok()) return fail(store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return fail(fits.status());
@@ -228,9 +228,9 @@ int RunRun(int argc, char** argv) {
     ClusterSpec spec{"cpu", n};
     spec.intra_id = "shm";
     if (args->count("gpu")) {
-      auto given = ReadClusterSpec(*args);
-      if (!given.ok()) return fail(given.status());
-      spec = *given;
+      auto read = ReadClusterSpec(*args);
+      if (!read.ok()) return fail(read.status());
+      spec = *read;
     }
     if (spec.gpus != n) {
       return fail(Status::InvalidArgument(fmt::format("--gpus {} but '{}' needs {}", spec.gpus, Label(config), n)));

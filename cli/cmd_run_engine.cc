@@ -149,7 +149,7 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   if (!tokens.ok()) return Fail(cmd, tokens.status());
   Status valid = ValidateConfig({&model, *tokens, workload->steps, workload->batch, n}, *config);
   if (!valid.ok()) return Fail(cmd, valid);
-  auto store = Store::Open(args.count("db") ? args["db"].as<std::string>() : Store::DefaultPath());
+  auto store = OpenStore(args.count("db") ? args["db"].as<std::string>() : Store::DefaultPath());
   if (!store.ok()) return Fail(cmd, store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return Fail(cmd, fits.status());

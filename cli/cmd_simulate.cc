@@ -41,7 +41,7 @@ int RunSimulate(int argc, char** argv) {
   const Cluster* cluster = &inputs->cluster;
   const ParallelConfig* config = &inputs->config;
 
-  auto store = Store::Open(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
+  auto store = OpenStore(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
   if (!store.ok()) return Fail("simulate", store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return Fail("simulate", fits.status());

@@ -8,9 +8,76 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "planner/learn.h"
 #include "planner/validate_suite.h"
 
+#include <unistd.h>
+
 namespace ditune::cli {
+
+namespace {
+
+nlohmann::json SummaryJson(const SuiteSummary& s) {
+  return {{"rows", s.rows},           {"median_ape", s.median_ape}, {"p90_ape", s.p90_ape},
+          {"oom_agree", s.oom_agree}, {"oom_rows", s.oom_rows},     {"false_oom", s.false_oom},
+          {"choice_sets", s.choice_sets}, {"choice_pass", s.choice_pass}};
+}
+
+std::string Percent(double x) { return fmt::format("{:.1f}%", 100 * x); }
+
+// Leave-one-group-out over the suite: the constants the store may hold are not used (they
+// may have been learned on the held-out group); its other fits are.
+int CrossValidateCmd(const cxxopts::ParseResult& args, const std::vector<SuiteRow>& rows, const Catalog& catalog) {
+  std::vector<Fit> base;
+  if (args.count("db")) {
+    auto store = OpenStore(args["db"].as<std::string>());
+    if (!store.ok()) return Fail("validate", store.status());
+    auto fits = (*store)->ActiveFits();
+    if (!fits.ok()) return Fail("validate", fits.status());
+    base = *fits;
+  }
+  LearnOptions options;
+  if (isatty(STDERR_FILENO)) {
+    options.progress = [](const std::string& group, int i, int n) {
+      std::cerr << fmt::format("\r[{}/{}] learning without {}\x1b[K", i + 1, n, group) << std::flush;
+    };
+  }
+  auto cv = CrossValidate(rows, catalog, base, options);
+  if (isatty(STDERR_FILENO)) std::cerr << "\r\x1b[K";
+  if (!cv.ok()) return Fail("validate", cv.status());
+  const SuiteSummary& s = cv->summary;
+  if (args.count("json")) {
+    nlohmann::json groups = nlohmann::json::array(), out = nlohmann::json::array();
+    for (const auto& g : cv->groups) {
+      groups.push_back({{"group", g.group}, {"summary", SummaryJson(g.summary)}, {"learned", MechanismsToJson(g.learned)}});
+    }
+    for (const auto& r : cv->rows) {
+      out.push_back({{"group", r.group}, {"line", r.line}, {"gpus", r.gpus}, {"config", r.config},
+                     {"role", r.predict ? "predict" : "calibrate"},
+                     {"published_s", r.published_s ? nlohmann::json(*r.published_s) : nlohmann::json("OOM")},
+                     {"predicted_s", r.predicted_s ? nlohmann::json(*r.predicted_s) : nlohmann::json(nullptr)},
+                     {"ape", r.ape ? nlohmann::json(*r.ape) : nlohmann::json(nullptr)}});
+    }
+    std::cout << nlohmann::json{{"groups", groups}, {"rows", out}, {"summary", SummaryJson(s)}}.dump(2) << "\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> table;
+  for (const auto& g : cv->groups) {
+    const SuiteSummary& t = g.summary;
+    table.push_back({g.group, std::to_string(t.rows), Percent(t.median_ape), Percent(t.p90_ape),
+                     fmt::format("{}/{}", t.oom_agree, t.oom_rows), std::to_string(t.false_oom),
+                     t.choice_sets > 0 ? fmt::format("{}/{}", t.choice_pass, t.choice_sets) : "-"});
+  }
+  std::cout << "leave-one-group-out: each group predicted from its calibrate rows with constants learned on the "
+               "other groups\n";
+  std::cout << FormatTable({"held-out group", "rows", "median APE", "p90 APE", "OOM agreed", "no fit", "choice"},
+                           table);
+  std::cout << fmt::format("cross-validated: rows={} median_ape={:.3f} p90_ape={:.3f} oom_agree={}/{} choice={}/{}\n",
+                           s.rows, s.median_ape, s.p90_ape, s.oom_agree, s.oom_rows, s.choice_pass, s.choice_sets);
+  return 0;
+}
+
+}  // namespace
 
 int RunValidate(int argc, char** argv) {
   cxxopts::Options options("ditune validate",
@@ -20,6 +87,8 @@ int RunValidate(int argc, char** argv) {
                 "inter,config,role,latency_s,source)", cxxopts::value<std::string>())
       ("db", "calibration database: its fits are used, and the calibrate rows and their fits are recorded "
              "in it (without --db, the default database is only read)", cxxopts::value<std::string>())
+      ("cross-validate", "leave-one-group-out: learn the global constants without each group in turn "
+                         "(calibrate learn) and predict that group from its calibrate rows")
       ("json", "one JSON document on stdout");
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
@@ -27,17 +96,14 @@ int RunValidate(int argc, char** argv) {
   if (help) return 0;
   if (args->count("suite") == 0) return Fail("validate", Status::InvalidArgument("--suite FILE.csv is required"));
   const std::string path = (*args)["suite"].as<std::string>();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail("validate", Status::NotFound(fmt::format("cannot open suite '{}'", path)));
-  std::stringstream text;
-  text << in.rdbuf();
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("validate", catalog.status());
-  auto rows = ParseSuite(text.str(), path, **catalog);
+  auto rows = LoadSuiteFile(path, **catalog);
   if (!rows.ok()) return Fail("validate", rows.status());
+  if (args->count("cross-validate")) return CrossValidateCmd(*args, *rows, **catalog);
 
   const bool record = args->count("db") > 0;
-  auto store = Store::Open(record ? (*args)["db"].as<std::string>() : Store::DefaultPath());
+  auto store = OpenStore(record ? (*args)["db"].as<std::string>() : Store::DefaultPath());
   if (!store.ok()) return Fail("validate", store.status());
   // Without --db the default store's fits are read but nothing is written to it.
   std::unique_ptr<Store> scratch;

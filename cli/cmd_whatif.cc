@@ -145,7 +145,7 @@ int RunWhatIf(int argc, char** argv) {
   auto executor = ParsePlanFor((*args)["executor"].as<std::string>());
   if (!executor.ok()) return Fail("whatif", executor.status());
   q.plan.executor = *executor;
-  auto store = Store::Open(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
+  auto store = OpenStore(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
   if (!store.ok()) return Fail("whatif", store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return Fail("whatif", fits.status());

@@ -213,9 +213,36 @@ Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const 
   return Status::Ok();
 }
 
+StatusOr<std::optional<Mechanisms>> MechanismsIn(const std::vector<Fit>& fits) {
+  for (const auto& f : fits) {
+    if (!f.active || f.kind != kFitKindMechanisms || f.key != kMechanismsKeyXdit) continue;
+    nlohmann::json constants = f.params;
+    if (constants.is_object()) constants.erase("origin");  // where they came from, not a constant
+    auto m = MechanismsFromJson(constants);
+    if (!m.ok()) return Status::Corruption(fmt::format("fit {} '{}': {}", f.id, f.key, m.status().message()));
+    return std::optional<Mechanisms>(*m);
+  }
+  return std::optional<Mechanisms>();
+}
+
+Fit MechanismsFit(const Mechanisms& m) {
+  Fit f;
+  f.kind = kFitKindMechanisms;
+  f.key = kMechanismsKeyXdit;
+  f.params = MechanismsToJson(m);
+  return f;
+}
+
 StatusOr<CostModels> MakeCostModels(const Cluster& cluster, const std::vector<Fit>& fits,
                                     const std::string& backend, Runtime runtime) {
   CostModels m{ComputeModel::Defaults(*cluster.gpu), std::make_unique<CommModel>(cluster)};
+  DITUNE_ASSIGN_OR_RETURN(std::optional<Mechanisms> mech, MechanismsIn(fits));
+  if (mech) {
+    m.mechanisms = *mech;
+    m.mechanisms_fitted = true;
+  }
+  m.compute.SetMechanisms(m.mechanisms);
+  m.comm->SetMechanisms(m.mechanisms);
   m.compute.SetRuntime(runtime);
   DITUNE_RETURN_IF_ERROR(ApplyFits(fits, cluster.gpu->id, FitBackend(*cluster.gpu, backend), &m.compute, m.comm.get()));
   return m;

@@ -13,6 +13,7 @@
 #define DITUNE_COSTMODELS_CALIBRATION_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "costmodels/comm_model.h"
 #include "costmodels/compute_model.h"
 #include "costmodels/measurement.h"
+#include "costmodels/mechanisms.h"
 #include "costmodels/pipeline_terms.h"
 #include "costmodels/store.h"
 
@@ -58,7 +60,16 @@ struct CostModels {
   ComputeModel compute;
   std::unique_ptr<CommModel> comm;
   PipelineTermScales terms;  // text encoding and VAE decode, fitted per (GPU, model)
+  Mechanisms mechanisms;     // the global constants in use (MechanismsIn)
+  bool mechanisms_fitted = false;  // from a fit (learned or shipped), not the code's defaults
 };
+
+// The global mechanism constants of `fits`: the active fit of kind "mechanisms", key
+// "xdit", or the defaults (nullopt) when there is none. Corruption when its parameters do
+// not read (MechanismsFromJson).
+StatusOr<std::optional<Mechanisms>> MechanismsIn(const std::vector<Fit>& fits);
+// The fit that carries `m` (kind "mechanisms", key "xdit").
+Fit MechanismsFit(const Mechanisms& m);
 // The backend whose compute fits describe `backend` on `gpu`: the CPU "GPU" is measured by
 // the cpu backend whatever the caller's default, unless the caller asks for the engine's
 // reference kernels on it.
@@ -66,7 +77,8 @@ std::string FitBackend(const GpuSpec& gpu, const std::string& backend);
 
 // `backend` picks the compute fits ("<gpu>/<FitBackend>/..."), `runtime` who issues the
 // kernels: an eager framework such as xDiT, or ditune's engine (whose measured launch
-// overhead, fit "<gpu>/<backend>/launch", then applies).
+// overhead, fit "<gpu>/<backend>/launch", then applies). The mechanisms fit of `fits`, if
+// any, sets the global constants of both models.
 StatusOr<CostModels> MakeCostModels(const Cluster& cluster, const std::vector<Fit>& fits,
                                     const std::string& backend = "cuda", Runtime runtime = Runtime::kEager);
 

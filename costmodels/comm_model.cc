@@ -13,24 +13,27 @@ std::string_view CollectiveName(Collective c) {
     case Collective::kAllGather: return "all_gather";
     case Collective::kAllReduce: return "all_reduce";
     case Collective::kSendRecv: return "sendrecv";
+    case Collective::kReduceScatter: return "reduce_scatter";
   }
   return "?";
 }
 
 StatusOr<Collective> ParseCollective(std::string_view name) {
   for (Collective c : {Collective::kAllToAll, Collective::kAllGather, Collective::kAllReduce,
-                       Collective::kSendRecv}) {
+                       Collective::kSendRecv, Collective::kReduceScatter}) {
     if (CollectiveName(c) == name) return c;
   }
   return Status::InvalidArgument(fmt::format(
-      "collective '{}' is not one of: all_to_all, all_gather, all_reduce, sendrecv", name));
+      "collective '{}' is not one of: all_to_all, all_gather, all_reduce, sendrecv, reduce_scatter",
+      name));
 }
 
 double BusFactor(Collective c, int n) {
   if (n <= 1) return c == Collective::kSendRecv ? 1.0 : 0.0;
   switch (c) {
     case Collective::kAllToAll:
-    case Collective::kAllGather: return static_cast<double>(n - 1) / n;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter: return static_cast<double>(n - 1) / n;
     case Collective::kAllReduce: return 2.0 * (n - 1) / n;
     case Collective::kSendRecv: return 1.0;
   }
@@ -88,10 +91,20 @@ Seconds CommModel::DefaultLatency(LinkTier tier) const {
 
 BytesPerSecond CommModel::DefaultBusBandwidth(Collective c, LinkTier tier, const std::vector<int>& group) const {
   const LinkSpec& intra = *cluster_->intra;
-  const BytesPerSecond intra_bw = c == Collective::kSendRecv ? intra.p2p : intra.busbw;
+  // What the node's fabric achieves for this collective: a PCIe box stages through the
+  // host and crosses the sockets; a switched fabric runs all-to-all as concurrent peers.
+  double efficiency = 1.0;
+  if (intra.topology == LinkTopology::kPcieTwoSocket) {
+    efficiency = c == Collective::kAllToAll   ? mechanisms_.pcie_alltoall_efficiency
+                 : c == Collective::kSendRecv ? mechanisms_.pcie_p2p_efficiency
+                                              : mechanisms_.pcie_allreduce_efficiency;
+  } else if (intra.topology == LinkTopology::kSwitch && c == Collective::kAllToAll) {
+    efficiency = mechanisms_.switch_alltoall_efficiency;
+  }
+  const BytesPerSecond intra_bw = (c == Collective::kSendRecv ? intra.p2p : intra.busbw) * efficiency;
   switch (tier) {
     case LinkTier::kIntra: return intra_bw;
-    case LinkTier::kCrossSocket: return std::min(intra_bw, intra.cross_socket);
+    case LinkTier::kCrossSocket: return std::min(intra_bw, intra.cross_socket * mechanisms_.cross_socket_efficiency);
     case LinkTier::kInterNode: {
       // The group's ranks on one node share that node's NICs.
       std::map<int, int> per_node;
@@ -115,6 +128,34 @@ Seconds CommModel::Time(Collective c, Bytes size, const std::vector<int>& group,
   const double bus_bytes = size.value() * BusFactor(c, n) * std::max(1.0, sharing) / bandwidth_scale_;
   auto it = fits_.find(FitKey(c, tier));
   if (it != fits_.end()) return Seconds(it->second.Seconds(bus_bytes));
+  if (c == Collective::kAllToAll && tier != LinkTier::kInterNode &&
+      cluster_->intra->topology == LinkTopology::kPcieTwoSocket) {
+    // Staged through host memory: the group's ranks all copy their outgoing shares through
+    // the node's one host path.
+    const double staged = n * size.value() * BusFactor(c, n) * std::max(1.0, sharing) / bandwidth_scale_;
+    const Seconds host = Bytes(staged) / BytesPerSecond(mechanisms_.staged_alltoall_gbps * 1e9);
+    return std::max(host + DefaultLatency(tier), PcieAllToAll(size, group, tier, sharing));
+  }
+  return DefaultLatency(tier) + Bytes(bus_bytes) / DefaultBusBandwidth(c, tier, group);
+}
+
+Seconds CommModel::PcieAllToAll(Bytes size, const std::vector<int>& group, LinkTier tier, double sharing) const {
+  const int n = static_cast<int>(group.size());
+  const Collective c = Collective::kAllToAll;
+  const double bus_bytes = size.value() * BusFactor(c, n) * std::max(1.0, sharing) / bandwidth_scale_;
+  if (tier == LinkTier::kCrossSocket) {
+    // Every rank on one socket sends each rank on the other its share at once: the host path
+    // between the sockets carries a x b / n of the per-rank size each way (a and b ranks on
+    // the two sockets), against one share per rank on a switch.
+    std::map<int, int> per_socket;
+    for (int r : group) per_socket[SocketOf(r)]++;
+    double crossing = 0;
+    for (const auto& [socket, count] : per_socket) crossing = std::max(crossing, static_cast<double>(count) * (n - count));
+    const double link_bytes = size.value() * crossing / n * std::max(1.0, sharing) / bandwidth_scale_;
+    const BytesPerSecond host_path = cluster_->intra->cross_socket * mechanisms_.cross_socket_efficiency;
+    return DefaultLatency(tier) + std::max(Bytes(bus_bytes) / DefaultBusBandwidth(c, LinkTier::kIntra, group),
+                                           Bytes(link_bytes) / host_path);
+  }
   return DefaultLatency(tier) + Bytes(bus_bytes) / DefaultBusBandwidth(c, tier, group);
 }
 

@@ -17,10 +17,13 @@
 #include "core/status.h"
 #include "core/units.h"
 #include "costmodels/fitting.h"
+#include "costmodels/mechanisms.h"
 
 namespace ditune {
 
-enum class Collective { kAllToAll, kAllGather, kAllReduce, kSendRecv };
+// kReduceScatter: nccl-tests' reduce_scatter_perf, `size` the per-rank input; its bus factor
+// is (n-1)/n, as all-gather's.
+enum class Collective { kAllToAll, kAllGather, kAllReduce, kSendRecv, kReduceScatter };
 std::string_view CollectiveName(Collective c);
 StatusOr<Collective> ParseCollective(std::string_view name);
 
@@ -54,6 +57,10 @@ class CommModel {
 
   // A fitted curve over bus bytes for (collective, tier) replaces the catalog line.
   void SetFit(Collective c, LinkTier tier, PiecewiseLatencyModel model);
+  // The global mechanism constants: the achieved fraction of the catalog bandwidth per
+  // collective on switched fabrics and PCIe boxes (catalog lines only: a fitted curve is
+  // already what was achieved).
+  void SetMechanisms(const Mechanisms& m) { mechanisms_ = m; }
   // Scales every bandwidth (what-if: "twice the link").
   void ScaleBandwidth(double k) { bandwidth_scale_ *= k; }
 
@@ -62,9 +69,14 @@ class CommModel {
   Seconds DefaultLatency(LinkTier tier) const;
 
  private:
+  // All-to-all on a PCIe box's links (within a socket, or across with the inter-socket
+  // path shared by every crossing pair), before host staging.
+  Seconds PcieAllToAll(Bytes size, const std::vector<int>& group, LinkTier tier, double sharing) const;
+
   const Cluster* cluster_;
   std::map<std::string, PiecewiseLatencyModel> fits_;
   double bandwidth_scale_ = 1.0;
+  Mechanisms mechanisms_;
 };
 
 }  // namespace ditune

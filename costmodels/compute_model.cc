@@ -24,8 +24,15 @@ void ComputeModel::SetRuntime(Runtime runtime) {
   } else if (is_cpu_) {
     launch_overhead_ = Seconds(0);
   } else {
-    launch_overhead_ = runtime == Runtime::kEager ? Microseconds(15) : Microseconds(5);
+    launch_overhead_ = runtime == Runtime::kEager ? Microseconds(mechanisms_.eager_op_us)
+                       : runtime == Runtime::kCompiled ? Microseconds(mechanisms_.compiled_op_us)
+                                                       : Microseconds(5);
   }
+}
+
+void ComputeModel::SetMechanisms(const Mechanisms& m) {
+  mechanisms_ = m;
+  SetRuntime(runtime_);
 }
 
 void ComputeModel::SetMeasuredLaunchOverhead(Seconds s) {

@@ -14,6 +14,7 @@
 #include "core/units.h"
 #include "costmodels/dit_ops.h"
 #include "costmodels/fitting.h"
+#include "costmodels/mechanisms.h"
 
 namespace ditune {
 
@@ -76,6 +77,11 @@ class ComputeModel {
   // the default, now or once it is set.
   void SetMeasuredLaunchOverhead(Seconds s);
   Runtime runtime() const { return runtime_; }
+  // The global mechanism constants: the eager and compiled per-op host times (for GPUs; the
+  // runtime's overhead is re-derived), and what the simulator reads of the framework (the
+  // ops around Ulysses and Ring, the VAE scales).
+  void SetMechanisms(const Mechanisms& m);
+  const Mechanisms& mechanisms() const { return mechanisms_; }
   // A multiplier on every op time (fitted from end-to-end runs: framework overheads
   // that scale with the work).
   void set_scale(double k) { scale_ = k; }
@@ -102,6 +108,7 @@ class ComputeModel {
   bool is_cpu_ = false;
   std::optional<Seconds> measured_launch_;
   double scale_ = 1.0;
+  Mechanisms mechanisms_;
 };
 
 }  // namespace ditune

@@ -22,12 +22,21 @@ struct IngestContext {
   std::string device;      // GPU catalog id (required for nccl-tests and xDiT logs)
   std::string link;        // link id the collective ran over (nccl-tests)
   int ranks = 0;           // nccl-tests: ranks of the run (0 = count the "# Rank" lines)
-  std::string collective;  // nccl-tests: all_to_all | all_gather | all_reduce | sendrecv
-                           // ("" = infer from `origin`'s file name, e.g. all_reduce_perf.txt)
+  std::string collective;  // nccl-tests: all_to_all | all_gather | all_reduce | sendrecv |
+                           // reduce_scatter, for every test in the file that does not name
+                           // its own ("" = infer from the output, then from `origin`'s file
+                           // name, e.g. all_reduce_perf.txt)
   // xDiT logs: the workload and configuration of the run, stored in params:
   // {"model","height","width","frames","steps","batch","config","gpus","output_type","scope"}.
+  // A configuration the log itself announces before a result ("Running test for size 1024,
+  // ulysses_degree 2, ring_degree 4") replaces "config", "gpus", "height" and "width" for
+  // the results that follow it.
   nlohmann::json run = nlohmann::json::object();
   std::string run_id;
+  // Where a parser appends what it left out or repaired and why, one "<origin>:<line>: ..."
+  // message each (rows dropped for wrong results, log text glued onto a row, tests of one
+  // rank, ...). Not owned; nullptr = discard them. The parsed measurements do not depend on it.
+  std::vector<std::string>* warnings = nullptr;
 };
 
 // Recognises the format from the content, in this order: a CSV whose first line that is

@@ -312,13 +312,12 @@ StatusOr<IngestFormat> DetectIngestFormat(std::string_view text, std::string_vie
     auto tokens = ingest_internal::SplitWhitespace(line.text);
     if (tokens.size() < 2 || tokens[0] != "#") continue;
     if (tokens[1] == "nThread") return IngestFormat::kNcclTests;
-    if (tokens[1] == "size" && tokens.size() > 2 && tokens[2] == "count") {
-      return IngestFormat::kNcclTests;
-    }
+    if (tokens[1] == "size" && tokens.size() > 2 && tokens[2] == "count") return IngestFormat::kNcclTests;
   }
-  for (const auto& line : lines) {
-    if (line.text.find("epoch time:") != std::string_view::npos) return IngestFormat::kXditLog;
-  }
+  // Launcher-tagged lines, pasted headers, runner logs and timings.json: the parsers' own
+  // recognisers.
+  if (ingest_internal::LooksLikeNcclTests(text)) return IngestFormat::kNcclTests;
+  if (ingest_internal::LooksLikeXditLog(text)) return IngestFormat::kXditLog;
   return Status::InvalidArgument(fmt::format(
       "{}: cannot tell the input format; pass --format (valid: csv, a header line naming the "
       "columns {}; nccl-tests, the output of all_reduce_perf and friends with its '# nThread' "

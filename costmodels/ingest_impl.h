@@ -1,5 +1,5 @@
-// Helpers the three ingest parsers share (defined in ingest_csv.cc). Not part of the public
-// API: only costmodels/ingest_*.cc include this.
+// Helpers the three ingest parsers share (defined in ingest_csv.cc unless marked otherwise).
+// Not part of the public API: only costmodels/ingest_*.cc and their tests include this.
 #ifndef DITUNE_COSTMODELS_INGEST_IMPL_H_
 #define DITUNE_COSTMODELS_INGEST_IMPL_H_
 
@@ -37,6 +37,26 @@ std::optional<int64_t> ParseInt(std::string_view s);
 
 // InvalidArgument "<origin>:<line>: <what>".
 Status LineError(std::string_view origin, int line, std::string_view what);
+
+// Appends "<origin>:<line>: <what>" to *warnings unless it is null. (ingest_nccl_tests.cc)
+void AddWarning(std::vector<std::string>* warnings, std::string_view origin, int line,
+                std::string_view what);
+
+// `line` without what a parallel launcher puts before each line of a rank's output: Open
+// MPI's --tag-output ("[1,0]<stdout>:"), MPICH's -prepend-rank ("[0] ") and Slurm's srun
+// --label ("0: "). (ingest_nccl_tests.cc)
+std::string_view StripLauncherPrefix(std::string_view line);
+
+// Content recognisers for DetectIngestFormat, tolerant of what real files carry: launcher
+// prefixes, a table header pasted without its '#', log text around the results.
+//   LooksLikeNcclTests: a "# nThread" banner (or "nThread:"), a "#  size  count ..." table
+//     header with or without the '#', or a "Collective test starting:" line.
+//     (ingest_nccl_tests.cc)
+//   LooksLikeXditLog: an "epoch time:", "Iteration N completed in", "Average time over N
+//     runs:" or "Running test for size" line, or a JSON timings document ParseXditLog reads.
+//     (ingest_xdit_log.cc)
+bool LooksLikeNcclTests(std::string_view text);
+bool LooksLikeXditLog(std::string_view text);
 
 }  // namespace ditune::ingest_internal
 

@@ -21,15 +21,30 @@ OpCost VaeDecodeOp(const ModelSpec& m, const Workload& w, int parallel) {
   return {"vae_decode", OpClass::kGemm, Flops(flops), Bytes(bytes), 200};
 }
 
+namespace {
+
+// The op's time with the framework's compute scale, or at scale 1 where the term's own scale
+// was measured.
+Seconds TermTime(const ComputeModel& compute, const OpCost& op, bool measured) {
+  if (!measured || compute.scale() == 1.0) return compute.OpTime(op);
+  ComputeModel unscaled = compute;
+  unscaled.set_scale(1.0);
+  return unscaled.OpTime(op);
+}
+
+}  // namespace
+
 Seconds TextEncodeTime(const ComputeModel& compute, const ModelSpec& m, const Workload& w,
                        const PipelineTermScales& scales) {
-  return compute.OpTime(TextEncodeOp(m, w)) * scales.text_encode;
+  return TermTime(compute, TextEncodeOp(m, w), scales.text_measured) * scales.text_encode;
 }
 
 Seconds VaeDecodeTime(const ComputeModel& compute, const ModelSpec& m, const Workload& w, int parallel,
                       const PipelineTermScales& scales) {
   if (w.output == OutputType::kLatent) return Seconds(0);
-  return compute.OpTime(VaeDecodeOp(m, w, parallel)) * scales.vae_decode;
+  const Mechanisms& mech = compute.mechanisms();
+  const double framework = m.modality == Modality::kImage ? mech.image_vae_scale : mech.video_vae_scale;
+  return TermTime(compute, VaeDecodeOp(m, w, parallel), scales.vae_measured) * scales.vae_decode * framework;
 }
 
 }  // namespace ditune

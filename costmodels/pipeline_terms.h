@@ -14,6 +14,11 @@ namespace ditune {
 struct PipelineTermScales {
   double text_encode = 1.0;  // fitted: measured / modelled
   double vae_decode = 1.0;
+  // Whether the scale was fitted on measurements of the term itself: measured / modelled at
+  // compute scale 1, so the framework's compute scale (fitted on whole runs) does not apply
+  // on top of it.
+  bool text_measured = false;
+  bool vae_measured = false;
 };
 
 // FLOPs and bytes of encoding the prompt (and the negative prompt with CFG) with every
@@ -25,7 +30,8 @@ OpCost VaeDecodeOp(const ModelSpec& model, const Workload& workload, int paralle
 
 Seconds TextEncodeTime(const ComputeModel& compute, const ModelSpec& model, const Workload& workload,
                        const PipelineTermScales& scales = {});
-// Zero when the workload's output is latent.
+// Zero when the workload's output is latent. The modelled op, times the fitted scale of
+// (GPU, model), times the global mechanism scale of image or video VAEs.
 Seconds VaeDecodeTime(const ComputeModel& compute, const ModelSpec& model, const Workload& workload,
                       int parallel = 1, const PipelineTermScales& scales = {});
 

@@ -615,7 +615,19 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const Stor
   DITUNE_RETURN_IF_ERROR(Exec(db, path, "PRAGMA synchronous=NORMAL", "setting synchronous mode"));
   DITUNE_RETURN_IF_ERROR(store->Migrate());
   DITUNE_RETURN_IF_ERROR(CheckColumns(db, path));
+  if (!options.seed_fits.empty()) DITUNE_RETURN_IF_ERROR(store->SeedIfEmpty(options.seed_fits));
   return store;
+}
+
+Status Store::SeedIfEmpty(const std::vector<Fit>& fits) {
+  DITUNE_ASSIGN_OR_RETURN(
+      Statement count,
+      Statement::Prepare(db_, path_,
+                         "SELECT (SELECT COUNT(*) FROM fits) + (SELECT COUNT(*) FROM measurements)",
+                         "checking whether the store is new"));
+  DITUNE_ASSIGN_OR_RETURN(bool row, count.Step());
+  if (!row || count.Int(0) > 0) return Status::Ok();
+  return ReplaceFits(fits);
 }
 
 StatusOr<std::unique_ptr<Store>> Store::OpenReadOnly(const std::string& path, bool immutable) {

@@ -66,6 +66,10 @@ struct StoreOptions {
   // trusted). A store whose file this process may not write is opened so anyway, as is any
   // store while DITUNE_DB_READ_ONLY=1.
   bool read_only = false;
+  // Fits a store starts with (the factory calibration shipped in data/calibration): written
+  // in one transaction when a writable store is opened holding no fits and no measurements
+  // (new, or created by a process killed before it could seed it); ignored otherwise.
+  std::vector<Fit> seed_fits;
 };
 
 class Store {
@@ -127,6 +131,7 @@ class Store {
   Store(sqlite3* db, std::string path);
   static StatusOr<std::unique_ptr<Store>> OpenReadOnly(const std::string& path, bool immutable);
   Status Migrate();
+  Status SeedIfEmpty(const std::vector<Fit>& fits);
   // InvalidArgument naming the store and `doing` when it is read only.
   Status CheckWritable(std::string_view doing) const;
   // Validation before a transaction, and inserts inside one.

@@ -372,6 +372,8 @@ StatusOr<std::vector<CollectiveRow>> CommSweep(Comm* comm, const std::string& li
           case Collective::kAllToAll: return comm->AllToAll(send_p, recv_p, chunk);
           case Collective::kAllGather: return comm->AllGather(send_p, recv_p, chunk);
           case Collective::kAllReduce: return comm->AllReduceSum(send_p, count);
+          case Collective::kReduceScatter:
+            return Status::NotSupported("reduce_scatter is measured by nccl-tests (calibrate ingest), not here");
           case Collective::kSendRecv: {
             // Pairs (0,1), (2,3), ...: each sends `size` bytes to its partner.
             const int me = comm->rank(), peer = me ^ 1;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "costmodels/store.h"
+#include "planner/factory.h"
 
 namespace ditune {
 
@@ -12,7 +13,7 @@ StatusOr<Plan> AutoConfigure(const Workload& workload, const ClusterSpec& spec, 
   DITUNE_RETURN_IF_ERROR(ComputeTokenGeometry(*model, workload).status());
   DITUNE_ASSIGN_OR_RETURN(Cluster cluster, ResolveCluster(spec, *catalog));
   DITUNE_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
-                          Store::Open(opt.db_path.empty() ? Store::DefaultPath() : opt.db_path));
+                          OpenCalibrationStore(*catalog, opt.db_path.empty() ? Store::DefaultPath() : opt.db_path));
   DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> fits, store->ActiveFits());
   DITUNE_ASSIGN_OR_RETURN(int64_t version, store->CalibrationVersion());
   const std::string key = PlanCacheKey(workload, cluster, opt.plan);

@@ -1,5 +1,7 @@
 #include "planner/plan.h"
 
+#include "planner/factory.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -310,7 +312,9 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
         "GPU — add GPUs, or use a larger GPU",
         plan.enumerated, model->id, cluster.gpu->memory.value() / 1e9, cluster.gpu->id, smallest.value() / 1e9));
   }
-  return FinishPlan(catalog, *model, tokens, models, std::move(all), opt, std::move(plan));
+  DITUNE_ASSIGN_OR_RETURN(Plan done, FinishPlan(catalog, *model, tokens, models, std::move(all), opt, std::move(plan)));
+  for (auto& line : CalibrationSources(fits, done.cluster, model->id)) done.explanation.push_back(std::move(line));
+  return done;
 }
 
 StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
@@ -334,7 +338,9 @@ StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workl
     all.push_back(std::move(cand));
   }
   if (all.empty()) return Status::InvalidArgument("no configurations to plan with");
-  return FinishPlan(catalog, *model, tokens, models, std::move(all), opt, std::move(plan));
+  DITUNE_ASSIGN_OR_RETURN(Plan done, FinishPlan(catalog, *model, tokens, models, std::move(all), opt, std::move(plan)));
+  for (auto& line : CalibrationSources(fits, done.cluster, model->id)) done.explanation.push_back(std::move(line));
+  return done;
 }
 
 nlohmann::json PlanToJson(const Plan& plan) {

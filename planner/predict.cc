@@ -79,17 +79,22 @@ StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_
       engine_key = sized;
     }
   }
+  bool text_fitted = false, vae_fitted = false;
   for (const auto& f : fits) {
     if (!f.active || f.kind != kFitKindE2e) continue;
     if (f.key == key + "/text_encode" || f.key == key + "/vae_decode") {
       DITUNE_ASSIGN_OR_RETURN(double k, ScaleParam(f, "scale"));
-      (f.key.ends_with("text_encode") ? m.terms.text_encode : m.terms.vae_decode) = k;
+      const bool text = f.key.ends_with("text_encode");
+      (text ? m.terms.text_encode : m.terms.vae_decode) = k;
+      (text ? text_fitted : vae_fitted) = true;
     }
     if (f.key == (engine ? engine_key : key)) {
       DITUNE_ASSIGN_OR_RETURN(double k, ScaleParam(f, "compute_scale"));
       m.compute.set_scale(k);
     }
   }
+  m.terms.text_measured = text_fitted;
+  m.terms.vae_measured = vae_fitted;
   return m;
 }
 
@@ -178,7 +183,7 @@ StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measu
 }
 
 StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& measurements, const Catalog& catalog,
-                                            std::vector<std::string>* skipped) {
+                                            std::vector<std::string>* skipped, const Mechanisms& mech) {
   std::map<std::string, ScalePairs> groups;
   for (const auto& m : measurements) {
     if (m.kind != MeasurementKind::kE2e || (m.op != "text_encode" && m.op != "vae_decode")) continue;
@@ -202,7 +207,8 @@ StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& meas
       why(g.status().message());
       continue;
     }
-    const ComputeModel cm = ComputeModel::Defaults(**gpu);
+    ComputeModel cm = ComputeModel::Defaults(**gpu);
+    cm.SetMechanisms(mech);
     const double modelled = m.op == "text_encode" ? TextEncodeTime(cm, **model, w).value()
                                                   : VaeDecodeTime(cm, **model, w).value();
     const std::string key = fmt::format("{}/{}", E2eFitKey(m.device, (*model)->id), m.op);
@@ -214,8 +220,13 @@ StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& meas
 StatusOr<std::vector<Fit>> RecalibrateAll(Store* store, const Catalog& catalog, std::vector<std::string>* skipped) {
   DITUNE_ASSIGN_OR_RETURN(std::vector<Measurement> all, store->Measurements());
   DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> fits, BuildFits(all, skipped));
-  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> terms, FitPipelineTerms(all, catalog, skipped));
-  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> engine, FitEngineScales(all, catalog, fits, skipped));
+  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> active, store->ActiveFits(std::string(kFitKindMechanisms)));
+  DITUNE_ASSIGN_OR_RETURN(std::optional<Mechanisms> mech, MechanismsIn(active));
+  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> terms, FitPipelineTerms(all, catalog, skipped, mech.value_or(Mechanisms{})));
+  // The engine's runs are priced with the global constants the predictions will use.
+  std::vector<Fit> priced = fits;
+  priced.insert(priced.end(), active.begin(), active.end());
+  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> engine, FitEngineScales(all, catalog, priced, skipped));
   fits.insert(fits.end(), terms.begin(), terms.end());
   fits.insert(fits.end(), engine.begin(), engine.end());
   if (!fits.empty()) DITUNE_RETURN_IF_ERROR(store->ReplaceFits(fits));

@@ -1,5 +1,8 @@
 #include "planner/suite.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -134,6 +137,14 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
     }
   }
   return rows;
+}
+
+StatusOr<std::vector<SuiteRow>> LoadSuiteFile(const std::string& path, const Catalog& catalog) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(fmt::format("cannot open suite '{}'", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseSuite(text.str(), path, catalog);
 }
 
 }  // namespace ditune

@@ -41,6 +41,9 @@ struct SuiteRow {
 // enums, configs), and exactly one calibrate row per group. Errors name "origin:line".
 StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_view origin, const Catalog& catalog);
 
+// ParseSuite of a file; NotFound naming the path when it cannot be read.
+StatusOr<std::vector<SuiteRow>> LoadSuiteFile(const std::string& path, const Catalog& catalog);
+
 std::string_view SuiteScopeName(SuiteScope s);
 
 }  // namespace ditune

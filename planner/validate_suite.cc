@@ -67,6 +67,98 @@ double Quantile(std::vector<double> v, double q) {
 
 }  // namespace
 
+StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Catalog& catalog,
+                                   const std::vector<Fit>& base, std::vector<Fit>* scales) {
+  std::vector<Fit> fits = base;
+  fits.erase(std::remove_if(fits.begin(), fits.end(), [](const Fit& f) { return f.kind == kFitKindE2e; }),
+             fits.end());
+  const std::vector<Fit> uncalibrated = fits;
+  // Calibrate: measured / modelled per calibrate row, pooled (median) per (GPU, model).
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> ratios;  // key -> modelled, measured
+  for (const auto& row : rows) {
+    if (row.role != SuiteRole::kCalibrate) continue;
+    DITUNE_ASSIGN_OR_RETURN(Prediction p, PredictRow(row, catalog, uncalibrated));
+    auto& [modelled, measured] = ratios[E2eFitKey(row.cluster.gpu_id, row.workload.model_id)];
+    modelled.push_back(Metric(p.result, row.scope));
+    measured.push_back(*row.latency_s);
+  }
+  std::vector<Fit> e2e;
+  for (const auto& [key, pairs] : ratios) {
+    DITUNE_ASSIGN_OR_RETURN(Fit f, ScaleFit(key, "compute_scale", pairs.first, pairs.second, {}));
+    e2e.push_back(f);
+  }
+  fits.insert(fits.end(), e2e.begin(), e2e.end());
+  if (scales != nullptr) *scales = e2e;
+
+  SuiteReport report;
+  std::vector<ScoredRow> scored;
+  for (const auto& row : rows) {
+    SuiteRowResult res;
+    res.row = &row;
+    DITUNE_ASSIGN_OR_RETURN(Prediction p, PredictRow(row, catalog, fits));
+    res.config = Label(p.config);
+    res.feasible = p.result.fits;
+    if (p.result.fits) res.predicted_s = Metric(p.result, row.scope);
+    if (row.role == SuiteRole::kPredict && row.latency_s) {
+      res.ape = p.result.fits ? std::abs(*res.predicted_s - *row.latency_s) / *row.latency_s
+                              : 1.0;  // a run that worked, predicted not to fit: counted as 100% off
+    }
+    scored.push_back(Scored(res));
+    report.rows.push_back(std::move(res));
+  }
+  report.summary = Summarize(scored);
+  return report;
+}
+
+ScoredRow Scored(const SuiteRowResult& r) {
+  ScoredRow s;
+  s.group = r.row->group;
+  s.line = r.row->line;
+  s.gpus = r.row->cluster.gpus;
+  s.config = r.config;
+  s.published_s = r.row->latency_s;
+  s.predicted_s = r.predicted_s;
+  s.ape = r.ape;
+  s.predict = r.row->role == SuiteRole::kPredict;
+  s.best = r.row->best();
+  return s;
+}
+
+SuiteSummary Summarize(const std::vector<ScoredRow>& rows) {
+  SuiteSummary summary;
+  std::vector<double> apes;
+  for (const auto& r : rows) {
+    if (!r.predict) continue;
+    ++summary.rows;
+    if (!r.published_s) {
+      ++summary.oom_rows;
+      summary.oom_agree += !r.predicted_s;
+      continue;
+    }
+    if (!r.predicted_s) ++summary.false_oom;
+    if (r.ape) apes.push_back(*r.ape);
+  }
+  // Choice quality: per (group, GPU count) with two or more published latencies.
+  std::map<std::pair<std::string, int>, std::vector<const ScoredRow*>> sets;
+  for (const auto& r : rows) {
+    if (r.predict && r.published_s && r.predicted_s && !r.best) sets[{r.group, r.gpus}].push_back(&r);
+  }
+  for (const auto& [key, set] : sets) {
+    if (set.size() < 2) continue;
+    ++summary.choice_sets;
+    const ScoredRow* chosen = set.front();
+    double fastest = *set.front()->published_s;
+    for (const auto* r : set) {
+      if (*r->predicted_s < *chosen->predicted_s) chosen = r;
+      fastest = std::min(fastest, *r->published_s);
+    }
+    summary.choice_pass += *chosen->published_s <= 1.10 * fastest;
+  }
+  summary.median_ape = Quantile(apes, 0.5);
+  summary.p90_ape = Quantile(apes, 0.9);
+  return summary;
+}
+
 StatusOr<SuiteReport> ValidateSuite(const std::vector<SuiteRow>& rows, const Catalog& catalog, Store* store) {
   std::vector<Fit> base;
   if (store != nullptr) {
@@ -75,15 +167,13 @@ StatusOr<SuiteReport> ValidateSuite(const std::vector<SuiteRow>& rows, const Cat
     base.erase(std::remove_if(base.begin(), base.end(), [](const Fit& f) { return f.kind == kFitKindE2e; }),
                base.end());
   }
-  // Calibrate: measured / modelled per calibrate row, pooled (median) per (GPU, model).
-  std::map<std::string, std::vector<std::pair<double, double>>> ratios;  // key -> (modelled, measured)
-  std::map<std::string, std::vector<int64_t>> ids;
+  std::vector<Fit> e2e;
+  DITUNE_ASSIGN_OR_RETURN(SuiteReport report, PredictSuite(rows, catalog, base, &e2e));
+  if (store == nullptr) return report;
+  // Every calibrate row becomes an e2e measurement, and the scales name the ones they came from.
   std::vector<Measurement> measurements;
   for (const auto& row : rows) {
     if (row.role != SuiteRole::kCalibrate) continue;
-    DITUNE_ASSIGN_OR_RETURN(Prediction p, PredictRow(row, catalog, base));
-    const std::string key = E2eFitKey(row.cluster.gpu_id, row.workload.model_id);
-    ratios[key].emplace_back(Metric(p.result, row.scope), *row.latency_s);
     Measurement m;
     m.source = MeasurementSource::kImport;
     m.kind = row.scope == SuiteScope::kStep ? MeasurementKind::kStep : MeasurementKind::kE2e;
@@ -97,71 +187,16 @@ StatusOr<SuiteReport> ValidateSuite(const std::vector<SuiteRow>& rows, const Cat
     m.median = m.p10 = m.p90 = Seconds(*row.latency_s);
     measurements.push_back(std::move(m));
   }
-  if (store != nullptr && !measurements.empty()) {
-    DITUNE_ASSIGN_OR_RETURN(std::vector<int64_t> new_ids, store->AddMeasurements(measurements));
+  if (measurements.empty()) return report;
+  DITUNE_ASSIGN_OR_RETURN(std::vector<int64_t> ids, store->AddMeasurements(measurements));
+  for (auto& f : e2e) {
     for (size_t i = 0; i < measurements.size(); ++i) {
-      ids[E2eFitKey(measurements[i].device, measurements[i].params["model"])].push_back(new_ids[i]);
-    }
-  }
-  std::vector<Fit> fits = base;
-  std::vector<Fit> e2e;
-  for (const auto& [key, pairs] : ratios) {
-    std::vector<double> modelled, measured;
-    for (auto [a, b] : pairs) {
-      modelled.push_back(a);
-      measured.push_back(b);
-    }
-    DITUNE_ASSIGN_OR_RETURN(Fit f, ScaleFit(key, "compute_scale", modelled, measured, ids[key]));
-    e2e.push_back(f);
-  }
-  fits.insert(fits.end(), e2e.begin(), e2e.end());
-  if (store != nullptr && !e2e.empty()) DITUNE_RETURN_IF_ERROR(store->ReplaceFits(e2e));
-
-  SuiteReport report;
-  std::vector<double> apes;
-  for (const auto& row : rows) {
-    SuiteRowResult res;
-    res.row = &row;
-    DITUNE_ASSIGN_OR_RETURN(Prediction p, PredictRow(row, catalog, fits));
-    res.config = Label(p.config);
-    res.feasible = p.result.fits;
-    if (p.result.fits) res.predicted_s = Metric(p.result, row.scope);
-    if (row.role == SuiteRole::kPredict) {
-      ++report.summary.rows;
-      if (!row.latency_s) {
-        ++report.summary.oom_rows;
-        report.summary.oom_agree += !p.result.fits;
-      } else if (!p.result.fits) {
-        ++report.summary.false_oom;
-        res.ape = 1.0;  // a run that worked, predicted not to fit: counted as 100% off
-        apes.push_back(1.0);
-      } else {
-        res.ape = std::abs(*res.predicted_s - *row.latency_s) / *row.latency_s;
-        apes.push_back(*res.ape);
+      if (E2eFitKey(measurements[i].device, measurements[i].params["model"]) == f.key) {
+        f.measurement_ids.push_back(ids[i]);
       }
     }
-    report.rows.push_back(std::move(res));
   }
-  // Choice quality: per (group, GPU count) with two or more published latencies.
-  std::map<std::pair<std::string, int>, std::vector<const SuiteRowResult*>> sets;
-  for (const auto& r : report.rows) {
-    if (r.row->role == SuiteRole::kPredict && r.row->latency_s && r.predicted_s && !r.row->best()) {
-      sets[{r.row->group, r.row->cluster.gpus}].push_back(&r);
-    }
-  }
-  for (const auto& [key, set] : sets) {
-    if (set.size() < 2) continue;
-    ++report.summary.choice_sets;
-    const SuiteRowResult* chosen = set.front();
-    double fastest = *set.front()->row->latency_s;
-    for (const auto* r : set) {
-      if (*r->predicted_s < *chosen->predicted_s) chosen = r;
-      fastest = std::min(fastest, *r->row->latency_s);
-    }
-    report.summary.choice_pass += *chosen->row->latency_s <= 1.10 * fastest;
-  }
-  report.summary.median_ape = Quantile(apes, 0.5);
-  report.summary.p90_ape = Quantile(apes, 0.9);
+  DITUNE_RETURN_IF_ERROR(store->ReplaceFits(e2e));
   return report;
 }
 

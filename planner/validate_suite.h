@@ -35,12 +35,38 @@ struct SuiteSummary {
   int choice_pass = 0;
 };
 
+// One row as scored: what was published against what was predicted.
+struct ScoredRow {
+  std::string group;
+  int line = 0;
+  int gpus = 0;
+  std::string config;
+  std::optional<double> published_s;  // empty for a published OOM
+  std::optional<double> predicted_s;  // empty when predicted not to fit
+  std::optional<double> ape;          // predict rows with a latency; 1 when predicted not to fit
+  bool predict = true;                // a predict row (calibrate rows are listed, not scored)
+  bool best = false;                  // the planner chose the configuration ("best")
+};
+
+// The summary of scored rows: median and p90 APE over predict rows, OOM agreement, and
+// choice per (group, GPU count) with two or more published configurations.
+SuiteSummary Summarize(const std::vector<ScoredRow>& rows);
+ScoredRow Scored(const SuiteRowResult& r);
+
 struct SuiteReport {
   std::vector<SuiteRowResult> rows;
   SuiteSummary summary;
 };
 
-// Every calibrate row becomes an e2e measurement (stored in `store` when given) and fits the
+// The suite's predictions with `base` fits (their e2e fits aside, which it recalibrates):
+// each calibrate row fits the framework's compute scale of its (GPU, model), measured /
+// modelled (the median where several rows share one); every row is then predicted with the
+// scales, the catalogs and `base`. Nothing is stored; `scales`, when given, receives the
+// scale fits (no measurement ids).
+StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Catalog& catalog,
+                                   const std::vector<Fit>& base, std::vector<Fit>* scales = nullptr);
+
+// PredictSuite over the store's active fits. Every calibrate row becomes an e2e measurement (stored in `store` when given) and fits the
 // framework's compute scale for its (GPU, model): measured / modelled. Predict rows then use
 // the scale of their (GPU, model), the catalogs and the store's other fits — never a predict
 // row's latency. A predict row with no calibrate row for its (GPU, model) uses its group's.

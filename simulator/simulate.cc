@@ -98,7 +98,7 @@ class GraphBuilder {
   // by a host task first: the host runs ahead of the device within the forward, and starts
   // a forward once the previous forward's inputs have arrived (the received patch, the
   // previous step), so it runs at most one forward ahead.
-  int Forward(int s, bool patched, int step, std::vector<int> deps) {
+  int Forward(int s, bool patched, int step, std::vector<int> deps, double scale = 1.0) {
     constexpr int kChunks = 4;
     const std::string tag = patched ? "fwd_patch" : "fwd";
     std::vector<int> host_deps = prev_inputs_[s];
@@ -108,10 +108,10 @@ class GraphBuilder {
     auto flush = [&]() {
       if (compute.value() <= 0 && comm.value() <= 0 && host.value() <= 0) return;
       if (host.value() > 0) {
-        deps.push_back(Add(host_[s], host, host_deps, TaskKind::kHost, "issue", step));
+        deps.push_back(Add(host_[s], host * scale, host_deps, TaskKind::kHost, "issue", step));
         host_deps.clear();
       }
-      last = Add(compute_[s], compute + comm, deps, TaskKind::kCompute, tag, step, comm);
+      last = Add(compute_[s], (compute + comm) * scale, deps, TaskKind::kCompute, tag, step, comm * scale);
       deps = {last};
       compute = comm = host = Seconds(0);
     };
@@ -188,7 +188,8 @@ class GraphBuilder {
         std::vector<int> skip_in(N, -1);
         for (int s = 0; s < N; ++s) {
           std::vector<int> deps = {in, text_ready[s], skip_in[s]};
-          int f = Forward(s, patched, k, deps);
+          // A warm-up forward costs the exposed fraction of a synchronous one (Mechanisms).
+          int f = Forward(s, patched, k, deps, patched ? 1.0 : in_.compute->mechanisms().pipefusion_warmup);
           for (const auto& [from, to, count] : skips) {
             if (from == s) {
               skip_in[to] = Add(comm_[s], P2p(s, to, costs_.Activation(patched) * count), {f}, TaskKind::kComm,

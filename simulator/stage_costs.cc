@@ -1,6 +1,7 @@
 #include "simulator/stage_costs.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ditune {
 namespace {
@@ -36,6 +37,9 @@ void Phases(const ComputeModel& cm, const std::vector<OpCost>& ops, BlockCost* c
     }
   }
 }
+
+// A learned op count as the whole number of framework ops it stands for.
+int FrameworkOps(double ops) { return std::max(0, static_cast<int>(std::lround(ops))); }
 
 }  // namespace
 
@@ -90,6 +94,7 @@ Bytes StageCosts::Latent(bool patched) const {
 
 BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   BlockCost c;
+  const Mechanisms& mech = compute_.mechanisms();
   std::map<std::string, Seconds>* kernels = kernel_breakdown_ ? &c.by_kernel : nullptr;
   const std::vector<OpCost> ops = BlockOps(model_, family, w);
   bool done = false;
@@ -103,9 +108,9 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
       chunk.bytes = chunk.bytes / config_.ring;
       const double q = static_cast<double>(w.ulysses) * static_cast<double>(w.img_tokens + w.txt_tokens);
       // The merge rescales the fp32 running output by the new log-sum-exp: about ten
-      // elementwise passes over the output in fp32 and fifteen framework ops.
+      // elementwise passes over the output in fp32 and Mechanisms::ring_merge_ops framework ops.
       OpCost merge{"ring_merge", OpClass::kElementwise, Flops(0),
-                   Bytes(10.0 * 4.0 * w.batch * q * w.heads * model_.head_dim), 15};
+                   Bytes(10.0 * 4.0 * w.batch * q * w.heads * model_.head_dim), FrameworkOps(mech.ring_merge_ops)};
       merge.kernel = kernel_names::kAttentionMerge;
       std::vector<OpCost> expanded;
       for (int k = 0; k < config_.ring; ++k) {
@@ -143,11 +148,13 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   const int rep = 0;  // rank 0 represents its groups: every group of a dimension is alike
   if (config_.ulysses > 1) {
     // Each all-to-all needs its tensor permuted into contiguous per-rank chunks before and
-    // after: two memory-bound copies, and in an eager framework nine framework ops (the
-    // sequence-parallel library xDiT uses: reshape, transpose, contiguous, empty_like, the
-    // collective, reshape, transpose, contiguous, reshape), for Q, K, V and the output.
-    OpCost qkv_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * 3.0 * qkv_one), 27};
-    OpCost out_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * qkv_one), 9};
+    // after: two memory-bound copies, and in an eager framework Mechanisms::ulysses_ops
+    // framework ops (the sequence-parallel library xDiT uses: reshape, transpose, contiguous,
+    // empty_like, the collective, reshape, transpose, contiguous, reshape: nine by count),
+    // for Q, K, V and the output.
+    const int a2a_ops = FrameworkOps(mech.ulysses_ops);
+    OpCost qkv_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * 3.0 * qkv_one), 3 * a2a_ops};
+    OpCost out_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * qkv_one), a2a_ops};
     qkv_copies.kernel = out_copies.kernel = kernel_names::kCopy;
     c.pre += compute_.DeviceTime(qkv_copies);
     c.pre_host += compute_.HostTime(qkv_copies);

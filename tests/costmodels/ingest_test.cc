@@ -1,10 +1,19 @@
 #include "costmodels/ingest.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "core/parallel_config.h"
+#include "costmodels/comm_model.h"
+#include "costmodels/ingest_impl.h"
 
 namespace ditune {
 namespace {
@@ -504,7 +513,8 @@ TEST(IngestNcclTestsTest, BusBandwidthCheckCatchesMislabelledCollective) {
 
 TEST(IngestNcclTestsTest, ContextErrorsAskForTheFlag) {
   IngestContext ctx = NvlinkContext();
-  ExpectInvalid(ParseNcclTests(kAllReduce, ctx, "results.txt"),
+  // kAllToAll names its program nowhere (kAllReduce's "+ mpirun ... all_reduce_perf" does).
+  ExpectInvalid(ParseNcclTests(kAllToAll, ctx, "results.txt"),
                 {"results.txt", "--collective", "all_to_all, all_gather, all_reduce, sendrecv"});
   ctx.collective = "broadcast";
   ExpectInvalid(ParseNcclTests(kAllReduce, ctx, "results.txt"),
@@ -515,16 +525,18 @@ TEST(IngestNcclTestsTest, ContextErrorsAskForTheFlag) {
   ctx.device = "h100-sxm5-80gb";
   ctx.link.clear();
   ExpectInvalid(ParseNcclTests(kAllReduce, ctx, "results.txt"), {"--link"});
-  // reduce_scatter_perf is not a collective ditune models.
-  ExpectInvalid(ParseNcclTests("# Collective test starting: reduce_scatter_perf\n", NvlinkContext(),
+  // broadcast_perf is not a collective ditune models.
+  ExpectInvalid(ParseNcclTests("# Collective test starting: broadcast_perf\n", NvlinkContext(),
                                "all_reduce_perf.txt"),
-                {"all_reduce_perf.txt:1:", "reduce_scatter_perf"});
-  // Two different collectives concatenated into one file.
+                {"all_reduce_perf.txt:1:", "broadcast_perf", "does not model"});
+  // Two different collectives concatenated into one file: each is read as its own.
   const std::string two = std::string(kAllGather) +
                           "# Collective test starting: all_reduce_perf\n" + std::string(kAllReduce);
-  const int second = LineOf(two, "starting: all_reduce_perf");
-  ExpectInvalid(ParseNcclTests(two, NvlinkContext(), "both.txt"),
-                {fmt::format("both.txt:{}:", second), "split the file"});
+  auto both = ParseNcclTests(two, NvlinkContext(), "both.txt");
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  ASSERT_EQ(both->size(), 15u);
+  EXPECT_EQ(both->front().op, "all_gather");
+  EXPECT_EQ(both->back().op, "all_reduce");
 }
 
 TEST(IngestNcclTestsTest, RanksUnknownWithoutRankLinesOrFlag) {
@@ -563,10 +575,12 @@ TEST(IngestNcclTestsTest, MalformedDataLinesNameTheLine) {
                 {"all_reduce_perf.txt:6:", "'abc'"});
   ExpectInvalid(parse("        2048           512     float     sum      -1    20.00\n"),
                 {"all_reduce_perf.txt:6:", "6 columns", "13"});
-  ExpectInvalid(
-      parse("        2048           512     float     sum      -1    20.00    0.10    0.10"
-            "      3    20.00    0.10    0.10      3\n"),
-      {"all_reduce_perf.txt:6:", "wrong elements"});
+  // Wrong results are not an error of the file: the row is left out, with a warning
+  // (IngestNcclTestsTest.RowsWithWrongResultsAreDroppedWithAWarning).
+  auto wrong = parse("        2048           512     float     sum      -1    20.00    0.10    0.10"
+                     "      3    20.00    0.10    0.10      3\n");
+  ASSERT_TRUE(wrong.ok()) << wrong.status().ToString();
+  EXPECT_EQ(wrong->size(), 1u);
   // Times and rates beyond the physical bounds: 1e-4 us; 1e10 B in 1 ns.
   ExpectInvalid(parse("        2048           512     float     sum      -1    0.0001    0.10    0.10"
                       "      0    20.00    0.10    0.10      0\n"),
@@ -665,6 +679,506 @@ TEST(IngestXditLogTest, MissingContextOrTiming) {
   ExpectInvalid(ParseXditLog(kXditLog, ctx, "x.log"), {"gpus"});
   ctx.run["gpus"] = "8";
   ExpectInvalid(ParseXditLog(kXditLog, ctx, "x.log"), {"gpus"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files as users have them (issue #19): the samples under tests/data/nccl and tests/data/xdit.
+
+// tests/data, as CMake passes it.
+std::filesystem::path IngestDataDir() { return DITUNE_TEST_INGEST_DATA_DIR; }
+
+// The text of tests/data/<name>; fails the test when it cannot be read.
+std::string ReadSample(const std::string& name) {
+  std::ifstream in(IngestDataDir() / name, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot open " << (IngestDataDir() / name);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Parses a sample as nccl-tests output under its own name, collecting the warnings.
+StatusOr<std::vector<Measurement>> ParseNcclSample(const std::string& name, IngestContext ctx,
+                                                   std::vector<std::string>* warnings) {
+  ctx.warnings = warnings;
+  const std::string text = ReadSample("nccl/" + name);
+  return ParseNcclTests(text, ctx, name);
+}
+
+// The number of warnings that contain every one of `parts`.
+int CountWarnings(const std::vector<std::string>& warnings,
+                  std::initializer_list<std::string_view> parts) {
+  int n = 0;
+  for (const std::string& w : warnings) {
+    bool all = true;
+    for (std::string_view p : parts) all = all && w.find(p) != std::string::npos;
+    n += all ? 1 : 0;
+  }
+  return n;
+}
+
+std::string AllWarnings(const std::vector<std::string>& warnings) {
+  return fmt::format("warnings:\n{}", fmt::join(warnings, "\n"));
+}
+
+TEST(IngestNcclTestsFilesTest, SeveralTestsInOneFileEachReadAsItsOwnCollective) {
+  std::vector<std::string> warnings;
+  auto result = ParseNcclSample("cluster_check.txt", NvlinkContext(), &warnings);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  // all_reduce (named by "=== all_reduce_perf ==="), all_gather ("Collective test starting"),
+  // alltoall (its mpirun line), reduce_scatter; broadcast_perf is not modelled.
+  ASSERT_EQ(result->size(), 16u) << AllWarnings(warnings);
+  const std::vector<std::string> ops = {"all_reduce", "all_gather", "all_to_all", "reduce_scatter"};
+  for (size_t i = 0; i < result->size(); ++i) {
+    const Measurement& m = (*result)[i];
+    EXPECT_EQ(m.op, ops[i / 4]) << "measurement " << i;
+    EXPECT_EQ(m.ranks, 8);
+    EXPECT_EQ(m.params.at("nodes"), 1);
+  }
+  EXPECT_EQ((*result)[4].samples, 50);  // all_gather's banner: iters: 50
+  EXPECT_EQ((*result)[4].params.at("type"), "bfloat16");
+  EXPECT_EQ((*result)[8].params.at("type"), "half");
+  EXPECT_DOUBLE_EQ((*result)[15].bytes.value(), 268435456.0);
+  const std::string text = ReadSample("nccl/cluster_check.txt");
+  ASSERT_EQ(warnings.size(), 1u) << AllWarnings(warnings);
+  EXPECT_EQ(warnings[0].find(
+                fmt::format("cluster_check.txt:{}:", LineOf(text, "starting: broadcast_perf"))),
+            0u)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("broadcast_perf"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("skipped the 2 rows"), std::string::npos) << warnings[0];
+}
+
+TEST(IngestNcclTestsFilesTest, MpirunTagOutputPrefixesAreStrippedAndNodesCounted) {
+  std::vector<std::string> warnings;
+  auto result = ParseNcclSample("all_reduce_perf_tag_output.txt", NvlinkContext(), &warnings);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 4u);
+  EXPECT_TRUE(warnings.empty()) << AllWarnings(warnings);
+  const Measurement& m = result->back();
+  EXPECT_EQ(m.op, "all_reduce");
+  EXPECT_EQ(m.ranks, 8);
+  EXPECT_EQ(m.samples, 20);
+  EXPECT_DOUBLE_EQ(m.bytes.value(), 536870912.0);
+  EXPECT_EQ(m.params.at("nodes"), 2);
+  EXPECT_EQ(m.params.at("hosts"), (nlohmann::json{"node-a01", "node-a02"}));
+}
+
+TEST(IngestNcclTestsFilesTest, LauncherPrefixes) {
+  using ingest_internal::StripLauncherPrefix;
+  EXPECT_EQ(StripLauncherPrefix("[1,0]<stdout>:#  Rank  0 Group  0"), "#  Rank  0 Group  0");
+  EXPECT_EQ(StripLauncherPrefix("[1,12]<stderr>:     8388608   2097152"), "     8388608   2097152");
+  EXPECT_EQ(StripLauncherPrefix("[3]      1024   256  float"), "     1024   256  float");  // MPICH
+  EXPECT_EQ(StripLauncherPrefix("  0: # nThread 1 nGpus 1"), "# nThread 1 nGpus 1");  // srun -l
+  // Not prefixes: a data row, NCCL's own "[dev]", a bracketed word.
+  EXPECT_EQ(StripLauncherPrefix("        1024  256  float"), "        1024  256  float");
+  EXPECT_EQ(StripLauncherPrefix("host:1:2 [0] NCCL INFO x"), "host:1:2 [0] NCCL INFO x");
+  EXPECT_EQ(StripLauncherPrefix("[Rank 0] epoch time: 1 sec"), "[Rank 0] epoch time: 1 sec");
+}
+
+TEST(IngestNcclTestsFilesTest, NcclInfoGluedOntoRowsIsCutOffOrTheRowDropped) {
+  std::vector<std::string> warnings;
+  auto result = ParseNcclSample("all_reduce_perf_nccl_info.txt", NvlinkContext(), &warnings);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  const std::string text = ReadSample("nccl/all_reduce_perf_nccl_info.txt");
+  // 32 MiB: log glued after its last column; 64 MiB: log split it over two lines, joined;
+  // 128 MiB: cut before its out-of-place #wrong, dropped; 256 MiB: log glued in front.
+  ASSERT_EQ(result->size(), 3u) << AllWarnings(warnings);
+  EXPECT_DOUBLE_EQ((*result)[0].bytes.value(), 33554432.0);
+  EXPECT_DOUBLE_EQ((*result)[0].median.value(), 479.4e-6);
+  EXPECT_DOUBLE_EQ((*result)[0].params.at("in_place_s").get<double>(), 477.0e-6);
+  EXPECT_DOUBLE_EQ((*result)[1].bytes.value(), 67108864.0);
+  EXPECT_DOUBLE_EQ((*result)[1].median.value(), 898.9e-6);
+  EXPECT_DOUBLE_EQ((*result)[2].bytes.value(), 268435456.0);
+  for (const Measurement& m : *result) {
+    EXPECT_EQ(m.ranks, 16);
+    EXPECT_EQ(m.params.at("nodes"), 2);
+  }
+  ASSERT_EQ(warnings.size(), 4u) << AllWarnings(warnings);
+  const int dropped = LineOf(text, "   134217728");
+  EXPECT_EQ(CountWarnings(warnings, {fmt::format("all_reduce_perf_nccl_info.txt:{}:", dropped),
+                                     "'busbw' column", "row dropped"}),
+            1)
+      << AllWarnings(warnings);
+  EXPECT_EQ(CountWarnings(warnings, {fmt::format(":{}:", LineOf(text, "   33554432")),
+                                     "ignored the log text", "NCCL INFO"}),
+            1)
+      << AllWarnings(warnings);
+  EXPECT_EQ(CountWarnings(warnings, {fmt::format(":{}:", LineOf(text, "   67108864") + 1),
+                                     "joined this line"}),
+            1)
+      << AllWarnings(warnings);
+  EXPECT_EQ(CountWarnings(warnings, {fmt::format(":{}:", LineOf(text, "nRanks 16 nNodes 2")),
+                                     "log text before the row"}),
+            1)
+      << AllWarnings(warnings);
+}
+
+TEST(IngestNcclTestsFilesTest, GluedTextVersusACorruptValue) {
+  const std::string head =
+      "#  Rank  0 Group  0 Pid  100 on node-1 device  0 [0x18] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  1 Group  0 Pid  100 on node-1 device  1 [0x2a] NVIDIA H100 80GB HBM3\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   algbw   busbw #wrong\n";
+  std::vector<std::string> warnings;
+  IngestContext ctx = NvlinkContext();
+  ctx.warnings = &warnings;
+  // A Python traceback glued to the in-place #wrong: the row is whole before it.
+  auto glued =
+      ParseNcclTests(head +
+                         "        1024           256     float     sum      -1    20.00    "
+                         "0.05    0.05      0    20.00    0.05    0.05      0Traceback (most "
+                         "recent call last):\n",
+                     ctx, "all_reduce_perf.txt");
+  ASSERT_TRUE(glued.ok()) << glued.status().ToString();
+  EXPECT_EQ(glued->size(), 1u);
+  EXPECT_EQ(CountWarnings(warnings, {"all_reduce_perf.txt:4:", "Traceback"}), 1)
+      << AllWarnings(warnings);
+  // A letter inside a number is a corrupt value, not log text: the file is refused.
+  ExpectInvalid(
+      ParseNcclTests(head + "        1024           256     float     sum      -1    2x.00    "
+                            "0.05    0.05      0    20.00    0.05    0.05      0\n",
+                     ctx, "all_reduce_perf.txt"),
+      {"all_reduce_perf.txt:4:", "'time'", "'2x.00'"});
+  // Log text that leaves no whole out-of-place result, and nothing else: refused, saying why.
+  ExpectInvalid(
+      ParseNcclTests(head + "        1024           256     float     sum      -1    20.00"
+                            "node-1:100:100 [0] NCCL WARN Call to ibv_reg_mr failed\n",
+                     ctx, "all_reduce_perf.txt"),
+      {"all_reduce_perf.txt", "no usable", "line 4", "'time' column", "row dropped"});
+}
+
+TEST(IngestNcclTestsFilesTest, OldAlltoallWithABlankRedopColumn) {
+  std::vector<std::string> warnings;
+  auto result = ParseNcclSample("alltoall_perf_blank_redop.txt", NvlinkContext(), &warnings);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 5u);
+  EXPECT_TRUE(warnings.empty()) << AllWarnings(warnings);
+  const Measurement& m = result->back();
+  EXPECT_EQ(m.op, "all_to_all");
+  EXPECT_EQ(m.ranks, 8);
+  EXPECT_DOUBLE_EQ(m.bytes.value(), 67108864.0);
+  EXPECT_DOUBLE_EQ(m.median.value(), 323.6e-6);
+  EXPECT_DOUBLE_EQ(m.params.at("in_place_s").get<double>(), 322.0e-6);
+  EXPECT_EQ(m.params.at("type"), "float");
+
+  // Older still: redop and root both blank (root printed blank when -1).
+  IngestContext ctx = NvlinkContext();
+  ctx.ranks = 8;
+  auto both = ParseNcclTests(
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   "
+      "algbw   busbw #wrong\n"
+      "     4194304       1048576     float                    48.35   86.75   75.91       0    "
+      "48.11   "
+      "87.18   76.28       0\n"
+      "    67108864      16777216     float                  23360   2.87    2.51       0    23291 "
+      "  "
+      "2.88    2.52       0\n",
+      ctx, "alltoall_perf.txt");
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  ASSERT_EQ(both->size(), 2u);
+  EXPECT_DOUBLE_EQ((*both)[0].median.value(), 48.35e-6);
+  EXPECT_DOUBLE_EQ((*both)[1].median.value(), 23360e-6);  // a whole-number time (>= 10 ms)
+}
+
+TEST(IngestNcclTestsFilesTest, TableHeaderPastedWithoutItsHash) {
+  std::vector<std::string> warnings;
+  IngestContext ctx = NvlinkContext();
+  ctx.link = "ib-ndr";
+  // No Rank lines in the excerpt: the ranks are asked for, naming the first row.
+  const std::string text = ReadSample("nccl/sendrecv_pasted_header.txt");
+  ExpectInvalid(
+      ParseNcclTests(text, ctx, "sendrecv_pasted_header.txt"),
+      {fmt::format("sendrecv_pasted_header.txt:{}:", LineOf(text, "        4096")), "--ranks"});
+  ctx.ranks = 2;
+  auto result = ParseNcclSample("sendrecv_pasted_header.txt", ctx, &warnings);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 4u);
+  EXPECT_TRUE(warnings.empty()) << AllWarnings(warnings);
+  EXPECT_EQ(result->front().op, "sendrecv");
+  EXPECT_DOUBLE_EQ(result->back().bytes.value(), 1073741824.0);
+  EXPECT_FALSE(result->back().params.contains("nodes"));
+}
+
+TEST(IngestNcclTestsFilesTest, PreTwoLayoutNoRootAndAnErrorColumn) {
+  std::vector<std::string> warnings;
+  auto result = ParseNcclSample("all_reduce_perf_v1_error_column.txt", NvlinkContext(), &warnings);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  // "error" is nccl-tests' old largest deviation: 1e-07 for float sums is within its own
+  // tolerance (1e-5 x (ranks - 1)); 3e-01 is not, and that row is dropped.
+  ASSERT_EQ(result->size(), 4u) << AllWarnings(warnings);
+  for (const Measurement& m : *result) {
+    EXPECT_EQ(m.ranks, 4);     // "#   Rank  0 Pid ..." lines, without Group
+    EXPECT_EQ(m.samples, 20);  // "# nThread: 1 ... warmupIters: 5 iters: 20"
+    EXPECT_EQ(m.params.at("nodes"), 2);
+  }
+  EXPECT_DOUBLE_EQ(result->back().bytes.value(), 134217728.0);
+  const std::string text = ReadSample("nccl/all_reduce_perf_v1_error_column.txt");
+  ASSERT_EQ(warnings.size(), 1u) << AllWarnings(warnings);
+  EXPECT_EQ(CountWarnings(warnings, {fmt::format(":{}:", LineOf(text, "    16777216")), "3e-01",
+                                     "tolerance", "row dropped"}),
+            1)
+      << AllWarnings(warnings);
+}
+
+TEST(IngestNcclTestsFilesTest, CputimeAndItersColumns) {
+  std::vector<std::string> warnings;
+  IngestContext ctx = NvlinkContext();
+  ctx.collective = "all_gather";
+  auto result = ParseNcclSample("all_gather_perf_cputime_iters.txt", ctx, &warnings);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 3u);
+  EXPECT_TRUE(warnings.empty()) << AllWarnings(warnings);
+  EXPECT_EQ(result->back().samples, 20);  // the row's own #iters
+  EXPECT_EQ(result->back().op, "all_gather");
+}
+
+TEST(IngestNcclTestsFilesTest, ReduceScatterIsACollective) {
+  EXPECT_EQ(CollectiveName(Collective::kReduceScatter), "reduce_scatter");
+  ASSERT_TRUE(ParseCollective("reduce_scatter").ok());
+  EXPECT_EQ(*ParseCollective("reduce_scatter"), Collective::kReduceScatter);
+  EXPECT_DOUBLE_EQ(BusFactor(Collective::kReduceScatter, 8), 7.0 / 8.0);
+
+  std::vector<std::string> warnings;
+  auto result = ParseNcclSample("reduce_scatter_perf.txt", NvlinkContext(), &warnings);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 4u);
+  const Measurement& m = result->back();
+  EXPECT_EQ(m.op, "reduce_scatter");
+  EXPECT_EQ(m.ranks, 8);
+  EXPECT_NEAR(m.params.at("busbw_gbps").get<double>() / m.params.at("algbw_gbps").get<double>(),
+              7.0 / 8.0, 0.01);
+  // As a flag too, and from a file name alone.
+  IngestContext ctx = NvlinkContext();
+  ctx.collective = "reduce_scatter_perf";
+  EXPECT_TRUE(ParseNcclTests(ReadSample("nccl/reduce_scatter_perf.txt"), ctx, "x.txt").ok());
+  ctx.collective = "all_reduce";  // its busbw factor is 2(n-1)/n: refused
+  ExpectInvalid(ParseNcclTests(ReadSample("nccl/reduce_scatter_perf.txt"), ctx, "x.txt"),
+                {"--collective all_reduce", "reduce_scatter"});
+}
+
+TEST(IngestNcclTestsFilesTest, RowsWithWrongResultsAreDroppedWithAWarning) {
+  std::vector<std::string> warnings;
+  auto result = ParseNcclSample("all_reduce_perf_wrong.txt", NvlinkContext(), &warnings);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 3u);
+  EXPECT_DOUBLE_EQ((*result)[0].bytes.value(), 1024.0);
+  EXPECT_DOUBLE_EQ((*result)[1].bytes.value(), 262144.0);
+  EXPECT_DOUBLE_EQ((*result)[2].bytes.value(), 67108864.0);
+  const std::string text = ReadSample("nccl/all_reduce_perf_wrong.txt");
+  ASSERT_EQ(warnings.size(), 2u) << AllWarnings(warnings);
+  EXPECT_EQ(CountWarnings(warnings, {fmt::format("all_reduce_perf_wrong.txt:{}:",
+                                                 LineOf(text, "       16384")),
+                                     "3 wrong elements", "in-place", "row dropped"}),
+            1)
+      << AllWarnings(warnings);
+  EXPECT_EQ(CountWarnings(warnings, {fmt::format(":{}:", LineOf(text, "     4194304")),
+                                     "1048576 wrong elements", "out-of-place"}),
+            1)
+      << AllWarnings(warnings);
+}
+
+TEST(IngestNcclTestsFilesTest, OneRankRefusedAloneSkippedBesideOthers) {
+  const std::string one = ReadSample("nccl/all_reduce_perf_1rank.txt");
+  ExpectInvalid(ParseNcclTests(one, NvlinkContext(), "all_reduce_perf_1rank.txt"),
+                {fmt::format("all_reduce_perf_1rank.txt:{}:", LineOf(one, "# nThread")), "1 rank",
+                 "nothing to calibrate"});
+  std::vector<std::string> warnings;
+  auto mixed = ParseNcclSample("all_reduce_perf_1_and_4_ranks.txt", NvlinkContext(), &warnings);
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  ASSERT_EQ(mixed->size(), 3u);
+  for (const Measurement& m : *mixed) EXPECT_EQ(m.ranks, 4);
+  ASSERT_EQ(warnings.size(), 1u) << AllWarnings(warnings);
+  EXPECT_EQ(CountWarnings(warnings,
+                          {"all_reduce_perf_1_and_4_ranks.txt:2:", "1 rank", "skipped its 3 rows"}),
+            1)
+      << AllWarnings(warnings);
+}
+
+TEST(IngestNcclTestsFilesTest, RanksAndNodesFromNcclInfoWithoutRankLines) {
+  auto result = ParseNcclTests(
+      "node7:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL "
+      "0\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   "
+      "algbw   busbw #wrong\n"
+      "     4194304       1048576     float     sum      -1    60.00   69.91  131.08       0    "
+      "60.00   "
+      "69.91  131.08       0\n",
+      NvlinkContext(), "all_reduce_perf.txt");
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 1u);
+  EXPECT_EQ(result->front().ranks, 16);
+  EXPECT_EQ(result->front().params.at("nodes"), 2);
+  EXPECT_FALSE(result->front().params.contains("hosts"));
+}
+
+TEST(IngestNcclTestsFilesTest, UnusableFilesNameTheLineAndWhy) {
+  const std::string garbled = ReadSample("nccl/all_reduce_perf_garbled.txt");
+  ExpectInvalid(ParseNcclTests(garbled, NvlinkContext(), "all_reduce_perf_garbled.txt"),
+                {fmt::format("all_reduce_perf_garbled.txt:{}:", LineOf(garbled, "       16384")),
+                 "('algbw')", "'0.?2'"});
+  // Cut short mid-row (a killed run): the row, its last column and the header's columns.
+  const std::string cut = ReadSample("nccl/reduce_scatter_perf.txt").substr(0, 1500);
+  const int last = LineOf(cut, cut.substr(cut.rfind('\n') + 1));
+  ExpectInvalid(ParseNcclTests(cut, NvlinkContext(), "reduce_scatter_perf.txt"),
+                {fmt::format("reduce_scatter_perf.txt:{}:", last), "the row stops after",
+                 "is the file cut short"});
+  // Every row wrong: nothing usable, and the first reason.
+  const std::string wrong = ReadSample("nccl/all_reduce_perf_wrong.txt");
+  std::string all_wrong;
+  for (const auto& line : ingest_internal::SplitLines(wrong)) {
+    std::string l(line.text);
+    if (l.size() > 2 && l.back() == '0' && l[0] == ' ') l.back() = '7';
+    all_wrong += l + "\n";
+  }
+  ExpectInvalid(ParseNcclTests(all_wrong, NvlinkContext(), "all_reduce_perf.txt"),
+                {"all_reduce_perf.txt: no usable nccl-tests result rows: all 5 were dropped",
+                 "wrong elements"});
+}
+
+TEST(IngestDetectTest, RecognisersForWhatUsersHave) {
+  using ingest_internal::LooksLikeNcclTests;
+  using ingest_internal::LooksLikeXditLog;
+  EXPECT_TRUE(LooksLikeNcclTests(ReadSample("nccl/all_reduce_perf_tag_output.txt")));
+  EXPECT_TRUE(LooksLikeNcclTests(ReadSample("nccl/sendrecv_pasted_header.txt")));
+  EXPECT_TRUE(LooksLikeNcclTests(ReadSample("nccl/all_reduce_perf_v1_error_column.txt")));
+  EXPECT_FALSE(LooksLikeNcclTests(kXditLog));
+  EXPECT_FALSE(LooksLikeNcclTests("source,kind,op,device,median_s\n"));
+  EXPECT_TRUE(LooksLikeXditLog(ReadSample("xdit/runner_iterations.log")));
+  EXPECT_TRUE(LooksLikeXditLog(ReadSample("xdit/runner_average_only.log")));
+  EXPECT_TRUE(LooksLikeXditLog(ReadSample("xdit/timings.json")));
+  EXPECT_TRUE(LooksLikeXditLog(ReadSample("xdit/usp_latency_test.log")));
+  EXPECT_FALSE(LooksLikeXditLog(kAllReduce));
+}
+
+// ---------------------------------------------------------------------------------------------
+// xDiT outputs.
+
+StatusOr<std::vector<Measurement>> ParseXditSample(const std::string& name, IngestContext ctx,
+                                                   std::vector<std::string>* warnings) {
+  ctx.warnings = warnings;
+  return ParseXditLog(ReadSample("xdit/" + name), ctx, name);
+}
+
+TEST(IngestXditFilesTest, UnifiedRunnerIterationLines) {
+  IngestContext ctx = XditContext();
+  ctx.run["config"] = "ulysses=4";
+  ctx.run["gpus"] = 4;
+  std::vector<std::string> warnings;
+  auto result = ParseXditSample("runner_iterations.log", ctx, &warnings);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  // Three runs; their average is not a fourth.
+  ASSERT_EQ(result->size(), 3u);
+  EXPECT_DOUBLE_EQ((*result)[0].median.value(), 5.84);
+  EXPECT_DOUBLE_EQ((*result)[2].median.value(), 5.81);  // "5.81s"
+  for (size_t i = 0; i < 3; ++i) {
+    const Measurement& m = (*result)[i];
+    EXPECT_EQ(m.params.at("iteration"), i);
+    EXPECT_EQ(m.ranks, 4);
+    EXPECT_EQ(m.samples, 1);
+    // "model memory: 33.91 GB, overall memory: 38.47 GB" on a line of its own.
+    EXPECT_DOUBLE_EQ(m.params.at("parameter_memory_gb").get<double>(), 33.91);
+    EXPECT_DOUBLE_EQ(m.params.at("peak_memory_gb").get<double>(), 38.47);
+  }
+  EXPECT_TRUE(warnings.empty()) << AllWarnings(warnings);
+}
+
+TEST(IngestXditFilesTest, UnifiedRunnerAverageAlone) {
+  auto result = ParseXditSample("runner_average_only.log", XditContext(), nullptr);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 1u);
+  EXPECT_DOUBLE_EQ(result->front().median.value(), 3.42);
+  EXPECT_EQ(result->front().samples, 5);
+  EXPECT_EQ(result->front().params.at("statistic"), "mean");
+  ExpectInvalid(ParseXditLog("Average time over 0 runs: 1.0 s\n", XditContext(), "r.log"),
+                {"r.log:1:", "0 runs"});
+  ExpectInvalid(ParseXditLog("Iteration 1 completed in 900 ms\n", XditContext(), "r.log"),
+                {"r.log:1:", "'ms'", "seconds"});
+}
+
+TEST(IngestXditFilesTest, TimingsJson) {
+  IngestContext ctx = XditContext();
+  auto result = ParseXditSample("timings.json", ctx, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 3u);
+  EXPECT_DOUBLE_EQ((*result)[1].median.value(), 5.86);
+  // The document's own degrees replace --config's.
+  EXPECT_EQ((*result)[1].params.at("config"), "ulysses=2,ring=2");
+  EXPECT_EQ((*result)[1].ranks, 4);
+  EXPECT_EQ((*result)[1].params.at("iteration"), 2);
+  EXPECT_EQ((*result)[1].params.at("steps"), 28);
+
+  auto list = ParseXditSample("timings_list.json", ctx, nullptr);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_DOUBLE_EQ((*list)[0].median.value(), 5.9124);  // "time_ms"
+  EXPECT_EQ((*list)[0].params.at("config"), "ulysses=8");
+
+  ExpectInvalid(ParseXditLog("{\"timings\": [5.9, \"fast\"]}", ctx, "t.json"),
+                {"t.json", "\"timings\" entry 2", "\"fast\""});
+  ExpectInvalid(ParseXditLog("{\"timings\": [5.9, -1]}", ctx, "t.json"),
+                {"t.json", "\"timings\" entry 2", "> 0"});
+  ExpectInvalid(ParseXditLog("{\"timings\": [5.9,", ctx, "t.json"), {"t.json", "not valid JSON"});
+  ExpectInvalid(ParseXditLog("{\"model\": \"flux\"}", ctx, "t.json"),
+                {"t.json", "per-run timings"});
+}
+
+TEST(IngestXditFilesTest, NewerMemoryLabels) {
+  auto result = ParseXditSample("example_new_memory.log", XditContext(), nullptr);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->size(), 1u);
+  EXPECT_DOUBLE_EQ(result->front().median.value(), 5.21);
+  EXPECT_DOUBLE_EQ(result->front().params.at("parameter_memory_gb").get<double>(), 33.85);
+  EXPECT_DOUBLE_EQ(result->front().params.at("peak_memory_gb").get<double>(), 36.02);
+  ExpectInvalid(ParseXditLog("epoch time: 5.2 sec, model memory: 33 GiB\n", XditContext(), "m.log"),
+                {"m.log:1:", "'model memory:'", "'GiB'"});
+}
+
+TEST(IngestXditFilesTest, EachResultBelongsToTheConfigurationAnnouncedBeforeIt) {
+  std::vector<std::string> warnings;
+  const std::string text = ReadSample("xdit/usp_latency_test.log");
+  auto result = ParseXditSample("usp_latency_test.log", XditContext(), &warnings);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  // The ulysses=4 run failed: three results.
+  ASSERT_EQ(result->size(), 3u);
+  EXPECT_EQ((*result)[0].params.at("config"), "ring=8");
+  EXPECT_EQ((*result)[1].params.at("config"), "ulysses=2,ring=4");
+  EXPECT_EQ((*result)[2].params.at("config"), "ulysses=8");
+  EXPECT_EQ((*result)[2].params.at("height"), 2048);
+  EXPECT_EQ((*result)[2].params.at("width"), 2048);
+  EXPECT_EQ((*result)[0].params.at("height"), 1024);
+  EXPECT_EQ((*result)[1].params.at("config_line"), LineOf(text, "ulysses_degree 2, ring_degree 4"));
+  for (const Measurement& m : *result) EXPECT_EQ(m.ranks, 8);
+  EXPECT_DOUBLE_EQ((*result)[1].median.value(), 7.12);
+  // --config ulysses=8 was given: said once, where the log first departs from it.
+  ASSERT_EQ(warnings.size(), 1u) << AllWarnings(warnings);
+  EXPECT_EQ(warnings[0].find("usp_latency_test.log:1:"), 0u) << warnings[0];
+
+  // The single-node script's spelling: split batch, pp_degree, patches, warm-up steps.
+  auto single = ParseXditSample("single_node_latency_test.log", XditContext(), nullptr);
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  ASSERT_EQ(single->size(), 2u);
+  EXPECT_EQ((*single)[0].params.at("config"), "ulysses=8");
+  auto hybrid = ParseParallelConfig("ulysses=2,pipefusion=2,patches=4,warmup=1,cfg=2");
+  ASSERT_TRUE(hybrid.ok());
+  EXPECT_EQ((*single)[1].params.at("config"), ToString(*hybrid));
+  EXPECT_EQ((*single)[1].ranks, 8);
+
+  // Without --config or --ranks, the announcement alone gives the GPUs; a result before any
+  // announcement has none.
+  IngestContext bare = XditContext();
+  bare.run.erase("gpus");
+  bare.run.erase("config");
+  auto announced = ParseXditLog(text, bare, "u.log");
+  ASSERT_TRUE(announced.ok()) << announced.status().ToString();
+  EXPECT_EQ(announced->size(), 3u);
+  ExpectInvalid(ParseXditLog("epoch time: 5.0 sec\n" + text, bare, "u.log"),
+                {"u.log:1:", "--ranks"});
+  ExpectInvalid(
+      ParseXditLog("Running test for size 1024, ulysses_degree two\nepoch time: 5.0 sec\n", bare,
+                   "u.log"),
+      {"u.log:1:", "ulysses_degree two", "whole number"});
 }
 
 }  // namespace

@@ -1,0 +1,83 @@
+// `ditune calibrate learn --suite FILE.csv [--out FILE.json] [--db PATH] [--json]`: the
+// global mechanism constants learned on a training suite (planner/learn.h).
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "costmodels/calibration.h"
+#include "planner/factory.h"
+#include "planner/learn.h"
+
+namespace ditune::cli {
+
+int RunCalibrateLearn(int argc, char** argv) {
+  cxxopts::Options options(
+      "ditune calibrate learn",
+      "Learn the global mechanism constants (eager host overhead, framework ops per parallel method, collective "
+      "efficiency per link class, VAE scales) on every row of a training suite; never anything per group, row or "
+      "model. Prints the constants and the suite's error before and after.");
+  options.add_options()
+      ("suite", "training suite CSV (the validate format)", cxxopts::value<std::string>())
+      ("out", "write the factory calibration document (data/calibration/factory.json's format)",
+       cxxopts::value<std::string>())
+      ("db", "also record the constants and the suite's (GPU, model) scales in this store as active fits",
+       cxxopts::value<std::string>())
+      ("json", "the factory calibration document on stdout");
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("calibrate learn", args.status());
+  if (help) return 0;
+  if (args->count("suite") == 0) return Fail("calibrate learn", Status::InvalidArgument("--suite FILE.csv is required"));
+  const std::string path = (*args)["suite"].as<std::string>();
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("calibrate learn", catalog.status());
+  auto rows = LoadSuiteFile(path, **catalog);
+  if (!rows.ok()) return Fail("calibrate learn", rows.status());
+  // Learned on the catalog alone: constants that ship must not depend on one machine's store.
+  auto learned = LearnMechanisms(*rows, **catalog, {});
+  if (!learned.ok()) return Fail("calibrate learn", learned.status());
+  const std::string name = std::filesystem::path(path).filename().string();
+  const nlohmann::json doc = FactoryCalibrationJson(*learned, name, *rows);
+  if (args->count("out")) {
+    const std::string out = (*args)["out"].as<std::string>();
+    std::ofstream f(out, std::ios::binary | std::ios::trunc);
+    if (!f || !(f << doc.dump(2) << "\n") || !f.flush()) {
+      return Fail("calibrate learn", Status::InvalidArgument(fmt::format("cannot write '{}' (--out)", out)));
+    }
+  }
+  if (args->count("db")) {
+    auto store = OpenStore((*args)["db"].as<std::string>());
+    if (!store.ok()) return Fail("calibrate learn", store.status());
+    auto fits = FactoryFits(doc);
+    if (!fits.ok()) return Fail("calibrate learn", fits.status());
+    Status st = (*store)->ReplaceFits(*fits);
+    if (!st.ok()) return Fail("calibrate learn", st);
+  }
+  if (args->count("json")) {
+    std::cout << doc.dump(2) << "\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> table;
+  for (const auto& p : MechanismParams()) {
+    table.push_back({p.name, fmt::format("{:.4g}", learned->start.*p.member),
+                     fmt::format("{:.4g}", learned->mechanisms.*p.member), p.what});
+  }
+  std::cout << FormatTable({"constant", "default", "learned", "what"}, table);
+  auto line = [](const char* when, const SuiteSummary& s, double loss) {
+    return fmt::format("{}: rows={} median_ape={:.3f} p90_ape={:.3f} oom_agree={}/{} no_fit={} choice={}/{} loss={:.4f}\n",
+                       when, s.rows, s.median_ape, s.p90_ape, s.oom_agree, s.oom_rows, s.false_oom, s.choice_pass,
+                       s.choice_sets, loss);
+  };
+  std::cout << line("before", learned->before, learned->loss_before);
+  std::cout << line("after", learned->after, learned->loss_after);
+  std::cout << fmt::format("{} evaluations of the suite; in-sample figures: `ditune validate --suite {} "
+                           "--cross-validate` measures generalisation\n",
+                           learned->evaluations, path);
+  return 0;
+}
+
+}  // namespace ditune::cli

@@ -1,0 +1,69 @@
+#include "costmodels/mechanisms.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace ditune {
+
+const std::vector<MechanismParam>& MechanismParams() {
+  static const std::vector<MechanismParam> params = {
+      {"eager_op_us", &Mechanisms::eager_op_us, 3, 80, "host µs per eager framework op"},
+      {"compiled_op_us", &Mechanisms::compiled_op_us, 1, 40, "host µs per kernel under torch.compile"},
+      {"ulysses_ops", &Mechanisms::ulysses_ops, 2, 60, "framework ops around each Ulysses all-to-all"},
+      {"ring_merge_ops", &Mechanisms::ring_merge_ops, 2, 80, "framework ops per Ring merge"},
+      {"switch_alltoall_efficiency", &Mechanisms::switch_alltoall_efficiency, 0.05, 1.5,
+       "all-to-all bandwidth on NVLink/xGMI over the catalog's"},
+      {"pcie_alltoall_efficiency", &Mechanisms::pcie_alltoall_efficiency, 0.01, 1.5,
+       "all-to-all bandwidth on a PCIe box over the catalog's"},
+      {"pcie_allreduce_efficiency", &Mechanisms::pcie_allreduce_efficiency, 0.05, 1.5,
+       "all-reduce bandwidth on a PCIe box over the catalog's"},
+      {"pcie_p2p_efficiency", &Mechanisms::pcie_p2p_efficiency, 0.05, 1.5,
+       "point-to-point bandwidth on a PCIe box over the catalog's"},
+      {"image_vae_scale", &Mechanisms::image_vae_scale, 0.2, 20, "image VAE decode, measured over modelled"},
+      {"video_vae_scale", &Mechanisms::video_vae_scale, 0.2, 40, "video VAE decode, measured over modelled"},
+      {"pipefusion_warmup", &Mechanisms::pipefusion_warmup, 0.02, 1,
+       "exposed fraction of a PipeFusion warm-up step"},
+      {"cross_socket_efficiency", &Mechanisms::cross_socket_efficiency, 0.01, 1.5,
+       "inter-socket bandwidth on a PCIe box over the catalog's"},
+      {"staged_alltoall_gbps", &Mechanisms::staged_alltoall_gbps, 0.5, 200,
+       "host-staged all-to-all bandwidth of a PCIe box's node, GB/s"},
+  };
+  return params;
+}
+
+nlohmann::json MechanismsToJson(const Mechanisms& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& p : MechanismParams()) j[p.name] = m.*p.member;
+  return j;
+}
+
+StatusOr<Mechanisms> MechanismsFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return Status::InvalidArgument("mechanisms: expected a JSON object of constants");
+  Mechanisms m;
+  for (const auto& [key, value] : j.items()) {
+    const MechanismParam* found = nullptr;
+    for (const auto& p : MechanismParams()) {
+      if (key == p.name) found = &p;
+    }
+    if (found == nullptr) {
+      std::vector<std::string> names;
+      for (const auto& p : MechanismParams()) names.emplace_back(p.name);
+      const std::string valid = fmt::format("{}", fmt::join(names, ", "));
+      return Status::InvalidArgument(fmt::format("mechanisms: unknown constant '{}' (valid: {})", key, valid));
+    }
+    if (!value.is_number() || !std::isfinite(value.get<double>())) {
+      return Status::InvalidArgument(fmt::format("mechanisms: '{}' must be a finite number", key));
+    }
+    const double v = value.get<double>();
+    if (v < found->lo || v > found->hi) {
+      return Status::InvalidArgument(
+          fmt::format("mechanisms: '{}' = {} is outside [{}, {}] ({})", key, v, found->lo, found->hi, found->what));
+    }
+    m.*(found->member) = v;
+  }
+  return m;
+}
+
+}  // namespace ditune

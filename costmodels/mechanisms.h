@@ -1,0 +1,88 @@
+// Global mechanism constants: how an eager framework issues work and how collectives behave
+// on a class of link, in numbers that hold for every model, GPU and resolution.
+//
+// They are not per model, per GPU or per run: each names one mechanism of the hardware or
+// of xDiT's software stack, with a default from first principles, and `ditune calibrate
+// learn` fits them on a published training suite (planner/learn.h). The fitted values ship
+// as data (data/calibration/mechanisms.json), seed every new store as a fit of kind
+// "mechanisms", and apply wherever the cost models are built (MakeCostModels).
+#ifndef DITUNE_COSTMODELS_MECHANISMS_H_
+#define DITUNE_COSTMODELS_MECHANISMS_H_
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace ditune {
+
+inline constexpr const char* kFitKindMechanisms = "mechanisms";
+// The key of the mechanisms fit: the software stack they describe.
+inline constexpr const char* kMechanismsKeyXdit = "xdit";
+
+struct Mechanisms {
+  // Host time of one framework op in eager PyTorch (Python, dispatch, launch), µs.
+  double eager_op_us = 15;
+  // Host time of one generated kernel under torch.compile (no Python between ops), µs.
+  double compiled_op_us = 5;
+  // Framework ops around each Ulysses all-to-all (reshape, transpose, contiguous, the
+  // collective, and back: the sequence-parallel library's wrapper), per tensor.
+  double ulysses_ops = 9;
+  // Framework ops of one Ring merge of partial attention outputs (log-sum-exp rescaling).
+  double ring_merge_ops = 15;
+  // Achieved fraction of the link's catalog bus bandwidth for all-to-all over a switched
+  // fabric (NVLink / NVSwitch, xGMI): n - 1 concurrent peer streams instead of a ring.
+  double switch_alltoall_efficiency = 1;
+  // The same on a PCIe box (two sockets, GPUs on PCIe switches): NCCL stages all-to-all
+  // through host memory when GPU peer access is off, and every pair crosses the host.
+  double pcie_alltoall_efficiency = 1;
+  // Achieved fraction of a PCIe box's catalog bandwidth for all-reduce (a ring: two of its
+  // hops cross the sockets).
+  double pcie_allreduce_efficiency = 1;
+  // Achieved fraction of a PCIe box's catalog point-to-point bandwidth (Ring passes,
+  // PipeFusion patches).
+  double pcie_p2p_efficiency = 1;
+  // Measured over modelled VAE decode of images: the 2-D decoder's convolutions run at a
+  // lower efficiency than GEMMs (the roofline the model assumes).
+  double image_vae_scale = 1;
+  // The same for video VAEs: causal 3-D convolutions, decoded in overlapping temporal tiles
+  // at higher precision; a non-parallel part of every video run.
+  double video_vae_scale = 1;
+
+  // Exposed fraction of a PipeFusion warm-up step (the whole image through the stages one
+  // after another, DESIGN.md): 1 when it costs a full synchronous step. Published PipeFusion
+  // runs scale better than a full synchronous warm-up allows; this is what they show.
+  double pipefusion_warmup = 1;
+  // Achieved fraction of a PCIe box's inter-socket bandwidth (the host path between the
+  // sockets that every crossing transfer shares) for collectives over both sockets.
+  double cross_socket_efficiency = 1;
+
+  // Bandwidth of the host path a PCIe box's all-to-all is staged through (GPU peer access
+  // off: every rank's outgoing shares are copied through host memory, which all of the
+  // node's ranks in the group share), GB/s.
+  double staged_alltoall_gbps = 12;
+
+  friend bool operator==(const Mechanisms&, const Mechanisms&) = default;
+};
+
+// One constant: its JSON name, what it is, its bounds for learning.
+struct MechanismParam {
+  const char* name;
+  double Mechanisms::*member;
+  double lo, hi;  // physically meaningful range: learning stays inside it
+  const char* what;
+};
+const std::vector<MechanismParam>& MechanismParams();
+
+// {"eager_op_us": 15, ...}: every constant.
+nlohmann::json MechanismsToJson(const Mechanisms& m);
+// Reads an object of constants; missing ones keep their defaults. InvalidArgument naming
+// the key for an unknown name (listing the valid ones), a non-number, or a value outside its
+// bounds.
+StatusOr<Mechanisms> MechanismsFromJson(const nlohmann::json& j);
+
+}  // namespace ditune
+
+#endif  // DITUNE_COSTMODELS_MECHANISMS_H_

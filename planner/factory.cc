@@ -1,0 +1,148 @@
+#include "planner/factory.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "costmodels/calibration.h"
+#include "planner/predict.h"
+
+namespace ditune {
+namespace {
+
+nlohmann::json SummaryJson(const SuiteSummary& s, double loss) {
+  return {{"rows", s.rows},           {"median_ape", s.median_ape},   {"p90_ape", s.p90_ape},
+          {"oom_agree", s.oom_agree}, {"oom_rows", s.oom_rows},       {"false_oom", s.false_oom},
+          {"choice_pass", s.choice_pass}, {"choice_sets", s.choice_sets}, {"loss", loss}};
+}
+
+}  // namespace
+
+nlohmann::json FactoryCalibrationJson(const LearnResult& learned, const std::string& suite,
+                                      const std::vector<SuiteRow>& rows) {
+  nlohmann::json scales = nlohmann::json::array();
+  for (const auto& f : learned.scales) {
+    nlohmann::json from = nlohmann::json::array();
+    for (const auto& r : rows) {
+      if (r.role == SuiteRole::kCalibrate && E2eFitKey(r.cluster.gpu_id, r.workload.model_id) == f.key) {
+        from.push_back(fmt::format("{} line {} ({})", r.group, r.line, r.source));
+      }
+    }
+    scales.push_back({{"key", f.key}, {"compute_scale", f.params["compute_scale"]}, {"rows", from}});
+  }
+  std::map<std::string, int> groups;
+  for (const auto& r : rows) groups[r.group]++;
+  return {{"about", "learned by `ditune calibrate learn --suite " + suite +
+                        "`: global mechanism constants fitted on every row of the suite, and the compute scale "
+                        "of each (GPU, model) from its published single-GPU runs"},
+          {"suite", suite},
+          {"rows", rows.size()},
+          {"groups", groups.size()},
+          {"evaluations", learned.evaluations},
+          {"defaults", MechanismsToJson(learned.start)},
+          {"mechanisms", MechanismsToJson(learned.mechanisms)},
+          {"before", SummaryJson(learned.before, learned.loss_before)},
+          {"after", SummaryJson(learned.after, learned.loss_after)},
+          {"scales", scales}};
+}
+
+StatusOr<std::vector<Fit>> FactoryFits(const nlohmann::json& doc) {
+  if (!doc.is_object() || !doc.contains("mechanisms") || !doc.contains("scales") || !doc["scales"].is_array()) {
+    return Status::InvalidArgument("factory calibration: expected an object with 'mechanisms' and 'scales' (an array)");
+  }
+  DITUNE_ASSIGN_OR_RETURN(Mechanisms m, MechanismsFromJson(doc["mechanisms"]));
+  std::vector<Fit> fits = {MechanismsFit(m)};
+  fits.back().params["origin"] = fmt::format("learned from {}", doc.value("suite", "the published record"));
+  for (const auto& s : doc["scales"]) {
+    if (!s.is_object() || !s.contains("key") || !s["key"].is_string() || !s.contains("compute_scale") ||
+        !s["compute_scale"].is_number() || !(s["compute_scale"].get<double>() > 0)) {
+      return Status::InvalidArgument(
+          "factory calibration: each of 'scales' needs a 'key' (\"<gpu>/<model>\") and a positive 'compute_scale'");
+    }
+    Fit f;
+    f.kind = kFitKindE2e;
+    f.key = s["key"].get<std::string>();
+    std::vector<std::string> from;
+    if (s.contains("rows") && s["rows"].is_array()) {
+      for (const auto& r : s["rows"]) from.push_back(r.is_string() ? r.get<std::string>() : r.dump());
+    }
+    const std::string rows = fmt::format("{}", fmt::join(from, "; "));
+    f.params = {{"compute_scale", s["compute_scale"]},
+                {"origin", fmt::format("published: {}", rows.empty() ? doc.value("suite", "?") : rows)}};
+    fits.push_back(std::move(f));
+  }
+  return fits;
+}
+
+StatusOr<std::vector<Fit>> LoadFactoryFits(const Catalog& catalog) {
+  const auto path = catalog.data_dir() / kFactoryCalibrationPath;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::vector<Fit>{};
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Status::InvalidArgument(fmt::format("{}: not valid JSON", path.string()));
+  auto fits = FactoryFits(doc);
+  if (!fits.ok()) return fits.status().WithContext(path.string());
+  return fits;
+}
+
+StatusOr<std::unique_ptr<Store>> OpenCalibrationStore(const Catalog& catalog, const std::string& path) {
+  StoreOptions options;
+  DITUNE_ASSIGN_OR_RETURN(options.seed_fits, LoadFactoryFits(catalog));
+  return Store::Open(path, options);
+}
+
+std::vector<std::string> CalibrationSources(const std::vector<Fit>& fits, const Cluster& cluster,
+                                            const std::string& model_id) {
+  std::vector<std::string> out;
+  const std::string key = E2eFitKey(cluster.gpu->id, model_id);
+  const Fit* scale = nullptr;
+  const Fit* mech = nullptr;
+  int compute = 0, comm = 0;
+  for (const auto& f : fits) {
+    if (!f.active) continue;
+    if (f.kind == kFitKindE2e && f.key == key) scale = &f;
+    if (f.kind == kFitKindMechanisms && f.key == kMechanismsKeyXdit) mech = &f;
+    if (f.kind == kFitKindCompute && f.key.starts_with(cluster.gpu->id + "/")) ++compute;
+    if (f.kind == kFitKindComm && (f.key.find("/" + cluster.intra->id) != std::string::npos ||
+                                   f.key.find("/" + cluster.inter->id) != std::string::npos)) {
+      ++comm;
+    }
+  }
+  if (scale != nullptr && scale->params.contains("compute_scale") && scale->params["compute_scale"].is_number()) {
+    const double k = scale->params["compute_scale"].get<double>();
+    const std::string origin = FactoryOrigin(*scale);
+    out.push_back(!origin.empty() ? fmt::format("compute scale of {}: {:.3f}, learned from published runs ({})", key, k,
+                                                origin)
+                                  : fmt::format("compute scale of {}: {:.3f}, fitted from {} measurement(s) in the store",
+                                                key, k, scale->measurement_ids.size()));
+  } else {
+    out.push_back(fmt::format("compute of {}: catalog peak and default efficiencies (no published or measured run of "
+                              "this GPU and model calibrates a scale)",
+                              key));
+  }
+  const std::string mech_origin = mech != nullptr ? FactoryOrigin(*mech) : "";
+  out.push_back(mech == nullptr ? "global constants (eager host overhead, framework ops per method, collective "
+                                  "efficiencies, VAE scales): the code's defaults"
+                                : fmt::format("global constants (eager host overhead, framework ops per method, "
+                                              "collective efficiencies, VAE scales): {}",
+                                              mech_origin.empty() ? "learned (calibrate learn)" : mech_origin));
+  out.push_back(compute > 0 ? fmt::format("per-op curves on {}: {} fitted from measurements", cluster.gpu->id, compute)
+                            : fmt::format("per-op curves on {}: catalog defaults", cluster.gpu->id));
+  out.push_back(comm > 0 ? fmt::format("collectives: {} curve(s) fitted from measurements", comm)
+                         : fmt::format("collectives on {}{}: catalog bandwidth and latency, times the global "
+                                       "efficiencies",
+                                       cluster.intra->id, cluster.nodes() > 1 ? " and " + cluster.inter->id : ""));
+  return out;
+}
+
+std::string FactoryOrigin(const Fit& fit) {
+  if (!fit.params.is_object() || !fit.params.contains("origin") || !fit.params["origin"].is_string()) return "";
+  return fit.params["origin"].get<std::string>();
+}
+
+}  // namespace ditune

@@ -1,0 +1,57 @@
+// The factory calibration: what ditune learned from the published record and ships as data
+// (data/calibration/factory.json), so that a fresh store predicts from it.
+//
+// The file holds the global mechanism constants learned on the training suite (`ditune
+// calibrate learn`), the suite's error before and after, and the (GPU, model) compute
+// scales of the suite's published single-GPU runs under those constants, each with the
+// rows it came from.
+#ifndef DITUNE_PLANNER_FACTORY_H_
+#define DITUNE_PLANNER_FACTORY_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/catalog.h"
+#include "core/cluster.h"
+#include "costmodels/store.h"
+#include "planner/learn.h"
+#include "planner/suite.h"
+
+namespace ditune {
+
+// Where a fresh store's factory fits come from, relative to the data directory.
+inline constexpr const char* kFactoryCalibrationPath = "calibration/factory.json";
+
+// The factory file's document for a learning run on `rows` of the suite named `suite`.
+nlohmann::json FactoryCalibrationJson(const LearnResult& learned, const std::string& suite,
+                                      const std::vector<SuiteRow>& rows);
+
+// The fits a factory document seeds: the mechanisms fit and one e2e compute-scale fit per
+// (GPU, model), each e2e fit's params naming its origin ("origin": "published: <suite>
+// line N, ..."). InvalidArgument naming the field when the document is malformed.
+StatusOr<std::vector<Fit>> FactoryFits(const nlohmann::json& doc);
+
+// FactoryFits of the catalog's data directory's file; an empty list where the data
+// directory ships none.
+StatusOr<std::vector<Fit>> LoadFactoryFits(const Catalog& catalog);
+
+// Opens the calibration store at `path` (Store::Open: an empty path is refused); a new one
+// starts with LoadFactoryFits(catalog) (StoreOptions::seed_fits).
+StatusOr<std::unique_ptr<Store>> OpenCalibrationStore(const Catalog& catalog, const std::string& path);
+
+// Where the figures behind a prediction for `model_id` on `cluster` come from, a line each:
+// the (GPU, model) compute scale (learned from published runs, fitted from the store's
+// measurements, or none: the catalog's peak and efficiencies), the global constants
+// (learned, or the code's defaults), the per-op and collective curves (fitted, or catalog).
+std::vector<std::string> CalibrationSources(const std::vector<Fit>& fits, const Cluster& cluster,
+                                            const std::string& model_id);
+
+// Whether an e2e fit came from the factory calibration, and where from ("" when it did not).
+std::string FactoryOrigin(const Fit& fit);
+
+}  // namespace ditune
+
+#endif  // DITUNE_PLANNER_FACTORY_H_

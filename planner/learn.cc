@@ -1,0 +1,115 @@
+#include "planner/learn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "costmodels/calibration.h"
+#include "planner/predict.h"
+
+namespace ditune {
+
+double SuiteLoss(const SuiteReport& report) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& r : report.rows) {
+    if (!r.row->latency_s) {
+      if (r.row->role == SuiteRole::kPredict) {
+        sum += r.predicted_s ? 1.0 : 0.0;
+        ++n;
+      }
+      continue;
+    }
+    sum += r.predicted_s ? std::abs(std::log(*r.predicted_s / *r.row->latency_s)) : std::log(2.0);
+    ++n;
+  }
+  return n > 0 ? sum / n : 0;
+}
+
+namespace {
+
+// The base fits without mechanisms or e2e fits, plus `m` as the mechanisms fit.
+std::vector<Fit> With(const std::vector<Fit>& base, const Mechanisms& m) {
+  std::vector<Fit> fits;
+  for (const auto& f : base) {
+    if (f.kind != kFitKindMechanisms && f.kind != kFitKindE2e) fits.push_back(f);
+  }
+  fits.push_back(MechanismsFit(m));
+  return fits;
+}
+
+}  // namespace
+
+StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const Catalog& catalog,
+                                      const std::vector<Fit>& base, const LearnOptions& options) {
+  if (rows.empty()) return Status::InvalidArgument("learning needs a suite with rows");
+  LearnResult out;
+  out.start = options.start;
+  auto evaluate = [&](const Mechanisms& m) -> StatusOr<SuiteReport> {
+    ++out.evaluations;
+    return PredictSuite(rows, catalog, With(base, m));
+  };
+  DITUNE_ASSIGN_OR_RETURN(SuiteReport first, evaluate(options.start));
+  out.before = first.summary;
+  out.loss_before = SuiteLoss(first);
+  Mechanisms best = options.start;
+  double best_loss = out.loss_before;
+  // Coordinate search in log space: deterministic, bounded, and needing no gradient (the
+  // simulator's times are piecewise in the constants).
+  for (double step : options.steps) {
+    for (int pass = 0; pass < options.passes; ++pass) {
+      bool improved = false;
+      for (const auto& p : MechanismParams()) {
+        for (double factor : {step, 1.0 / step}) {
+          Mechanisms trial = best;
+          const double v = std::clamp(best.*p.member * factor, p.lo, p.hi);
+          if (v == best.*p.member) continue;
+          trial.*p.member = v;
+          DITUNE_ASSIGN_OR_RETURN(SuiteReport r, evaluate(trial));
+          const double loss = SuiteLoss(r);
+          if (loss < best_loss - 1e-9) {
+            best = trial;
+            best_loss = loss;
+            improved = true;
+            break;  // keep going in this direction on the next pass
+          }
+        }
+      }
+      if (!improved) break;
+    }
+  }
+  DITUNE_ASSIGN_OR_RETURN(SuiteReport last, PredictSuite(rows, catalog, With(base, best), &out.scales));
+  out.mechanisms = best;
+  out.after = last.summary;
+  out.loss_after = best_loss;
+  return out;
+}
+
+StatusOr<CrossValidation> CrossValidate(const std::vector<SuiteRow>& rows, const Catalog& catalog,
+                                        const std::vector<Fit>& base, const LearnOptions& options) {
+  std::vector<std::string> groups;
+  for (const auto& r : rows) {
+    if (std::find(groups.begin(), groups.end(), r.group) == groups.end()) groups.push_back(r.group);
+  }
+  if (groups.size() < 2) return Status::InvalidArgument("cross-validation needs a suite of two groups or more");
+  CrossValidation cv;
+  for (const auto& g : groups) {
+    if (options.progress) {
+      options.progress(g, static_cast<int>(cv.groups.size()), static_cast<int>(groups.size()));
+    }
+    std::vector<SuiteRow> train, held;
+    for (const auto& r : rows) (r.group == g ? held : train).push_back(r);
+    DITUNE_ASSIGN_OR_RETURN(LearnResult learned, LearnMechanisms(train, catalog, base, options));
+    DITUNE_ASSIGN_OR_RETURN(SuiteReport report, PredictSuite(held, catalog, With(base, learned.mechanisms)));
+    std::vector<ScoredRow> scored;
+    for (const auto& r : report.rows) scored.push_back(Scored(r));
+    cv.groups.push_back({g, learned.mechanisms, Summarize(scored)});
+    cv.rows.insert(cv.rows.end(), scored.begin(), scored.end());
+  }
+  cv.summary = Summarize(cv.rows);
+  return cv;
+}
+
+}  // namespace ditune

@@ -1,0 +1,161 @@
+// The global mechanism constants: how they read, and what each changes in the models, on
+// closed-form cases.
+#include "costmodels/mechanisms.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "costmodels/comm_model.h"
+#include "costmodels/compute_model.h"
+#include "costmodels/memory_model.h"
+#include "costmodels/store.h"
+
+namespace ditune {
+namespace {
+
+const Catalog& Cat() {
+  static const Catalog* c = new Catalog(*Catalog::Load(DITUNE_TEST_DATA_DIR));
+  return *c;
+}
+
+TEST(MechanismsTest, JsonRoundTripsAndRefusesWhatIsNotAConstant) {
+  Mechanisms m;
+  m.eager_op_us = 22.5;
+  m.staged_alltoall_gbps = 7;
+  auto back = MechanismsFromJson(MechanismsToJson(m));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, m);
+  auto unknown = MechanismsFromJson({{"eager_op_ms", 1}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("unknown constant 'eager_op_ms'"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("eager_op_us"), std::string::npos);  // lists the valid ones
+  auto out_of_range = MechanismsFromJson({{"pcie_alltoall_efficiency", 5}});
+  ASSERT_FALSE(out_of_range.ok());
+  EXPECT_NE(out_of_range.status().message().find("outside"), std::string::npos);
+  EXPECT_FALSE(MechanismsFromJson({{"eager_op_us", "fast"}}).ok());
+  EXPECT_FALSE(MechanismsFromJson(nlohmann::json::array()).ok());
+}
+
+TEST(MechanismsTest, EagerAndCompiledHostTimePerOp) {
+  ComputeModel cm = ComputeModel::Defaults(**Cat().Gpu("h100-sxm5-80gb"));
+  Mechanisms m;
+  m.eager_op_us = 30;
+  m.compiled_op_us = 4;
+  cm.SetMechanisms(m);
+  OpCost op{"x", OpClass::kElementwise, Flops(0), Bytes(1e3), 9};
+  EXPECT_NEAR(cm.HostTime(op).value(), 9 * 30e-6, 1e-12);  // eager: every framework op
+  cm.SetRuntime(Runtime::kCompiled);
+  EXPECT_NEAR(cm.HostTime(op).value(), 4e-6, 1e-12);  // compiled: one kernel
+}
+
+Cluster PcieBox(int gpus) {
+  auto c = ResolveCluster(ClusterSpec{"l40-48gb", gpus}, Cat());
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return *c;
+}
+
+TEST(MechanismsTest, StagedAllToAllSharesTheNodesHostPath) {
+  const Cluster c = PcieBox(8);
+  const LinkSpec& pcie = **Cat().Link("pcie4");
+  CommModel comm(c);
+  Mechanisms m;
+  m.staged_alltoall_gbps = 10;
+  comm.SetMechanisms(m);
+  // Two ranks on one socket: both copy half of 1 MB through the host path at 10 GB/s.
+  const double staged = 2 * 1e6 * 0.5 / 10e9 + pcie.latency.value();
+  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1}).value(), staged, 1e-12);
+  // Eight ranks over both sockets: 8 x 7/8 MB staged.
+  const double cross_latency = pcie.latency.value() * 1.5;
+  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1, 2, 3, 4, 5, 6, 7}).value(),
+              8 * 1e6 * 7.0 / 8 / 10e9 + cross_latency, 1e-12);
+}
+
+TEST(MechanismsTest, CrossSocketAllToAllLoadsTheInterSocketPathWithEveryCrossingPair) {
+  const Cluster c = PcieBox(8);
+  const LinkSpec& pcie = **Cat().Link("pcie4");
+  CommModel comm(c);
+  Mechanisms m;
+  m.staged_alltoall_gbps = 200;  // host staging out of the way
+  m.cross_socket_efficiency = 0.5;
+  comm.SetMechanisms(m);
+  // 4 + 4 ranks: each of the 4 on one socket sends 4/8 of its 1 MB across: 2 MB each way
+  // over half the catalog's inter-socket bandwidth.
+  const double link = 4.0 * 4.0 / 8 * 1e6 / (pcie.cross_socket.value() * 0.5);
+  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1, 2, 3, 4, 5, 6, 7}).value(),
+              pcie.latency.value() * 1.5 + link, 1e-12);
+}
+
+TEST(MechanismsTest, EfficienciesScaleTheCatalogLinesOnly) {
+  const Cluster c = PcieBox(2);
+  const LinkSpec& pcie = **Cat().Link("pcie4");
+  CommModel comm(c);
+  Mechanisms m;
+  m.pcie_p2p_efficiency = 0.5;
+  m.pcie_allreduce_efficiency = 0.25;
+  comm.SetMechanisms(m);
+  EXPECT_NEAR(comm.Time(Collective::kSendRecv, Bytes(1e6), {0, 1}).value(),
+              pcie.latency.value() + 1e6 / (pcie.p2p.value() * 0.5), 1e-12);
+  EXPECT_NEAR(comm.Time(Collective::kAllReduce, Bytes(1e6), {0, 1}).value(),
+              pcie.latency.value() + 1e6 / (pcie.busbw.value() * 0.25), 1e-12);
+  // A fitted curve is what was achieved: no efficiency on top.
+  comm.SetFit(Collective::kSendRecv, LinkTier::kIntra, PiecewiseLatencyModel({{0, 1e30, 1e-5, 1e9}}));
+  EXPECT_NEAR(comm.Time(Collective::kSendRecv, Bytes(1e6), {0, 1}).value(), 1e-5 + 1e6 / 1e9, 1e-12);
+}
+
+TEST(MechanismsTest, DistriFusionHoldsTwoFullKvCopiesPerLayer) {
+  const ModelSpec& m = **Cat().Model("pixart-alpha");
+  Workload w{m.id, 2048, 2048, 1, 20, 1, OutputType::kLatent};
+  const TokenGeometry t = *ComputeTokenGeometry(m, w);
+  ParallelConfig c;
+  c.distrifusion = 8;
+  const MemoryBreakdown mb = RankMemory(m, t, w, c, **Cat().Gpu("l40-48gb"));
+  const double seq = static_cast<double>(t.image_tokens() + t.text_tokens) * 2;  // CFG batch of two
+  EXPECT_DOUBLE_EQ(mb.kv_buffers.value(), 2.0 * kElementBytes * seq * 2.0 * m.hidden * m.num_blocks());
+}
+
+TEST(MechanismsTest, ANewStoreIsSeededOnceAndAUsedOneNever) {
+  const std::string dir = std::string(DITUNE_TEST_TMP_DIR) + "/seed";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  Fit seed;
+  seed.kind = "e2e";
+  seed.key = "h100-sxm5-80gb/flux.1-dev";
+  seed.params = {{"compute_scale", 1.5}, {"origin", "published: test"}};
+  StoreOptions opt;
+  opt.seed_fits = {seed};
+  {
+    auto s = Store::Open(dir + "/new.db", opt);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto fits = (*s)->ActiveFits();
+    ASSERT_TRUE(fits.ok());
+    ASSERT_EQ(fits->size(), 1u);
+    EXPECT_EQ((*fits)[0].params["origin"], "published: test");
+  }
+  {
+    auto s = Store::Open(dir + "/new.db", opt);  // opened again: not seeded twice
+    ASSERT_TRUE(s.ok());
+    auto all = (*s)->ActiveFits();
+    ASSERT_TRUE(all.ok());
+    EXPECT_EQ(all->size(), 1u);
+  }
+  {
+    auto s = Store::Open(dir + "/used.db");
+    ASSERT_TRUE(s.ok());
+    Measurement m;
+    m.kind = MeasurementKind::kE2e;
+    m.op = "total";
+    m.backend = "xdit";
+    m.device = "h100-sxm5-80gb";
+    m.median = m.p10 = m.p90 = Seconds(1);
+    ASSERT_TRUE((*s)->AddMeasurements({m}).ok());
+  }
+  auto s = Store::Open(dir + "/used.db", opt);  // a store in use keeps what it has
+  ASSERT_TRUE(s.ok());
+  auto fits = (*s)->ActiveFits();
+  ASSERT_TRUE(fits.ok());
+  EXPECT_TRUE(fits->empty());
+}
+
+}  // namespace
+}  // namespace ditune

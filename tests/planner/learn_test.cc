@@ -1,0 +1,159 @@
+// Learning the global constants on a suite, leave-one-group-out, and the factory
+// calibration that ships from it.
+#include "planner/learn.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "costmodels/calibration.h"
+#include "planner/factory.h"
+#include "simulator/simulate.h"
+
+namespace ditune {
+namespace {
+
+const Catalog& Cat() {
+  static const Catalog* c = new Catalog(*Catalog::Load(DITUNE_TEST_DATA_DIR));
+  return *c;
+}
+
+std::vector<SuiteRow> Suite() {
+  auto rows = LoadSuiteFile(std::string(DITUNE_TEST_DATA_DIR) + "/validation/xdit-published-dev.csv", Cat());
+  EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+  return *rows;
+}
+
+std::vector<SuiteRow> Groups(const std::vector<SuiteRow>& all, const std::vector<std::string>& groups) {
+  std::vector<SuiteRow> out;
+  for (const auto& r : all) {
+    if (std::find(groups.begin(), groups.end(), r.group) != groups.end()) out.push_back(r);
+  }
+  return out;
+}
+
+TEST(LearnTest, LossIsTheMeanAbsoluteLogRatio) {
+  SuiteRow a, b, oom;
+  a.role = b.role = oom.role = SuiteRole::kPredict;
+  a.latency_s = 2.0;
+  b.latency_s = 1.0;
+  SuiteReport r;
+  r.rows = {{&a, "", 4.0, std::nullopt, true}, {&b, "", 0.5, std::nullopt, true}, {&oom, "", 1.0, std::nullopt, true}};
+  // ln 2 twice, and a published OOM predicted to fit counts 1.
+  EXPECT_NEAR(SuiteLoss(r), (2 * std::log(2.0) + 1.0) / 3, 1e-12);
+}
+
+TEST(LearnTest, LearningLowersTheLossAndIsDeterministic) {
+  const auto rows = Groups(Suite(), {"flux-dev-1024-h100", "pixart-1024-8xl40-methods", "consisid-h100"});
+  LearnOptions opt;
+  opt.steps = {2.0, 1.41};
+  auto a = LearnMechanisms(rows, Cat(), {}, opt);
+  auto b = LearnMechanisms(rows, Cat(), {}, opt);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok());
+  EXPECT_LT(a->loss_after, a->loss_before);
+  EXPECT_EQ(a->mechanisms, b->mechanisms);
+  EXPECT_EQ(a->loss_after, b->loss_after);
+  for (const auto& p : MechanismParams()) {  // inside the physical bounds
+    EXPECT_GE(a->mechanisms.*p.member, p.lo) << p.name;
+    EXPECT_LE(a->mechanisms.*p.member, p.hi) << p.name;
+  }
+}
+
+// The shipped factory calibration is what `calibrate learn` makes of the shipped suite.
+TEST(LearnTest, TheShippedFactoryCalibrationIsReproducedFromTheSuite) {
+  std::ifstream in(std::string(DITUNE_TEST_DATA_DIR) + "/" + kFactoryCalibrationPath);
+  ASSERT_TRUE(in) << "data/calibration/factory.json is missing";
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json shipped = nlohmann::json::parse(text.str());
+  const auto rows = Suite();
+  auto learned = LearnMechanisms(rows, Cat(), {});
+  ASSERT_TRUE(learned.ok()) << learned.status().ToString();
+  const nlohmann::json made = FactoryCalibrationJson(*learned, shipped.value("suite", ""), rows);
+  for (const auto& p : MechanismParams()) {
+    EXPECT_NEAR(made["mechanisms"][p.name].get<double>(), shipped["mechanisms"][p.name].get<double>(),
+                1e-9 * std::abs(shipped["mechanisms"][p.name].get<double>()))
+        << p.name << ": re-run `ditune calibrate learn --suite data/validation/xdit-published-dev.csv --out "
+                     "data/calibration/factory.json`";
+  }
+  ASSERT_EQ(made["scales"].size(), shipped["scales"].size());
+  for (size_t i = 0; i < made["scales"].size(); ++i) {
+    EXPECT_EQ(made["scales"][i]["key"], shipped["scales"][i]["key"]);
+    EXPECT_NEAR(made["scales"][i]["compute_scale"].get<double>(), shipped["scales"][i]["compute_scale"].get<double>(),
+                1e-9);
+  }
+  EXPECT_EQ(made["after"]["oom_agree"], shipped["after"]["oom_agree"]);
+  // What it seeds: the constants and one scale per (GPU, model), each saying where it came from.
+  auto fits = FactoryFits(shipped);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  ASSERT_EQ(fits->size(), 1 + shipped["scales"].size());
+  auto mech = MechanismsIn(*fits);
+  ASSERT_TRUE(mech.ok());
+  ASSERT_TRUE(mech->has_value());
+  EXPECT_EQ(**mech, learned->mechanisms);
+  for (size_t i = 1; i < fits->size(); ++i) EXPECT_NE(FactoryOrigin((*fits)[i]).find("published: "), std::string::npos);
+}
+
+TEST(LearnTest, FactoryDocumentErrorsNameTheField) {
+  EXPECT_FALSE(FactoryFits(nlohmann::json::object()).ok());
+  auto bad = FactoryFits({{"mechanisms", nlohmann::json::object()}, {"scales", {{{"key", "x/y"}}}}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("compute_scale"), std::string::npos);
+}
+
+// Cross-validation never sees the held-out group: poisoning its published latencies changes
+// nothing in its own predictions.
+TEST(LearnTest, CrossValidationNeverSeesTheHeldOutGroup) {
+  const auto rows = Groups(Suite(), {"flux-dev-1024-h100", "pixart-1024-8xl40-methods", "consisid-h100"});
+  auto poisoned = rows;
+  for (auto& r : poisoned) {
+    if (r.group == "consisid-h100" && r.role == SuiteRole::kPredict && r.latency_s) *r.latency_s *= 7;
+  }
+  LearnOptions opt;
+  opt.steps = {2.0};
+  auto clean = CrossValidate(rows, Cat(), {}, opt);
+  auto bad = CrossValidate(poisoned, Cat(), {}, opt);
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  ASSERT_TRUE(bad.ok());
+  ASSERT_EQ(clean->rows.size(), bad->rows.size());
+  int held = 0;
+  for (size_t i = 0; i < clean->rows.size(); ++i) {
+    if (clean->rows[i].group != "consisid-h100") continue;
+    ++held;
+    EXPECT_EQ(clean->rows[i].predicted_s, bad->rows[i].predicted_s) << "line " << clean->rows[i].line;
+  }
+  EXPECT_GT(held, 5);
+  // The poison does reach the other groups' learning, which sees the poisoned rows.
+  bool moved = false;
+  for (size_t g = 0; g < clean->groups.size(); ++g) {
+    if (clean->groups[g].group != "consisid-h100") moved |= !(clean->groups[g].learned == bad->groups[g].learned);
+  }
+  EXPECT_TRUE(moved);
+  EXPECT_EQ(clean->groups.size(), 3u);
+}
+
+// A PipeFusion warm-up step costs the learned fraction of a synchronous step.
+TEST(LearnTest, PipeFusionWarmupCostsItsExposedFraction) {
+  const ModelSpec& m = **Cat().Model("pixart-alpha");
+  const Cluster cluster = *ResolveCluster({"a100-sxm4-80gb", 4}, Cat());
+  Workload w{m.id, 1024, 1024, 1, 20, 1, OutputType::kLatent};
+  ParallelConfig c;
+  c.pipefusion = 4;
+  c.patches = 4;
+  c.warmup = 1;
+  auto warmup = [&](double fraction) {
+    Mechanisms mech;
+    mech.pipefusion_warmup = fraction;
+    auto models = MakeCostModels(cluster, {MechanismsFit(mech)});
+    EXPECT_TRUE(models.ok());
+    auto r = Simulate({&m, w, &cluster, c, &models->compute, models->comm.get()});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r->warmup.value();
+  };
+  EXPECT_NEAR(warmup(0.5) / warmup(1.0), 0.5, 0.05);
+}
+
+}  // namespace
+}  // namespace ditune
