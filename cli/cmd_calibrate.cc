@@ -47,6 +47,10 @@ std::string SegmentsText(const Fit& f) {
   if (f.params.contains("compute_scale")) {
     return fmt::format("compute scale {:.3f} (measured / modelled)", f.params["compute_scale"].get<double>());
   }
+  if (f.params.contains("runtime_overhead_gb")) {
+    return fmt::format("runtime overhead {:.2f} GB (measured peak over the memory model)",
+                       f.params["runtime_overhead_gb"].get<double>());
+  }
   if (f.params.contains("scale")) {
     return fmt::format("scale {:.3f} (measured / modelled)", f.params["scale"].get<double>());
   }
@@ -77,7 +81,7 @@ int Ingest(int argc, char** argv) {
   AddWorkloadOptions(options);
   options.add_options()
       ("file", "input file", cxxopts::value<std::string>())
-      ("format", "auto | csv | nccl-tests | xdit-log", cxxopts::value<std::string>()->default_value("auto"))
+      ("format", "auto | csv | nccl-tests | xdit-log | torch-trace", cxxopts::value<std::string>()->default_value("auto"))
       ("gpu", "GPU id the measurements ran on (nccl-tests, xDiT logs)", cxxopts::value<std::string>())
       ("link", "link id the collective crossed (nccl-tests)", cxxopts::value<std::string>())
       ("ranks", "ranks of an nccl-tests run (default: counted from its output), or GPUs of an xDiT "
@@ -106,9 +110,10 @@ int Ingest(int argc, char** argv) {
   else if (fmt_name == "csv") format = IngestFormat::kCsv;
   else if (fmt_name == "nccl-tests") format = IngestFormat::kNcclTests;
   else if (fmt_name == "xdit-log") format = IngestFormat::kXditLog;
+  else if (fmt_name == "torch-trace") format = IngestFormat::kTorchTrace;
   else {
     return Fail("calibrate ingest", Status::InvalidArgument(fmt::format(
-                                        "--format '{}' is not one of: auto, csv, nccl-tests, xdit-log", fmt_name)));
+                                        "--format '{}' is not one of: auto, csv, nccl-tests, xdit-log, torch-trace", fmt_name)));
   }
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("calibrate ingest", catalog.status());

@@ -213,16 +213,23 @@ Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const 
   return Status::Ok();
 }
 
-StatusOr<std::optional<Mechanisms>> MechanismsIn(const std::vector<Fit>& fits) {
+std::string MechanismsKeyFor(const std::string& gpu) { return fmt::format("{}@{}", kMechanismsKeyXdit, gpu); }
+
+StatusOr<std::optional<Mechanisms>> MechanismsIn(const std::vector<Fit>& fits, const std::string& gpu) {
+  const Fit* chosen = nullptr;
   for (const auto& f : fits) {
-    if (!f.active || f.kind != kFitKindMechanisms || f.key != kMechanismsKeyXdit) continue;
-    nlohmann::json constants = f.params;
-    if (constants.is_object()) constants.erase("origin");  // where they came from, not a constant
-    auto m = MechanismsFromJson(constants);
-    if (!m.ok()) return Status::Corruption(fmt::format("fit {} '{}': {}", f.id, f.key, m.status().message()));
-    return std::optional<Mechanisms>(*m);
+    if (!f.active || f.kind != kFitKindMechanisms) continue;
+    if (!gpu.empty() && f.key == MechanismsKeyFor(gpu)) chosen = &f;
+    if (f.key == kMechanismsKeyXdit && chosen == nullptr) chosen = &f;
   }
-  return std::optional<Mechanisms>();
+  if (chosen == nullptr) return std::optional<Mechanisms>();
+  nlohmann::json constants = chosen->params;
+  if (constants.is_object()) constants.erase("origin");  // where they came from, not a constant
+  auto m = MechanismsFromJson(constants);
+  if (!m.ok()) {
+    return Status::Corruption(fmt::format("fit {} '{}': {}", chosen->id, chosen->key, m.status().message()));
+  }
+  return std::optional<Mechanisms>(*m);
 }
 
 Fit MechanismsFit(const Mechanisms& m) {
@@ -236,7 +243,7 @@ Fit MechanismsFit(const Mechanisms& m) {
 StatusOr<CostModels> MakeCostModels(const Cluster& cluster, const std::vector<Fit>& fits,
                                     const std::string& backend, Runtime runtime) {
   CostModels m{ComputeModel::Defaults(*cluster.gpu), std::make_unique<CommModel>(cluster)};
-  DITUNE_ASSIGN_OR_RETURN(std::optional<Mechanisms> mech, MechanismsIn(fits));
+  DITUNE_ASSIGN_OR_RETURN(std::optional<Mechanisms> mech, MechanismsIn(fits, cluster.gpu->id));
   if (mech) {
     m.mechanisms = *mech;
     m.mechanisms_fitted = true;

@@ -64,10 +64,12 @@ struct CostModels {
   bool mechanisms_fitted = false;  // from a fit (learned or shipped), not the code's defaults
 };
 
-// The global mechanism constants of `fits`: the active fit of kind "mechanisms", key
-// "xdit", or the defaults (nullopt) when there is none. Corruption when its parameters do
+// The global mechanism constants of `fits`: the active fit of kind "mechanisms" keyed
+// "xdit@<gpu>" (refined on that GPU's measured runs) when `gpu` is given and there is one,
+// else the one keyed "xdit", else nullopt (the defaults). Corruption when its parameters do
 // not read (MechanismsFromJson).
-StatusOr<std::optional<Mechanisms>> MechanismsIn(const std::vector<Fit>& fits);
+StatusOr<std::optional<Mechanisms>> MechanismsIn(const std::vector<Fit>& fits, const std::string& gpu = "");
+std::string MechanismsKeyFor(const std::string& gpu);  // "xdit@<gpu>"
 // The fit that carries `m` (kind "mechanisms", key "xdit").
 Fit MechanismsFit(const Mechanisms& m);
 // The backend whose compute fits describe `backend` on `gpu`: the CPU "GPU" is measured by

@@ -23,13 +23,15 @@ OpCost VaeDecodeOp(const ModelSpec& m, const Workload& w, int parallel) {
 
 namespace {
 
-// The op's time with the framework's compute scale, or at scale 1 where the term's own scale
-// was measured.
+// The op's time with the framework's compute scale and constants, or, where the term's own
+// scale was measured, as its fit modelled it (scale 1, the default constants: FitPipelineTerms),
+// so that the fitted scale reproduces the measurement whatever else is calibrated.
 Seconds TermTime(const ComputeModel& compute, const OpCost& op, bool measured) {
-  if (!measured || compute.scale() == 1.0) return compute.OpTime(op);
-  ComputeModel unscaled = compute;
-  unscaled.set_scale(1.0);
-  return unscaled.OpTime(op);
+  if (!measured) return compute.OpTime(op);
+  ComputeModel plain = compute;
+  plain.set_scale(1.0);
+  plain.SetMechanisms(Mechanisms{});
+  return plain.OpTime(op);
 }
 
 }  // namespace
@@ -43,7 +45,8 @@ Seconds VaeDecodeTime(const ComputeModel& compute, const ModelSpec& m, const Wor
                       const PipelineTermScales& scales) {
   if (w.output == OutputType::kLatent) return Seconds(0);
   const Mechanisms& mech = compute.mechanisms();
-  const double framework = m.modality == Modality::kImage ? mech.image_vae_scale : mech.video_vae_scale;
+  const double framework =
+      scales.vae_measured ? 1.0 : m.modality == Modality::kImage ? mech.image_vae_scale : mech.video_vae_scale;
   return TermTime(compute, VaeDecodeOp(m, w, parallel), scales.vae_measured) * scales.vae_decode * framework;
 }
 

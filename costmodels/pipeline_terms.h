@@ -31,7 +31,8 @@ OpCost VaeDecodeOp(const ModelSpec& model, const Workload& workload, int paralle
 Seconds TextEncodeTime(const ComputeModel& compute, const ModelSpec& model, const Workload& workload,
                        const PipelineTermScales& scales = {});
 // Zero when the workload's output is latent. The modelled op, times the fitted scale of
-// (GPU, model), times the global mechanism scale of image or video VAEs.
+// (GPU, model), times the global mechanism scale of image or video VAEs; a measured term
+// (PipelineTermScales::vae_measured) is its fitted scale times the plain model instead.
 Seconds VaeDecodeTime(const ComputeModel& compute, const ModelSpec& model, const Workload& workload,
                       int parallel = 1, const PipelineTermScales& scales = {});
 

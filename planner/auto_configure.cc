@@ -4,8 +4,29 @@
 
 #include "costmodels/store.h"
 #include "planner/factory.h"
+#include "planner/measured_runs.h"
 
 namespace ditune {
+namespace {
+
+// What the store's xDiT runs measured of the plan's ranked configurations, beside the prediction.
+Status AddMeasured(const Store& store, const Catalog& catalog, Plan* plan) {
+  MeasurementFilter filter;
+  filter.kind = MeasurementKind::kE2e;
+  filter.backend = "xdit";
+  filter.device = plan->cluster.gpu->id;
+  DITUNE_ASSIGN_OR_RETURN(std::vector<Measurement> runs, store.Measurements(filter));
+  if (runs.empty()) return Status::Ok();
+  std::vector<std::pair<std::string, double>> configs;
+  const bool dit = plan->workload.output == OutputType::kLatent;
+  for (const auto& c : plan->ranked) configs.emplace_back(ToString(c.config), dit ? c.result.dit.value() : c.result.total.value());
+  for (auto& line : MeasuredLines(runs, catalog, plan->workload, plan->cluster, configs)) {
+    plan->explanation.push_back(std::move(line));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<Plan> AutoConfigure(const Workload& workload, const ClusterSpec& spec, const AutoConfigureOptions& opt) {
   DITUNE_ASSIGN_OR_RETURN(const Catalog* catalog, Catalog::Default());
@@ -36,12 +57,14 @@ StatusOr<Plan> AutoConfigure(const Workload& workload, const ClusterSpec& spec, 
                                         cached->value("enumerated", 0), cached->value("pruned_memory", 0));
         if (plan.ok()) {
           if (opt.from_cache != nullptr) *opt.from_cache = true;
+          DITUNE_RETURN_IF_ERROR(AddMeasured(*store, *catalog, &*plan));
           return plan;
         }
       }
     }
   }
   DITUNE_ASSIGN_OR_RETURN(Plan plan, MakePlan(*catalog, workload, cluster, fits, opt.plan));
+  DITUNE_RETURN_IF_ERROR(AddMeasured(*store, *catalog, &plan));
   // A read-only store serves cached plans but keeps no new ones.
   if (opt.use_cache && !store->read_only()) {
     nlohmann::json ranked = nlohmann::json::array();

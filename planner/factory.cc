@@ -102,11 +102,13 @@ std::vector<std::string> CalibrationSources(const std::vector<Fit>& fits, const 
   const std::string key = E2eFitKey(cluster.gpu->id, model_id);
   const Fit* scale = nullptr;
   const Fit* mech = nullptr;
+  const Fit* refined = nullptr;
   int compute = 0, comm = 0;
   for (const auto& f : fits) {
     if (!f.active) continue;
     if (f.kind == kFitKindE2e && f.key == key) scale = &f;
     if (f.kind == kFitKindMechanisms && f.key == kMechanismsKeyXdit) mech = &f;
+    if (f.kind == kFitKindMechanisms && f.key == MechanismsKeyFor(cluster.gpu->id)) refined = &f;
     if (f.kind == kFitKindCompute && f.key.starts_with(cluster.gpu->id + "/")) ++compute;
     if (f.kind == kFitKindComm && (f.key.find("/" + cluster.intra->id) != std::string::npos ||
                                    f.key.find("/" + cluster.inter->id) != std::string::npos)) {
@@ -126,11 +128,17 @@ std::vector<std::string> CalibrationSources(const std::vector<Fit>& fits, const 
                               key));
   }
   const std::string mech_origin = mech != nullptr ? FactoryOrigin(*mech) : "";
-  out.push_back(mech == nullptr ? "global constants (eager host overhead, framework ops per method, collective "
+  if (refined != nullptr) {
+    out.push_back(fmt::format("global constants: refined on {} of your runs on {}, starting from {}",
+                              refined->measurement_ids.size(), cluster.gpu->id,
+                              mech_origin.empty() ? "the defaults" : "the constants " + mech_origin));
+  } else {
+    out.push_back(mech == nullptr ? "global constants (eager host overhead, framework ops per method, collective "
                                   "efficiencies, VAE scales): the code's defaults"
                                 : fmt::format("global constants (eager host overhead, framework ops per method, "
                                               "collective efficiencies, VAE scales): {}",
                                               mech_origin.empty() ? "learned (calibrate learn)" : mech_origin));
+  }
   out.push_back(compute > 0 ? fmt::format("per-op curves on {}: {} fitted from measurements", cluster.gpu->id, compute)
                             : fmt::format("per-op curves on {}: catalog defaults", cluster.gpu->id));
   out.push_back(comm > 0 ? fmt::format("collectives: {} curve(s) fitted from measurements", comm)

@@ -30,11 +30,11 @@ double SuiteLoss(const SuiteReport& report) {
 
 namespace {
 
-// The base fits without mechanisms or e2e fits, plus `m` as the mechanisms fit.
-std::vector<Fit> With(const std::vector<Fit>& base, const Mechanisms& m) {
+// The base fits without mechanisms (and e2e fits unless kept), plus `m` as the mechanisms fit.
+std::vector<Fit> With(const std::vector<Fit>& base, const Mechanisms& m, bool keep_scales = false) {
   std::vector<Fit> fits;
   for (const auto& f : base) {
-    if (f.kind != kFitKindMechanisms && f.kind != kFitKindE2e) fits.push_back(f);
+    if (f.kind != kFitKindMechanisms && (keep_scales || f.kind != kFitKindE2e)) fits.push_back(f);
   }
   fits.push_back(MechanismsFit(m));
   return fits;
@@ -49,7 +49,7 @@ StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const C
   out.start = options.start;
   auto evaluate = [&](const Mechanisms& m) -> StatusOr<SuiteReport> {
     ++out.evaluations;
-    return PredictSuite(rows, catalog, With(base, m));
+    return PredictSuite(rows, catalog, With(base, m, options.keep_base_scales), nullptr, options.keep_base_scales);
   };
   DITUNE_ASSIGN_OR_RETURN(SuiteReport first, evaluate(options.start));
   out.before = first.summary;
@@ -80,7 +80,8 @@ StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const C
       if (!improved) break;
     }
   }
-  DITUNE_ASSIGN_OR_RETURN(SuiteReport last, PredictSuite(rows, catalog, With(base, best), &out.scales));
+  DITUNE_ASSIGN_OR_RETURN(SuiteReport last, PredictSuite(rows, catalog, With(base, best, options.keep_base_scales),
+                                                         &out.scales, options.keep_base_scales));
   out.mechanisms = best;
   out.after = last.summary;
   out.loss_after = best_loss;

@@ -35,6 +35,9 @@ struct LearnOptions {
   int passes = 4;
   // Where the search starts.
   Mechanisms start;
+  // Keep the base fits' (GPU, model) scales where no calibrate row covers the pair
+  // (PredictSuite); and the key of the mechanisms fit that is learned.
+  bool keep_base_scales = false;
   // Called by CrossValidate before each held-out group (progress for people), when set.
   std::function<void(const std::string& group, int index, int groups)> progress;
 };

@@ -1,6 +1,7 @@
 #include "planner/plan.h"
 
 #include "planner/factory.h"
+#include "planner/measured_runs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -250,7 +251,9 @@ StatusOr<PlanStart> StartPlan(const Catalog& catalog, const Workload& workload, 
 StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
                         const std::vector<Fit>& fits, const PlanOptions& options) {
   DITUNE_ASSIGN_OR_RETURN(const ModelSpec* spec, catalog.Model(workload.model_id));
-  const PlanOptions opt = ForExecutor(*spec, cluster, options);
+  PlanOptions opt = ForExecutor(*spec, cluster, options);
+  // The runtime overhead the user's runs of this GPU and model measured, if any.
+  if (auto overhead = MeasuredRuntimeOverhead(fits, cluster.gpu->id, spec->id)) opt.sim.memory.runtime_overhead = *overhead;
   DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, opt));
   const ModelSpec* model = start.model;
   const TokenGeometry& tokens = start.tokens;
@@ -321,7 +324,9 @@ StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workl
                                    const std::vector<Fit>& fits, const PlanOptions& options,
                                    const std::vector<ParallelConfig>& ranked, int enumerated, int pruned_memory) {
   DITUNE_ASSIGN_OR_RETURN(const ModelSpec* spec, catalog.Model(workload.model_id));
-  const PlanOptions opt = ForExecutor(*spec, cluster, options);
+  PlanOptions opt = ForExecutor(*spec, cluster, options);
+  // The runtime overhead the user's runs of this GPU and model measured, if any.
+  if (auto overhead = MeasuredRuntimeOverhead(fits, cluster.gpu->id, spec->id)) opt.sim.memory.runtime_overhead = *overhead;
   DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, opt));
   const ModelSpec* model = start.model;
   const TokenGeometry& tokens = start.tokens;

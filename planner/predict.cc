@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "planner/enumerate.h"
+#include "planner/measured_runs.h"
 
 namespace ditune {
 
@@ -183,7 +184,7 @@ StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measu
 }
 
 StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& measurements, const Catalog& catalog,
-                                            std::vector<std::string>* skipped, const Mechanisms& mech) {
+                                            std::vector<std::string>* skipped) {
   std::map<std::string, ScalePairs> groups;
   for (const auto& m : measurements) {
     if (m.kind != MeasurementKind::kE2e || (m.op != "text_encode" && m.op != "vae_decode")) continue;
@@ -207,8 +208,7 @@ StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& meas
       why(g.status().message());
       continue;
     }
-    ComputeModel cm = ComputeModel::Defaults(**gpu);
-    cm.SetMechanisms(mech);
+    const ComputeModel cm = ComputeModel::Defaults(**gpu);
     const double modelled = m.op == "text_encode" ? TextEncodeTime(cm, **model, w).value()
                                                   : VaeDecodeTime(cm, **model, w).value();
     const std::string key = fmt::format("{}/{}", E2eFitKey(m.device, (*model)->id), m.op);
@@ -221,14 +221,21 @@ StatusOr<std::vector<Fit>> RecalibrateAll(Store* store, const Catalog& catalog, 
   DITUNE_ASSIGN_OR_RETURN(std::vector<Measurement> all, store->Measurements());
   DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> fits, BuildFits(all, skipped));
   DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> active, store->ActiveFits(std::string(kFitKindMechanisms)));
-  DITUNE_ASSIGN_OR_RETURN(std::optional<Mechanisms> mech, MechanismsIn(active));
-  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> terms, FitPipelineTerms(all, catalog, skipped, mech.value_or(Mechanisms{})));
+  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> terms, FitPipelineTerms(all, catalog, skipped));
   // The engine's runs are priced with the global constants the predictions will use.
   std::vector<Fit> priced = fits;
   priced.insert(priced.end(), active.begin(), active.end());
   DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> engine, FitEngineScales(all, catalog, priced, skipped));
   fits.insert(fits.end(), terms.begin(), terms.end());
   fits.insert(fits.end(), engine.begin(), engine.end());
+  // The user's xDiT runs, priced over everything in force (the factory fits among them).
+  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> in_force, store->ActiveFits());
+  for (const auto& f : fits) {
+    std::erase_if(in_force, [&](const Fit& g) { return g.kind == f.kind && g.key == f.key; });
+    in_force.push_back(f);
+  }
+  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> runs, FitMeasuredRuns(all, catalog, in_force, skipped));
+  fits.insert(fits.end(), runs.begin(), runs.end());
   if (!fits.empty()) DITUNE_RETURN_IF_ERROR(store->ReplaceFits(fits));
   return fits;
 }

@@ -80,17 +80,16 @@ StatusOr<Fit> ScaleFit(const std::string& key, const std::string& param, const s
 
 // Fits of the text-encoding and VAE-decode terms: every e2e measurement whose op is
 // text_encode or vae_decode and whose params name the workload (model, height, width,
-// frames, batch) gives measured / modelled (modelled with the global constants `mech`, so
-// that the fit replaces their VAE scale rather than multiplying it); the median per (GPU,
-// model, term) is the fit. `skipped` receives measurements that cannot be used, with the
-// reason.
+// frames, batch) gives measured / modelled (the catalog's defaults at scale 1, as the
+// prediction then models a measured term: PipelineTermScales); the median per (GPU, model,
+// term) is the fit. `skipped` receives measurements that cannot be used, with the reason.
 StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& measurements, const Catalog& catalog,
-                                            std::vector<std::string>* skipped = nullptr,
-                                            const Mechanisms& mech = {});
+                                            std::vector<std::string>* skipped = nullptr);
 
 // Refits everything the store's measurements calibrate — per-op and collective curves, the
-// text-encoding / VAE terms and the engine scales — and replaces the active fits in one
-// transaction.
+// text-encoding / VAE terms, the engine scales, and what the user's xDiT runs set
+// (FitMeasuredRuns: scales, per-GPU constants, memory overheads) — and replaces the active
+// fits in one transaction.
 StatusOr<std::vector<Fit>> RecalibrateAll(Store* store, const Catalog& catalog,
                                           std::vector<std::string>* skipped = nullptr);
 

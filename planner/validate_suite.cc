@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -67,10 +68,24 @@ double Quantile(std::vector<double> v, double q) {
 
 }  // namespace
 
+StatusOr<std::optional<double>> PredictRowLatency(const SuiteRow& row, const Catalog& catalog,
+                                                  const std::vector<Fit>& fits) {
+  DITUNE_ASSIGN_OR_RETURN(Prediction p, PredictRow(row, catalog, fits));
+  if (!p.result.fits) return std::optional<double>();
+  return std::optional<double>(Metric(p.result, row.scope));
+}
+
 StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Catalog& catalog,
-                                   const std::vector<Fit>& base, std::vector<Fit>* scales) {
+                                   const std::vector<Fit>& base, std::vector<Fit>* scales, bool keep_base_scales) {
+  std::set<std::string> calibrated;
+  for (const auto& row : rows) {
+    if (row.role == SuiteRole::kCalibrate) calibrated.insert(E2eFitKey(row.cluster.gpu_id, row.workload.model_id));
+  }
   std::vector<Fit> fits = base;
-  fits.erase(std::remove_if(fits.begin(), fits.end(), [](const Fit& f) { return f.kind == kFitKindE2e; }),
+  fits.erase(std::remove_if(fits.begin(), fits.end(),
+                            [&](const Fit& f) {
+                              return f.kind == kFitKindE2e && (!keep_base_scales || calibrated.count(f.key) > 0);
+                            }),
              fits.end());
   const std::vector<Fit> uncalibrated = fits;
   // Calibrate: measured / modelled per calibrate row, pooled (median) per (GPU, model).

@@ -63,8 +63,15 @@ struct SuiteReport {
 // modelled (the median where several rows share one); every row is then predicted with the
 // scales, the catalogs and `base`. Nothing is stored; `scales`, when given, receives the
 // scale fits (no measurement ids).
+// With `keep_base_scales`, a (GPU, model) no calibrate row covers keeps the base's scale.
 StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Catalog& catalog,
-                                   const std::vector<Fit>& base, std::vector<Fit>* scales = nullptr);
+                                   const std::vector<Fit>& base, std::vector<Fit>* scales = nullptr,
+                                   bool keep_base_scales = false);
+
+// One row's predicted latency (its scope's metric) with `fits` as they are; nullopt when it
+// is predicted not to fit. An invalid configuration is an error naming the row.
+StatusOr<std::optional<double>> PredictRowLatency(const SuiteRow& row, const Catalog& catalog,
+                                                  const std::vector<Fit>& fits);
 
 // PredictSuite over the store's active fits. Every calibrate row becomes an e2e measurement (stored in `store` when given) and fits the
 // framework's compute scale for its (GPU, model): measured / modelled. Predict rows then use

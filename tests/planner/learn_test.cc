@@ -9,6 +9,7 @@
 
 #include "costmodels/calibration.h"
 #include "planner/factory.h"
+#include "planner/measured_runs.h"
 #include "simulator/simulate.h"
 
 namespace ditune {
@@ -153,6 +154,93 @@ TEST(LearnTest, PipeFusionWarmupCostsItsExposedFraction) {
     return r->warmup.value();
   };
   EXPECT_NEAR(warmup(0.5) / warmup(1.0), 0.5, 0.05);
+}
+
+Measurement XditRun(int64_t id, int gpus, const std::string& config, double seconds) {
+  Measurement m;
+  m.id = id;
+  m.source = MeasurementSource::kImport;
+  m.kind = MeasurementKind::kE2e;
+  m.op = "total";
+  m.backend = "xdit";
+  m.device = "h100-sxm5-80gb";
+  m.ranks = gpus;
+  m.params = {{"model", "flux.1-dev"}, {"height", 1024}, {"width", 1024}, {"frames", 1}, {"steps", 28},
+              {"config", config}};
+  m.median = m.p10 = m.p90 = Seconds(seconds);
+  return m;
+}
+
+// The user's runs move the next prediction; a run far from the prediction moves nothing.
+TEST(MeasuredRunsTest, OneGpuRunSetsTheScaleAndAColdRunIsQuarantined) {
+  auto factory = LoadFactoryFits(Cat());
+  ASSERT_TRUE(factory.ok());
+  std::vector<Measurement> runs = {XditRun(1, 1, "", 8.0), XditRun(2, 4, "ulysses=4", 60.0)};
+  std::vector<std::string> skipped;
+  auto fits = FitMeasuredRuns(runs, Cat(), *factory, &skipped);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("measurement 2 (xDiT run): quarantined: 60 s measured"), std::string::npos) << skipped[0];
+  const Fit* scale = nullptr;
+  for (const auto& f : *fits) {
+    if (f.kind == "e2e" && f.key == "h100-sxm5-80gb/flux.1-dev") scale = &f;
+    EXPECT_NE(f.kind, kFitKindMechanisms) << "the only multi-GPU run was quarantined";
+  }
+  ASSERT_NE(scale, nullptr);
+  EXPECT_EQ(scale->measurement_ids, std::vector<int64_t>{1});
+  // With the new scale in force, the 1-GPU run is predicted as measured (within 1%).
+  std::vector<Fit> now = *factory;
+  std::erase_if(now, [](const Fit& f) { return f.kind == "e2e" && f.key == "h100-sxm5-80gb/flux.1-dev"; });
+  now.push_back(*scale);
+  auto rows = MeasuredXditRuns(runs, Cat());
+  ASSERT_TRUE(rows[0].row.has_value());
+  auto predicted = PredictRowLatency(*rows[0].row, Cat(), now);
+  ASSERT_TRUE(predicted.ok());
+  EXPECT_NEAR(**predicted, 8.0, 0.08);  // a scale of the device time: host time does not scale
+}
+
+TEST(MeasuredRunsTest, MultiGpuRunsRefineTheConstantsOfTheirGpuAndPeaksTheMemory) {
+  auto factory = LoadFactoryFits(Cat());
+  ASSERT_TRUE(factory.ok());
+  std::vector<Measurement> runs = {XditRun(1, 1, "", 6.71), XditRun(2, 4, "ulysses=4", 3.2),
+                                   XditRun(3, 4, "ring=4", 5.0)};
+  runs[0].params["peak_memory_gb"] = 41.0;
+  auto fits = FitMeasuredRuns(runs, Cat(), *factory);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  bool refined = false, memory = false;
+  for (const auto& f : *fits) {
+    if (f.kind == kFitKindMechanisms) {
+      EXPECT_EQ(f.key, "xdit@h100-sxm5-80gb");
+      EXPECT_EQ(f.measurement_ids.size(), 3u);
+      refined = true;
+    }
+    if (f.kind == kFitKindMemory) {
+      EXPECT_EQ(f.key, "h100-sxm5-80gb/flux.1-dev");
+      EXPECT_GT(f.params["runtime_overhead_gb"].get<double>(), 1.0);
+      memory = true;
+    }
+  }
+  EXPECT_TRUE(refined);
+  EXPECT_TRUE(memory);
+  // The refined constants price that GPU only.
+  std::vector<Fit> now = *factory;
+  now.insert(now.end(), fits->begin(), fits->end());
+  auto h100 = MechanismsIn(now, "h100-sxm5-80gb");
+  auto a100 = MechanismsIn(now, "a100-sxm4-80gb");
+  ASSERT_TRUE(h100.ok() && a100.ok());
+  EXPECT_FALSE(**h100 == **a100);
+  EXPECT_EQ(**a100, *MechanismsIn(*factory).value());
+}
+
+TEST(MeasuredRunsTest, RunsThatCannotBePricedSayWhy) {
+  std::vector<Measurement> runs = {XditRun(1, 4, "ulysses=8", 3.0), XditRun(2, 4, "", 3.0)};
+  runs.push_back(XditRun(3, 1, "", 3.0));
+  runs[2].params.erase("model");
+  auto rows = MeasuredXditRuns(runs, Cat());
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_NE(rows[0].skipped.find("runs on 8 GPUs, the run on 4"), std::string::npos) << rows[0].skipped;
+  EXPECT_NE(rows[1].skipped.find("runs on 1 GPUs, the run on 4"), std::string::npos) << rows[1].skipped;
+  EXPECT_NE(rows[2].skipped.find("names no model"), std::string::npos) << rows[2].skipped;
 }
 
 }  // namespace
