@@ -2,6 +2,7 @@
 // global mechanism constants learned on a training suite (planner/learn.h).
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,8 @@ int RunCalibrateLearn(int argc, char** argv) {
        cxxopts::value<std::string>())
       ("db", "also record the constants and the suite's (GPU, model) scales in this store as active fits",
        cxxopts::value<std::string>())
+      ("start", "start the search from these constants (a JSON object of them, e.g. a factory document's "
+                "\"mechanisms\"); default: the code's defaults", cxxopts::value<std::string>())
       ("json", "the factory calibration document on stdout");
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
@@ -37,8 +40,22 @@ int RunCalibrateLearn(int argc, char** argv) {
   if (!catalog.ok()) return Fail("calibrate learn", catalog.status());
   auto rows = LoadSuiteFile(path, **catalog);
   if (!rows.ok()) return Fail("calibrate learn", rows.status());
+  LearnOptions opt;
+  if (args->count("start")) {
+    const std::string start = (*args)["start"].as<std::string>();
+    std::ifstream f(start, std::ios::binary);
+    std::stringstream text;
+    text << f.rdbuf();
+    nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    if (!f || j.is_discarded()) {
+      return Fail("calibrate learn", Status::InvalidArgument(fmt::format("--start '{}': cannot read a JSON document", start)));
+    }
+    auto m = MechanismsFromJson(j.contains("mechanisms") ? j["mechanisms"] : j);
+    if (!m.ok()) return Fail("calibrate learn", m.status().WithContext(fmt::format("--start '{}'", start)));
+    opt.start = *m;
+  }
   // Learned on the catalog alone: constants that ship must not depend on one machine's store.
-  auto learned = LearnMechanisms(*rows, **catalog, {});
+  auto learned = LearnMechanisms(*rows, **catalog, {}, opt);
   if (!learned.ok()) return Fail("calibrate learn", learned.status());
   const std::string name = std::filesystem::path(path).filename().string();
   const nlohmann::json doc = FactoryCalibrationJson(*learned, name, *rows);

@@ -27,6 +27,8 @@ const std::vector<MechanismParam>& MechanismParams() {
        "exposed fraction of a PipeFusion warm-up step"},
       {"cross_socket_efficiency", &Mechanisms::cross_socket_efficiency, 0.01, 1.5,
        "inter-socket bandwidth on a PCIe box over the catalog's"},
+      {"cross_socket_alltoall_efficiency", &Mechanisms::cross_socket_alltoall_efficiency, 0.005, 1.5,
+       "inter-socket bandwidth for all-to-all on a PCIe box over the catalog's"},
       {"staged_alltoall_gbps", &Mechanisms::staged_alltoall_gbps, 0.5, 200,
        "host-staged all-to-all bandwidth of a PCIe box's node, GB/s"},
   };

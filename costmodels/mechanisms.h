@@ -59,6 +59,10 @@ struct Mechanisms {
   // sockets that every crossing transfer shares) for collectives over both sockets.
   double cross_socket_efficiency = 1;
 
+  // The same for all-to-all across the sockets, where every pair of ranks on different
+  // sockets exchanges at once through the host (ring collectives cross the sockets on two
+  // hops, in large pipelined chunks; all-to-all crosses on a x b pairs, in small ones).
+  double cross_socket_alltoall_efficiency = 1;
   // Bandwidth of the host path a PCIe box's all-to-all is staged through (GPU peer access
   // off: every rank's outgoing shares are copied through host memory, which all of the
   // node's ranks in the group share), GB/s.

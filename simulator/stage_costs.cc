@@ -95,10 +95,14 @@ Bytes StageCosts::Latent(bool patched) const {
 BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   BlockCost c;
   const Mechanisms& mech = compute_.mechanisms();
+  // A temporal block attends over one spatial position's frames, which the sequence split
+  // (by rows or tokens of every frame) leaves whole on each rank: its attention is local, with
+  // no all-to-all and no ring.
+  const bool sequence_parallel = family != BlockFamily::kTemporal;
   std::map<std::string, Seconds>* kernels = kernel_breakdown_ ? &c.by_kernel : nullptr;
   const std::vector<OpCost> ops = BlockOps(model_, family, w);
   bool done = false;
-  if (config_.ring > 1) {
+  if (config_.ring > 1 && sequence_parallel) {
     // Ring runs the attention as r blockwise kernels and merges their partial outputs
     // (fp32 output and log-sum-exp rescaling) after each.
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -146,7 +150,7 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   const double width = static_cast<double>(model_.hidden) / config_.tp;
   const double qkv_one = kElementBytes * w.batch * tokens * width;  // one of Q, K, V on this rank
   const int rep = 0;  // rank 0 represents its groups: every group of a dimension is alike
-  if (config_.ulysses > 1) {
+  if (config_.ulysses > 1 && sequence_parallel) {
     // Each all-to-all needs its tensor permuted into contiguous per-rank chunks before and
     // after: two memory-bound copies, and in an eager framework Mechanisms::ulysses_ops
     // framework ops (the sequence-parallel library xDiT uses: reshape, transpose, contiguous,
@@ -167,7 +171,7 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
     c.a2a_in = comm_.Time(Collective::kAllToAll, Bytes(qkv_one), group, share) * 3;
     c.a2a_out = comm_.Time(Collective::kAllToAll, Bytes(qkv_one), group, share);
   }
-  if (config_.ring > 1) {
+  if (config_.ring > 1 && sequence_parallel) {
     // r - 1 passes of this rank's K and V (after Ulysses: u x tokens, heads / u) around the
     // ring, each overlapped with the attention over the block already held.
     const auto group = layout_.GroupOf(rep, Axis::kRing);

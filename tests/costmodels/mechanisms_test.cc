@@ -77,7 +77,7 @@ TEST(MechanismsTest, CrossSocketAllToAllLoadsTheInterSocketPathWithEveryCrossing
   CommModel comm(c);
   Mechanisms m;
   m.staged_alltoall_gbps = 200;  // host staging out of the way
-  m.cross_socket_efficiency = 0.5;
+  m.cross_socket_alltoall_efficiency = 0.5;
   comm.SetMechanisms(m);
   // 4 + 4 ranks: each of the 4 on one socket sends 4/8 of its 1 MB across: 2 MB each way
   // over half the catalog's inter-socket bandwidth.

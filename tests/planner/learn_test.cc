@@ -11,6 +11,7 @@
 #include "planner/factory.h"
 #include "planner/measured_runs.h"
 #include "simulator/simulate.h"
+#include "simulator/stage_costs.h"
 
 namespace ditune {
 namespace {
@@ -154,6 +155,35 @@ TEST(LearnTest, PipeFusionWarmupCostsItsExposedFraction) {
     return r->warmup.value();
   };
   EXPECT_NEAR(warmup(0.5) / warmup(1.0), 0.5, 0.05);
+}
+
+// Latte's temporal blocks attend over one position's frames, whole on every rank: no
+// all-to-all and no ring for them; the spatial blocks exchange as usual.
+TEST(LearnTest, TemporalBlocksNeedNoSequenceExchange) {
+  const ModelSpec& m = **Cat().Model("latte-1");
+  const Cluster cluster = *ResolveCluster({"l20-48gb", 2}, Cat());
+  Workload w{m.id, 512, 512, 16, 50, 1, OutputType::kLatent};
+  const TokenGeometry tokens = *ComputeTokenGeometry(m, w);
+  auto models = MakeCostModels(cluster, {});
+  ASSERT_TRUE(models.ok());
+  for (const char* spec : {"ulysses=2", "ring=2"}) {
+    const ParallelConfig c = *ParseParallelConfig(spec);
+    const RankLayout layout = *RankLayout::Create(c, cluster.gpus_per_node());
+    StageCosts costs(m, tokens, w, c, layout, models->compute, *models->comm);
+    int temporal = 0, spatial = 0;
+    for (int i = 0; i < m.num_blocks(); ++i) {
+      const BlockCost& b = costs.Block(i, false);
+      if (m.family_of(i) == BlockFamily::kTemporal) {
+        ++temporal;
+        EXPECT_EQ(b.a2a_in.value() + b.a2a_out.value() + b.ring_exposed.value(), 0.0) << spec << " block " << i;
+      } else {
+        ++spatial;
+        if (c.ulysses > 1) EXPECT_GT(b.a2a_in.value(), 0.0) << spec << " block " << i;
+      }
+    }
+    EXPECT_GT(temporal, 0);
+    EXPECT_GT(spatial, 0);
+  }
 }
 
 Measurement XditRun(int64_t id, int gpus, const std::string& config, double seconds) {
