@@ -1,6 +1,7 @@
-// Reads measurements users already have: ditune's measurement CSV, nccl-tests output, and
-// xDiT benchmark logs. Parsers are pure (text in, measurements out); `origin` names the
-// input in errors, which carry the 1-based line number of the offending line.
+// Reads measurements users already have: ditune's measurement CSV, nccl-tests output, xDiT
+// benchmark logs and PyTorch profiler traces. Parsers are pure (text in, measurements out);
+// `origin` names the input in errors, which carry the 1-based line number of the offending
+// line where the input has lines.
 #ifndef DITUNE_COSTMODELS_INGEST_H_
 #define DITUNE_COSTMODELS_INGEST_H_
 
@@ -15,12 +16,12 @@
 
 namespace ditune {
 
-enum class IngestFormat { kAuto, kCsv, kNcclTests, kXditLog };
+enum class IngestFormat { kAuto, kCsv, kNcclTests, kXditLog, kTorchTrace };
 
 // What the text itself does not say, given on the command line.
 struct IngestContext {
-  std::string device;      // GPU catalog id (required for nccl-tests and xDiT logs)
-  std::string link;        // link id the collective ran over (nccl-tests)
+  std::string device;      // GPU catalog id (required for nccl-tests, xDiT logs, traces)
+  std::string link;        // link id the collective ran over (nccl-tests; traces with NCCL)
   int ranks = 0;           // nccl-tests: ranks of the run (0 = count the "# Rank" lines)
   std::string collective;  // nccl-tests: all_to_all | all_gather | all_reduce | sendrecv |
                            // reduce_scatter, for every test in the file that does not name
@@ -39,7 +40,8 @@ struct IngestContext {
   std::vector<std::string>* warnings = nullptr;
 };
 
-// Recognises the format from the content, in this order: a CSV whose first line that is
+// Recognises the format from the content, in this order: gzip data (1f 8b) or a JSON object
+// with a "traceEvents" array, a PyTorch profiler trace; a CSV whose first line that is
 // neither blank nor a '#' comment names at least two of the required columns (e.g.
 // "source,kind,op,device,median_s"); nccl-tests' "# nThread" banner or its "#  size  count"
 // table header; an xDiT "epoch time:" line. InvalidArgument listing the formats when none
@@ -51,6 +53,21 @@ StatusOr<std::vector<Measurement>> ParseNcclTests(std::string_view text, const I
                                                   std::string_view origin);
 StatusOr<std::vector<Measurement>> ParseXditLog(std::string_view text, const IngestContext& ctx,
                                                 std::string_view origin);
+// A PyTorch profiler trace (torch.profiler's export_chrome_trace, e.g. xDiT's runner with
+// --profile: profile_trace_rank_R.json), as JSON or gzipped (recognised by its bytes 1f 8b,
+// not its name). Yields, for the rank that wrote it:
+//  - one collective measurement per (collective, per-rank bytes in nccl-tests' convention,
+//    group size) from the durations of its NCCL kernels (median, p10, p90 over occurrences);
+//  - one host launch measurement (op "launch", backend "xdit", params.launches): the issuing
+//    thread's time from its first to its last kernel launch in the profiled steps, less the
+//    time it was blocked in synchronising calls;
+//  - one e2e measurement, op "profile", with GPU kernel seconds by class in params
+//    (informational: no fit reads it).
+// Needs ctx.device, and ctx.link when the trace holds collectives. InvalidArgument naming
+// `origin` for data that is not a trace, is cut short, or holds neither NCCL kernels of a
+// modelled collective nor kernel launches; what is left out goes to ctx.warnings.
+StatusOr<std::vector<Measurement>> ParseTorchTrace(std::string_view data, const IngestContext& ctx,
+                                                   std::string_view origin);
 
 // Detects (when kAuto) and dispatches.
 StatusOr<std::vector<Measurement>> ParseIngest(std::string_view text, IngestFormat format,

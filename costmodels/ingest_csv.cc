@@ -299,6 +299,8 @@ StatusOr<std::vector<Measurement>> ParseMeasurementCsv(std::string_view text,
 }
 
 StatusOr<IngestFormat> DetectIngestFormat(std::string_view text, std::string_view origin) {
+  // Before anything reads the bytes as text: gzip is binary, and a trace is one JSON document.
+  if (ingest_internal::LooksLikeTorchTrace(text)) return IngestFormat::kTorchTrace;
   if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());
   const std::vector<ingest_internal::Line> lines = ingest_internal::SplitLines(text);
   // ditune's CSV: its first line that is neither blank nor a comment is the header.
@@ -322,7 +324,8 @@ StatusOr<IngestFormat> DetectIngestFormat(std::string_view text, std::string_vie
       "{}: cannot tell the input format; pass --format (valid: csv, a header line naming the "
       "columns {}; nccl-tests, the output of all_reduce_perf and friends with its '# nThread' "
       "banner or '#  size  count  type ...' table header; xdit-log, a log with a line "
-      "'epoch time: 6.71 sec, ...')",
+      "'epoch time: 6.71 sec, ...'; torch-trace, a PyTorch profiler trace, JSON with a "
+      "\"traceEvents\" array or gzipped)",
       origin, fmt::join(kRequiredColumns, ",")));
 }
 
@@ -338,6 +341,8 @@ StatusOr<std::vector<Measurement>> ParseIngest(std::string_view text, IngestForm
       return ParseNcclTests(text, ctx, origin);
     case IngestFormat::kXditLog:
       return ParseXditLog(text, ctx, origin);
+    case IngestFormat::kTorchTrace:
+      return ParseTorchTrace(text, ctx, origin);
     case IngestFormat::kAuto:
       break;
   }

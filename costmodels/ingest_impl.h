@@ -1,4 +1,4 @@
-// Helpers the three ingest parsers share (defined in ingest_csv.cc unless marked otherwise).
+// Helpers the ingest parsers share (defined in ingest_csv.cc unless marked otherwise).
 // Not part of the public API: only costmodels/ingest_*.cc and their tests include this.
 #ifndef DITUNE_COSTMODELS_INGEST_IMPL_H_
 #define DITUNE_COSTMODELS_INGEST_IMPL_H_
@@ -38,13 +38,13 @@ std::optional<int64_t> ParseInt(std::string_view s);
 // InvalidArgument "<origin>:<line>: <what>".
 Status LineError(std::string_view origin, int line, std::string_view what);
 
-// Appends "<origin>:<line>: <what>" to *warnings unless it is null. (ingest_nccl_tests.cc)
+// Appends "<origin>:<line>: <what>" to *warnings unless it is null. (ingest_nccl_table.cc)
 void AddWarning(std::vector<std::string>* warnings, std::string_view origin, int line,
                 std::string_view what);
 
 // `line` without what a parallel launcher puts before each line of a rank's output: Open
 // MPI's --tag-output ("[1,0]<stdout>:"), MPICH's -prepend-rank ("[0] ") and Slurm's srun
-// --label ("0: "). (ingest_nccl_tests.cc)
+// --label ("0: "). (ingest_nccl_table.cc)
 std::string_view StripLauncherPrefix(std::string_view line);
 
 // Content recognisers for DetectIngestFormat, tolerant of what real files carry: launcher
@@ -55,8 +55,11 @@ std::string_view StripLauncherPrefix(std::string_view line);
 //   LooksLikeXditLog: an "epoch time:", "Iteration N completed in", "Average time over N
 //     runs:" or "Running test for size" line, or a JSON timings document ParseXditLog reads.
 //     (ingest_xdit_log.cc)
+//   LooksLikeTorchTrace: gzip data (bytes 1f 8b), or a JSON object with a "traceEvents"
+//     array. Does not parse the JSON. (ingest_torch_trace_json.cc)
 bool LooksLikeNcclTests(std::string_view text);
 bool LooksLikeXditLog(std::string_view text);
+bool LooksLikeTorchTrace(std::string_view data);
 
 }  // namespace ditune::ingest_internal
 

@@ -16,7 +16,7 @@ seed=${3:-1}
 [[ $runs -eq 0 ]] && runs=-1
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${DITUNE_FUZZ_BUILD_DIR:-$root/build/fuzz}
-targets=(config measurement_csv nccl_tests xdit_log catalog_json suite)
+targets=(config measurement_csv nccl_tests xdit_log catalog_json suite torch_trace)
 
 if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ is not installed (tools/setup.sh installs clang and libclang-rt-14-dev)" >&2
@@ -59,6 +59,12 @@ CSV
 printf 'source,kind,op,device,median_s\nimport,e2e,dit,h100-sxm5-80gb,4.2\n' >"$seeds/measurement_csv/1"
 cp "$root/tests/data/all_reduce_perf.txt" "$seeds/nccl_tests/0"
 cp "$root/tests/data/xdit_flux_4gpu.log" "$seeds/xdit_log/0"
+i=1
+for f in "$root"/tests/data/nccl/*.txt; do cp "$f" "$seeds/nccl_tests/$((i++))"; done
+i=1
+for f in "$root"/tests/data/xdit/*; do cp "$f" "$seeds/xdit_log/$((i++))"; done
+cp "$root/tests/data/trace/profile_trace_rank_0.json" "$seeds/torch_trace/0"
+cp "$root/tests/data/trace/profile_trace_rank_1.json.gz" "$seeds/torch_trace/1"
 i=0
 for f in "$root"/data/models/*.json "$root"/data/hardware/gpus/*.json "$root"/data/hardware/links/*.json; do
   cp "$f" "$seeds/catalog_json/$((i++))"

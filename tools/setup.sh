@@ -12,7 +12,7 @@ run_example=1
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libeigen3-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libfmt-dev libcxxopts-dev
+  libeigen3-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libfmt-dev libcxxopts-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
   clang libclang-rt-14-dev

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/parallel_config.h"
+#include "costmodels/calibration.h"
 #include "costmodels/comm_model.h"
 #include "costmodels/ingest_impl.h"
 
@@ -1179,6 +1180,310 @@ TEST(IngestXditFilesTest, EachResultBelongsToTheConfigurationAnnouncedBeforeIt) 
       ParseXditLog("Running test for size 1024, ulysses_degree two\nepoch time: 5.0 sec\n", bare,
                    "u.log"),
       {"u.log:1:", "ulysses_degree two", "whole number"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// PyTorch profiler traces: the samples under tests/data/trace (make_samples.py writes them and
+// lists their timings: one Ulysses step of two ranks, 16 launches in ProfilerStep#3).
+
+IngestContext TraceContext() {
+  IngestContext ctx;
+  ctx.device = "h100-sxm5-80gb";
+  ctx.link = "nvlink4";
+  return ctx;
+}
+
+StatusOr<std::vector<Measurement>> ParseTraceSample(const std::string& name, IngestContext ctx,
+                                                    std::vector<std::string>* warnings) {
+  ctx.warnings = warnings;
+  return ParseTorchTrace(ReadSample("trace/" + name), ctx, name);
+}
+
+// The measurements of `kind` and `op`.
+std::vector<Measurement> Select(const std::vector<Measurement>& all, MeasurementKind kind,
+                                std::string_view op) {
+  std::vector<Measurement> out;
+  for (const Measurement& m : all) {
+    if (m.kind == kind && m.op == op) out.push_back(m);
+  }
+  return out;
+}
+
+// A trace of the given events, as Kineto lays it out.
+std::string InlineTrace(const std::vector<nlohmann::json>& events) {
+  nlohmann::json doc = {{"schemaVersion", 1}, {"traceEvents", events}};
+  return doc.dump();
+}
+
+// A launch on the main thread and the kernel it issued, with `kernel_args` merged in.
+std::vector<nlohmann::json> LaunchedKernel(double ts, const std::string& kernel, double gpu_us,
+                                           nlohmann::json kernel_args = nlohmann::json::object()) {
+  static int correlation = 1000;
+  ++correlation;
+  kernel_args["correlation"] = correlation;
+  return {{{"ph", "X"},
+           {"cat", "cuda_runtime"},
+           {"name", "cudaLaunchKernel"},
+           {"pid", 7},
+           {"tid", 7},
+           {"ts", ts},
+           {"dur", 5.0},
+           {"args", {{"correlation", correlation}}}},
+          {{"ph", "X"},
+           {"cat", "kernel"},
+           {"name", kernel},
+           {"pid", 0},
+           {"tid", 20},
+           {"ts", ts + 10},
+           {"dur", gpu_us},
+           {"args", kernel_args}}};
+}
+
+nlohmann::json CollectiveArgs(const std::string& name, int64_t in, int64_t out, int group) {
+  return {{"Collective name", name},
+          {"In msg nelems", in},
+          {"Out msg nelems", out},
+          {"Group size", group},
+          {"dtype", "BFloat16"}};
+}
+
+TEST(IngestTorchTraceTest, CollectivesAreMediansPerSizeInNcclTestsBytes) {
+  std::vector<std::string> warnings;
+  auto ms = ParseTraceSample("profile_trace_rank_0.json", TraceContext(), &warnings);
+  ASSERT_TRUE(ms.ok()) << ms.status().ToString();
+
+  // Six all_to_alls of 2304 x 3072 bf16 values per rank: what one rank sends.
+  auto a2a = Select(*ms, MeasurementKind::kCollective, "all_to_all");
+  ASSERT_EQ(a2a.size(), 1u);
+  EXPECT_EQ(a2a[0].bytes.value(), 7077888.0 * 2);
+  EXPECT_EQ(a2a[0].ranks, 2);
+  EXPECT_EQ(a2a[0].samples, 6);
+  // Kernel durations 98.7 99.5 99.9 100.1 101.2 250.3 us: the outlier moves no median.
+  EXPECT_NEAR(a2a[0].median.value(), 100.0e-6, 1e-12);
+  EXPECT_NEAR(a2a[0].p10.value(), 98.7e-6, 1e-12);
+  EXPECT_NEAR(a2a[0].p90.value(), 250.3e-6, 1e-12);
+  EXPECT_EQ(a2a[0].source, MeasurementSource::kImport);
+  EXPECT_EQ(a2a[0].backend, "nccl");
+  EXPECT_EQ(a2a[0].device, "h100-sxm5-80gb");
+  EXPECT_EQ(a2a[0].link, "nvlink4");
+  EXPECT_EQ(a2a[0].params.at("source"), "torch-profiler");
+
+  // _allgather_base: nccl-tests' all_gather size is the gathered output (2 x 131072 values).
+  auto gather = Select(*ms, MeasurementKind::kCollective, "all_gather");
+  ASSERT_EQ(gather.size(), 1u);
+  EXPECT_EQ(gather[0].bytes.value(), 262144.0 * 2);
+  EXPECT_NEAR(gather[0].median.value(), 18.4e-6, 1e-12);
+  EXPECT_EQ(CommFitKey(gather[0]), "all_gather/nvlink4");
+
+  // The broadcast is not modelled: left out, with a warning naming it.
+  EXPECT_EQ(Select(*ms, MeasurementKind::kCollective, "broadcast").size(), 0u);
+  EXPECT_EQ(CountWarnings(warnings, {"profile_trace_rank_0.json", "'broadcast'"}), 1)
+      << AllWarnings(warnings);
+
+  // GPU time by class, informational: flash attention is not counted as a GEMM.
+  auto profile = Select(*ms, MeasurementKind::kE2e, "profile");
+  ASSERT_EQ(profile.size(), 1u);
+  const auto& gpu = profile[0].params.at("gpu_kernel_s");
+  EXPECT_NEAR(gpu.at("gemm").get<double>(), 4 * 310.5e-6, 1e-12);
+  EXPECT_NEAR(gpu.at("attention").get<double>(), 820.25e-6, 1e-12);
+  EXPECT_NEAR(gpu.at("nccl").get<double>(), (749.7 + 12 + 18.4) * 1e-6, 1e-12);
+  EXPECT_NEAR(gpu.at("other").get<double>(), (35.5 + 42 + 6.5 + 3) * 1e-6, 1e-12);
+  EXPECT_EQ(profile[0].ranks, 2);
+  EXPECT_EQ(ms->size(), 4u);
+}
+
+TEST(IngestTorchTraceTest, LaunchOverheadIsTheIssuingThreadsUnblockedTime) {
+  std::vector<std::string> warnings;
+  auto ms = ParseTraceSample("profile_trace_rank_0.json", TraceContext(), &warnings);
+  ASSERT_TRUE(ms.ok()) << ms.status().ToString();
+  auto launch = Select(*ms, MeasurementKind::kOp, "launch");
+  ASSERT_EQ(launch.size(), 1u);
+  // 16 launches in ProfilerStep#3 (the one before it is not counted), from 1100 us to the
+  // last one's end at 4384 us, less the 2500 us cudaStreamSynchronize between them.
+  EXPECT_EQ(launch[0].params.at("launches"), 16);
+  EXPECT_NEAR(launch[0].median.value(), (4384.0 - 1100.0 - 2500.0) * 1e-6, 1e-12);
+  EXPECT_NEAR(launch[0].params.at("blocked_s").get<double>(), 2500e-6, 1e-12);
+  EXPECT_EQ(launch[0].backend, "xdit");
+  EXPECT_EQ(launch[0].device, "h100-sxm5-80gb");
+  EXPECT_TRUE(launch[0].link.empty());
+  EXPECT_TRUE(CheckFittable(launch[0]).ok()) << CheckFittable(launch[0]).ToString();
+  // With a second trace of twice the launches, the two points make the xDiT launch fit.
+  Measurement twice = launch[0];
+  twice.params["launches"] = 32;
+  twice.median = Seconds(2 * launch[0].median.value());
+  twice.p10 = twice.median;
+  twice.p90 = twice.median;
+  auto fits = BuildFits({launch[0], twice});
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  ASSERT_EQ(fits->size(), 1u);
+  EXPECT_EQ((*fits)[0].key, "h100-sxm5-80gb/xdit/launch");
+}
+
+TEST(IngestTorchTraceTest, GzippedTraceIsRecognisedByItsBytes) {
+  const std::string gz = ReadSample("trace/profile_trace_rank_1.json.gz");
+  ASSERT_GE(gz.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(gz[0]), 0x1f);
+  auto detected = DetectIngestFormat(gz, "profile_trace_rank_1.json.gz");
+  ASSERT_TRUE(detected.ok()) << detected.status().ToString();
+  EXPECT_EQ(*detected, IngestFormat::kTorchTrace);
+  std::vector<std::string> warnings;
+  IngestContext ctx = TraceContext();
+  ctx.warnings = &warnings;
+  auto ms = ParseIngest(gz, IngestFormat::kAuto, ctx, "profile_trace_rank_1.json.gz");
+  ASSERT_TRUE(ms.ok()) << ms.status().ToString();
+  // An older Kineto: the NCCL kernels name no collective and are linked to their
+  // record_param_comms op by "External id". Durations 97..102 us: median 99.5 us.
+  auto a2a = Select(*ms, MeasurementKind::kCollective, "all_to_all");
+  ASSERT_EQ(a2a.size(), 1u);
+  EXPECT_EQ(a2a[0].bytes.value(), 7077888.0 * 2);
+  EXPECT_NEAR(a2a[0].median.value(), 99.5e-6, 1e-12);
+  // ProfilerStep#3 as a cpu_op; the launch on another thread is counted apart, and said so.
+  auto launch = Select(*ms, MeasurementKind::kOp, "launch");
+  ASSERT_EQ(launch.size(), 1u);
+  EXPECT_EQ(launch[0].params.at("launches"), 16);
+  EXPECT_EQ(CountWarnings(warnings, {"1 kernel launches on other host threads"}), 1)
+      << AllWarnings(warnings);
+}
+
+TEST(IngestTorchTraceTest, CutShortOrNotATraceIsRefusedNamingTheFile) {
+  const std::string json = ReadSample("trace/profile_trace_rank_0.json");
+  ExpectInvalid(ParseTorchTrace(json.substr(0, json.size() / 2), TraceContext(), "rank0.json"),
+                {"rank0.json", "cut short"});
+  const std::string gz = ReadSample("trace/profile_trace_rank_1.json.gz");
+  ExpectInvalid(ParseTorchTrace(gz.substr(0, gz.size() / 2), TraceContext(), "rank1.json.gz"),
+                {"rank1.json.gz", "gzip", "cut short"});
+  ExpectInvalid(ParseTorchTrace("{\"timings\": [6.7, 6.8]}", TraceContext(), "t.json"),
+                {"t.json", "traceEvents"});
+  ExpectInvalid(ParseTorchTrace("{\"traceEvents\": [1, 2 x]}", TraceContext(), "x.json"),
+                {"x.json", "not valid JSON"});
+  ExpectInvalid(ParseTorchTrace(std::string(200, '['), TraceContext(), "deep.json"),
+                {"deep.json", "not a PyTorch profiler trace"});
+  // Events, but none a collective or a launch.
+  ExpectInvalid(
+      ParseTorchTrace(
+          InlineTrace(
+              {{{"ph", "X"}, {"cat", "cpu_op"}, {"name", "aten::mm"}, {"ts", 1.0}, {"dur", 2.0}}}),
+          TraceContext(), "cpu.json"),
+      {"cpu.json", "no usable events"});
+  IngestContext no_gpu = TraceContext();
+  no_gpu.device.clear();
+  ExpectInvalid(ParseTorchTrace(json, no_gpu, "rank0.json"), {"rank0.json", "--gpu"});
+  IngestContext no_link = TraceContext();
+  no_link.link.clear();
+  ExpectInvalid(ParseTorchTrace(json, no_link, "rank0.json"), {"rank0.json", "--link"});
+}
+
+TEST(IngestTorchTraceTest, WithoutCommunicationTheLaunchOverheadStillCounts) {
+  std::vector<std::string> warnings;
+  IngestContext ctx = TraceContext();
+  ctx.link.clear();  // not needed without collectives
+  auto ms = ParseTraceSample("profile_trace_1gpu.json", ctx, &warnings);
+  ASSERT_TRUE(ms.ok()) << ms.status().ToString();
+  EXPECT_EQ(Select(*ms, MeasurementKind::kCollective, "all_to_all").size(), 0u);
+  auto launch = Select(*ms, MeasurementKind::kOp, "launch");
+  ASSERT_EQ(launch.size(), 1u);
+  // 7 compute launches 45 us apart, then the sync, then one more: 1100 .. 4021 us.
+  EXPECT_EQ(launch[0].params.at("launches"), 8);
+  EXPECT_NEAR(launch[0].median.value(), (4021.0 - 1100.0 - 2500.0) * 1e-6, 1e-12);
+  EXPECT_EQ(ms->size(), 2u);  // and the GPU time summary
+}
+
+TEST(IngestTorchTraceTest, UnmodelledCollectivesAreSkippedWithAWarning) {
+  std::vector<nlohmann::json> events;
+  for (auto e : LaunchedKernel(100, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*)", 30,
+                               CollectiveArgs("allreduce_coalesced", 4096, 4096, 4))) {
+    events.push_back(e);
+  }
+  for (auto e : LaunchedKernel(200, "ncclDevKernel_Broadcast_RING_LL(ncclDevComm*)", 10,
+                               CollectiveArgs("broadcast", 16, 16, 4))) {
+    events.push_back(e);
+  }
+  for (auto e : LaunchedKernel(300, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*)", 40,
+                               CollectiveArgs("allreduce", 4096, 4096, 4))) {
+    events.push_back(e);
+  }
+  // barrier(): an all_reduce of one value inside the barrier's own comm op.
+  auto comm_op = [](double ts, double dur, int64_t id, nlohmann::json args) {
+    args["External id"] = id;
+    return nlohmann::json{{"ph", "X"},  {"cat", "cpu_op"}, {"name", "record_param_comms"},
+                          {"pid", 7},   {"tid", 7},        {"ts", ts},
+                          {"dur", dur}, {"args", args}};
+  };
+  events.push_back(comm_op(400, 30, 90, CollectiveArgs("barrier", 0, 0, 4)));
+  events.push_back(comm_op(405, 20, 91, CollectiveArgs("allreduce", 1, 1, 4)));
+  for (auto e : LaunchedKernel(410, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 900,
+                               {{"External id", 91}})) {
+    events.push_back(e);
+  }
+  std::vector<std::string> warnings;
+  IngestContext ctx = TraceContext();
+  ctx.warnings = &warnings;
+  auto ms = ParseTorchTrace(InlineTrace(events), ctx, "mixed.json");
+  ASSERT_TRUE(ms.ok()) << ms.status().ToString();
+  auto reduce = Select(*ms, MeasurementKind::kCollective, "all_reduce");
+  ASSERT_EQ(reduce.size(), 1u);  // not the barrier's
+  EXPECT_EQ(reduce[0].bytes.value(), 4096.0 * 2);
+  EXPECT_EQ(reduce[0].ranks, 4);
+  EXPECT_EQ(Select(*ms, MeasurementKind::kOp, "launch")[0].params.at("launches"), 4);
+  EXPECT_EQ(CountWarnings(warnings, {"skipped 1 NCCL kernels of barrier()"}), 1)
+      << AllWarnings(warnings);
+  EXPECT_EQ(CountWarnings(warnings, {"mixed.json: skipped 1 NCCL kernels of "
+                                     "'allreduce_coalesced'"}),
+            1)
+      << AllWarnings(warnings);
+  EXPECT_EQ(CountWarnings(warnings, {"'broadcast'", "does not model"}), 1) << AllWarnings(warnings);
+
+  // Only unmodelled collectives and no launches: nothing usable.
+  std::vector<nlohmann::json> kernels_only = {events[1], events[3]};
+  ExpectInvalid(ParseTorchTrace(InlineTrace(kernels_only), ctx, "only.json"),
+                {"only.json", "no usable events"});
+}
+
+TEST(IngestTorchTraceTest, UnlinkedKernelsArePairedWithCommOpsInOrderOnlyWhenCountsAgree) {
+  auto comm = [](double ts, int64_t nelems) {
+    nlohmann::json args = CollectiveArgs("all_to_all", nelems, nelems, 2);
+    return nlohmann::json{{"ph", "X"},  {"cat", "cpu_op"}, {"name", "record_param_comms"},
+                          {"pid", 7},   {"tid", 7},        {"ts", ts},
+                          {"dur", 8.0}, {"args", args}};
+  };
+  std::vector<nlohmann::json> events = {comm(100, 1000), comm(200, 3000)};
+  for (double ts : {102.0, 202.0}) {
+    for (auto e : LaunchedKernel(ts, "ncclDevKernel_SendRecv(ncclDevComm*)", 20)) {
+      events.push_back(e);
+    }
+  }
+  std::vector<std::string> warnings;
+  IngestContext ctx = TraceContext();
+  ctx.warnings = &warnings;
+  auto ms = ParseTorchTrace(InlineTrace(events), ctx, "order.json");
+  ASSERT_TRUE(ms.ok()) << ms.status().ToString();
+  auto a2a = Select(*ms, MeasurementKind::kCollective, "all_to_all");
+  ASSERT_EQ(a2a.size(), 2u);
+  EXPECT_EQ(a2a[0].bytes.value(), 2000.0);
+  EXPECT_EQ(a2a[1].bytes.value(), 6000.0);
+  EXPECT_EQ(CountWarnings(warnings, {"paired 2 NCCL kernels", "in launch order"}), 1)
+      << AllWarnings(warnings);
+
+  // One comm op more than kernels: no pairing is trusted.
+  events.push_back(comm(300, 5000));
+  warnings.clear();
+  auto unpaired = ParseTorchTrace(InlineTrace(events), ctx, "order.json");
+  ASSERT_TRUE(unpaired.ok()) << unpaired.status().ToString();
+  EXPECT_EQ(Select(*unpaired, MeasurementKind::kCollective, "all_to_all").size(), 0u);
+  EXPECT_EQ(CountWarnings(warnings, {"left out 2 NCCL kernels"}), 1) << AllWarnings(warnings);
+}
+
+TEST(IngestTorchTraceTest, DetectedBeforeTheJsonTimingsOfXditLogs) {
+  auto format = [](std::string_view text) {
+    auto f = DetectIngestFormat(text, "t.json");
+    return f.ok() ? *f : IngestFormat::kAuto;
+  };
+  EXPECT_EQ(format(ReadSample("trace/profile_trace_rank_0.json")), IngestFormat::kTorchTrace);
+  // A trace with no other array would otherwise pass for a timings document.
+  EXPECT_EQ(format("{\"traceEvents\": []}"), IngestFormat::kTorchTrace);
+  EXPECT_EQ(format("{\"timings\": [6.71, 6.69]}"), IngestFormat::kXditLog);
+  EXPECT_FALSE(ingest_internal::LooksLikeTorchTrace("# nThread 1 nGpus 8\n"));
+  ExpectInvalid(DetectIngestFormat("hello,world\n1,2\n", "notes.txt"), {"torch-trace"});
 }
 
 }  // namespace
