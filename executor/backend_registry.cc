@@ -1,4 +1,5 @@
-// The only file that names the concrete backends.
+// The only file that names the concrete backends. The GPU ones (cuda, nccl) live in a module
+// loaded on first use (executor/gpu_module.h).
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -11,10 +12,7 @@
 #include "executor/local_comm.h"
 #include "executor/ref_kernels.h"
 #ifdef DITUNE_HAVE_CUDA
-#include "executor/cuda/cuda_backend.h"
-#endif
-#ifdef DITUNE_HAVE_NCCL
-#include "executor/nccl_comm.h"
+#include "executor/gpu_module.h"
 #endif
 #ifdef DITUNE_HAVE_MPI
 #include "executor/mpi_comm.h"
@@ -55,7 +53,9 @@ StatusOr<std::unique_ptr<Comm>> CreateComm(std::string_view backend, int* argc, 
     if (!mpi) {
       DITUNE_ASSIGN_OR_RETURN(mpi, NewMpiWorld(argc, argv));
     }
-    return NewNcclWorld(mpi.get());
+    DITUNE_ASSIGN_OR_RETURN(const GpuModule* gpu, LoadGpuModule());
+    if (gpu->new_nccl_world == nullptr) return Status::Unavailable("the GPU backend module was built without NCCL");
+    return gpu->new_nccl_world(mpi.get());
   }
 #endif
 #ifndef DITUNE_HAVE_MPI
@@ -79,9 +79,10 @@ StatusOr<std::unique_ptr<Device>> CreateDevice(std::string_view backend) {
 #ifdef DITUNE_HAVE_CUDA
   if (backend == "cuda") {
     // One GPU per rank on a node: the node-local rank picks it, as NCCL's world does.
+    DITUNE_ASSIGN_OR_RETURN(const GpuModule* gpu, LoadGpuModule());
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    const int gpus = cuda::DeviceCount();
-    return cuda::NewCudaDevice(local != nullptr && gpus > 0 ? std::atoi(local) % gpus : 0);
+    const int gpus = gpu->device_count();
+    return gpu->new_cuda_device(local != nullptr && gpus > 0 ? std::atoi(local) % gpus : 0);
   }
 #endif
   return Status::InvalidArgument(
@@ -99,7 +100,10 @@ std::vector<std::string> KernelBackends() {
 StatusOr<std::unique_ptr<Kernels>> CreateKernels(std::string_view backend, Device* device) {
   if (backend == "ref") return NewRefKernels(device);
 #ifdef DITUNE_HAVE_CUDA
-  if (backend == "cuda") return cuda::NewCudaKernels(device);
+  if (backend == "cuda") {
+    DITUNE_ASSIGN_OR_RETURN(const GpuModule* gpu, LoadGpuModule());
+    return gpu->new_cuda_kernels(device);
+  }
 #endif
   (void)device;
   return Status::InvalidArgument(

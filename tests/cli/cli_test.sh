@@ -34,6 +34,17 @@ expect hardware 0 "h100-sxm5-80gb +989" -- hardware
 expect hardware-links 0 "pcie4 +intra +pcie-two-socket" -- hardware
 expect hardware-bad-flag 2 "Option .jsno. does not exist" -- hardware --jsno
 
+# Commands that never touch a GPU never load the GPU libraries; the GPU backends load on use.
+if LD_DEBUG=libs "$bin" models 2>&1 >/dev/null | grep -Eq "libcudart|libcublasLt|libnccl|libditune_gpu"; then
+  echo "FAIL models-loads-no-gpu-library: ditune models loaded a GPU library"; fail=$((fail + 1))
+else
+  pass=$((pass + 1))
+fi
+expect gpu-module-loads 1 "no CUDA device is available|compute backend 'cuda' is not built" -- run --model tiny-pixart \
+  --height 256 --width 256 --steps 1 --backend cuda --config=
+DITUNE_GPU_MODULE=$tmp/nope.so expect gpu-module-missing 1 "GPU backend module libditune_gpu.so was not found \(tried: .*nope.so \(missing\)\)|compute backend 'cuda' is not built" -- \
+  run --model tiny-pixart --height 256 --width 256 --steps 1 --backend cuda --config=
+
 expect check-xdit-16 0 "sp +\( 2\) \[0,1\] \[2,3\]" -- check --model pixart-alpha --height 1024 --width 1024 \
   --gpu h100-sxm5-80gb --gpus 16 --inter ib-ndr --batch 2 --config "ulysses=2,pipefusion=2,cfg=2,dp=2"
 expect check-dp-spans 0 "dp +\( 2\) \[0,8\] .*\(spans nodes\)" -- check --model pixart-alpha --height 1024 --width 1024 \
