@@ -1,6 +1,7 @@
 #include "costmodels/calibration.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 
@@ -42,6 +43,14 @@ std::string FitBackend(const GpuSpec& gpu, const std::string& backend) {
 std::string CommFitKey(const Measurement& m) {
   std::string key = fmt::format("{}/{}", m.op, m.link);
   if (m.params.is_object() && m.params.value("tier", "") == "cross-socket") key += "/cross-socket";
+  // Keyed by the group's shape: an 80-rank, 10-node all-to-all is not a 2-rank one.
+  if (m.ranks >= 2) {
+    key += fmt::format("@{}", m.ranks);
+    if (m.params.is_object() && m.params.contains("nodes") && m.params["nodes"].is_number_integer() &&
+        m.params["nodes"].get<int64_t>() >= 1 && m.params["nodes"].get<int64_t>() <= 1'000'000) {
+      key += fmt::format("x{}", m.params["nodes"].get<int64_t>());
+    }
+  }
   return key;
 }
 
@@ -204,9 +213,19 @@ Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const 
       if (!c.ok()) return Status::Corruption(fmt::format("fit {} '{}': {}", f.id, f.key, c.status().message()));
       auto model = PiecewiseLatencyModel::FromJson(f.params);
       if (!model.ok()) return model.status().WithContext(fmt::format("fit {} '{}'", f.id, f.key));
-      // Install for whichever tier of this cluster the key names.
+      // Install for whichever tier of this cluster the key names; "@R[xN]" says the ranks
+      // and nodes it was measured on.
+      std::string base = f.key;
+      int ranks = 0, nodes = 0;
+      if (const size_t at = f.key.rfind('@'); at != std::string::npos) {
+        base = f.key.substr(0, at);
+        if (std::sscanf(f.key.c_str() + at + 1, "%dx%d", &ranks, &nodes) < 1 || ranks < 1 || nodes < 0) {
+          return Status::Corruption(fmt::format("fit {}: malformed key '{}' (want <collective>/<link>[@R[xN]])", f.id,
+                                                f.key));
+        }
+      }
       for (LinkTier tier : {LinkTier::kIntra, LinkTier::kCrossSocket, LinkTier::kInterNode}) {
-        if (comm->FitKey(*c, tier) == f.key) comm->SetFit(*c, tier, *model);
+        if (comm->FitKey(*c, tier) == base) comm->SetFit(*c, tier, *model, ranks, nodes);
       }
     }
   }

@@ -1,6 +1,7 @@
 #include "costmodels/comm_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -127,7 +128,7 @@ Seconds CommModel::Time(Collective c, Bytes size, const std::vector<int>& group,
   const LinkTier tier = TierOf(group);
   const double bus_bytes = size.value() * BusFactor(c, n) * std::max(1.0, sharing) / bandwidth_scale_;
   auto it = fits_.find(FitKey(c, tier));
-  if (it != fits_.end()) return Seconds(it->second.Seconds(bus_bytes));
+  if (it != fits_.end() && !it->second.empty()) return FittedTime(it->second, bus_bytes, group);
   if (c == Collective::kAllToAll && tier != LinkTier::kInterNode &&
       cluster_->intra->topology == LinkTopology::kPcieTwoSocket) {
     // Staged through host memory: the group's ranks all copy their outgoing shares through
@@ -180,8 +181,39 @@ double CommModel::Sharing(const std::vector<int>& group, const std::vector<std::
   return std::max(1.0, static_cast<double>(all) / std::max(1, mine));
 }
 
-void CommModel::SetFit(Collective c, LinkTier tier, PiecewiseLatencyModel model) {
-  fits_[FitKey(c, tier)] = std::move(model);
+void CommModel::SetFit(Collective c, LinkTier tier, PiecewiseLatencyModel model, int ranks, int nodes) {
+  auto& list = fits_[FitKey(c, tier)];
+  std::erase_if(list, [&](const SizedFit& f) { return f.ranks == ranks && f.nodes == nodes; });
+  list.push_back({ranks, nodes, std::move(model)});
+}
+
+Seconds CommModel::FittedTime(const std::vector<SizedFit>& fits, double bus_bytes, const std::vector<int>& group) const {
+  const int n = static_cast<int>(group.size());
+  std::set<int> nodes;
+  for (int r : group) nodes.insert(cluster_->NodeOf(r));
+  const int group_nodes = static_cast<int>(nodes.size());
+  // Sized curves of the group's node count, else of any node count; unsized ones last.
+  std::vector<const SizedFit*> sized;
+  for (const auto& f : fits) {
+    if (f.ranks > 0 && f.nodes == group_nodes) sized.push_back(&f);
+  }
+  if (sized.empty()) {
+    for (const auto& f : fits) {
+      if (f.ranks > 0) sized.push_back(&f);
+    }
+  }
+  if (sized.empty()) return Seconds(fits.back().model.Seconds(bus_bytes));
+  const SizedFit* lo = nullptr;  // the most ranks <= n
+  const SizedFit* hi = nullptr;  // the fewest ranks >= n
+  for (const SizedFit* f : sized) {
+    if (f->ranks <= n && (lo == nullptr || f->ranks > lo->ranks)) lo = f;
+    if (f->ranks >= n && (hi == nullptr || f->ranks < hi->ranks)) hi = f;
+  }
+  if (lo == nullptr) return Seconds(hi->model.Seconds(bus_bytes));
+  if (hi == nullptr || hi->ranks == lo->ranks) return Seconds(lo->model.Seconds(bus_bytes));
+  const double w = std::log(static_cast<double>(n) / lo->ranks) / std::log(static_cast<double>(hi->ranks) / lo->ranks);
+  const double t_lo = lo->model.Seconds(bus_bytes), t_hi = hi->model.Seconds(bus_bytes);
+  return Seconds(t_lo + (t_hi - t_lo) * w);
 }
 
 }  // namespace ditune

@@ -55,8 +55,12 @@ class CommModel {
   // inter-socket link; ranks crossing nodes share their node's NICs. 1 when none do.
   double Sharing(const std::vector<int>& group, const std::vector<std::vector<int>>& concurrent) const;
 
-  // A fitted curve over bus bytes for (collective, tier) replaces the catalog line.
-  void SetFit(Collective c, LinkTier tier, PiecewiseLatencyModel model);
+  // A fitted curve over bus bytes for (collective, tier) replaces the catalog line. A curve
+  // measured on `ranks` ranks over `nodes` nodes (0: not known) prices groups of that shape:
+  // a group of n ranks takes the curves of its node count where there are any, the one of
+  // n ranks, else the time interpolated in log(ranks) between the nearest rank counts either
+  // side, else the nearest; curves of unknown rank count serve when no sized one does.
+  void SetFit(Collective c, LinkTier tier, PiecewiseLatencyModel model, int ranks = 0, int nodes = 0);
   // The global mechanism constants: the achieved fraction of the catalog bandwidth per
   // collective on switched fabrics and PCIe boxes (catalog lines only: a fitted curve is
   // already what was achieved).
@@ -74,7 +78,14 @@ class CommModel {
   Seconds PcieAllToAll(Bytes size, const std::vector<int>& group, LinkTier tier, double sharing) const;
 
   const Cluster* cluster_;
-  std::map<std::string, PiecewiseLatencyModel> fits_;
+  struct SizedFit {
+    int ranks = 0;  // 0: any
+    int nodes = 0;  // 0: not known
+    PiecewiseLatencyModel model;
+  };
+  // The fitted time of `bus_bytes` over `group` from `fits` (non-empty).
+  Seconds FittedTime(const std::vector<SizedFit>& fits, double bus_bytes, const std::vector<int>& group) const;
+  std::map<std::string, std::vector<SizedFit>> fits_;
   double bandwidth_scale_ = 1.0;
   Mechanisms mechanisms_;
 };

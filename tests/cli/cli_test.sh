@@ -103,9 +103,9 @@ data=$(dirname "$0")/../data
 db=$tmp/cal.db
 expect ingest-nccl 0 "ingested 9 measurements" -- calibrate ingest "$data/all_reduce_perf.txt" --gpu h100-sxm5-80gb \
   --link nvlink4 --db "$db"
-expect fit 0 "all_reduce/nvlink4 +9 " -- calibrate fit --db "$db"
+expect fit 0 "all_reduce/nvlink4@2x1 +9 " -- calibrate fit --db "$db"
 expect show 0 "9 measurements, [0-9]+ active fits" -- calibrate show --db "$db"
-expect show-json 0 '"key": "all_reduce/nvlink4"' -- calibrate show --db "$db" --json
+expect show-json 0 '"key": "all_reduce/nvlink4@2x1"' -- calibrate show --db "$db" --json
 expect ingest-xdit 0 "ingested 1 measurements" -- calibrate ingest "$data/xdit_flux_4gpu.log" --gpu h100-sxm5-80gb \
   --model flux.1-dev --config ulysses=4 --db "$db"
 expect ingest-no-link 2 "--link" -- calibrate ingest "$data/all_reduce_perf.txt" --gpu h100-sxm5-80gb --db "$db"
@@ -134,7 +134,7 @@ expect ingest-xdit-no-model 2 "an xDiT log needs the run's workload: give --mode
 expect ingest-xdit-bad-config 2 "cfg-needs-guidance" -- calibrate ingest "$data/xdit_flux_4gpu.log" \
   --gpu h100-sxm5-80gb --model flux.1-dev --config ulysses=2,cfg=2 --db "$db"
 expect ingest-nothing-stored 0 "10 measurements" -- calibrate show --db "$db"
-expect fit-after-refusals 0 "all_reduce/nvlink4 +9 " -- calibrate fit --db "$db"
+expect fit-after-refusals 0 "all_reduce/nvlink4@2x1 +9 " -- calibrate fit --db "$db"
 # A read-only store (a shared calibration): reads serve, writes are refused by name, nothing changes.
 DITUNE_DB_READ_ONLY=1 expect ro-show 0 "10 measurements" -- calibrate show --db "$db"
 DITUNE_DB_READ_ONLY=1 expect ro-plan 0 "launch with xDiT" -- plan --model pixart-alpha --height 1024 --width 1024 \

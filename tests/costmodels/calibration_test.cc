@@ -36,24 +36,58 @@ std::vector<Measurement> SyntheticAllToAll(double latency, double busbw, int ran
   return out;
 }
 
+// Fits are keyed by the group's shape (ranks, and nodes where known): a group of n ranks is
+// priced by the curve of n ranks, or interpolated in log(ranks) between its neighbours.
 TEST(CalibrationTest, CommFitCalibratesTheModel) {
   auto meas = SyntheticAllToAll(12e-6, 300e9, 8, "nvlink4");
-  auto more = SyntheticAllToAll(12e-6, 300e9, 4, "nvlink4");  // pools with 8 ranks over bus bytes
+  auto more = SyntheticAllToAll(12e-6, 200e9, 2, "nvlink4");
   for (auto& m : more) m.id += 100;
   meas.insert(meas.end(), more.begin(), more.end());
   auto fits = BuildFits(meas);
   ASSERT_TRUE(fits.ok()) << fits.status().ToString();
-  ASSERT_EQ(fits->size(), 1u);
+  ASSERT_EQ(fits->size(), 2u);
   EXPECT_EQ((*fits)[0].kind, "comm");
-  EXPECT_EQ((*fits)[0].key, "all_to_all/nvlink4");
-  EXPECT_EQ((*fits)[0].points, static_cast<int>(meas.size()));
-  EXPECT_LT((*fits)[0].mape, 0.01);
+  EXPECT_EQ((*fits)[0].key, "all_to_all/nvlink4@2");
+  EXPECT_EQ((*fits)[1].key, "all_to_all/nvlink4@8");
+  EXPECT_EQ((*fits)[1].points, static_cast<int>(more.size()));
+  EXPECT_LT((*fits)[1].mape, 0.01);
 
   Cluster cluster = *ResolveCluster({"h100-sxm5-80gb", 8}, Cat());
   CommModel comm(cluster);
   ASSERT_TRUE(ApplyFits(*fits, "h100-sxm5-80gb", "cuda", nullptr, &comm).ok());
-  const double t = comm.Time(Collective::kAllToAll, Bytes(16e6), {0, 1, 2, 3, 4, 5, 6, 7}).value();
-  EXPECT_NEAR(t / (12e-6 + 16e6 * 7 / 8 / 300e9), 1.0, 0.01);
+  const double t8 = comm.Time(Collective::kAllToAll, Bytes(16e6), {0, 1, 2, 3, 4, 5, 6, 7}).value();
+  EXPECT_NEAR(t8 / (12e-6 + 16e6 * 7 / 8 / 300e9), 1.0, 0.01);
+  const double t2 = comm.Time(Collective::kAllToAll, Bytes(16e6), {0, 1}).value();
+  EXPECT_NEAR(t2 / (12e-6 + 16e6 * 1 / 2 / 200e9), 1.0, 0.01);
+  // Four ranks: halfway in log(ranks) between the 2- and 8-rank curves at the same bus bytes.
+  const double bus = 16e6 * 3 / 4;
+  const double at2 = 12e-6 + bus / 200e9, at8 = 12e-6 + bus / 300e9;
+  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(16e6), {0, 1, 2, 3}).value() / (0.5 * (at2 + at8)), 1.0, 0.01);
+}
+
+TEST(CalibrationTest, CommFitsOfTheGroupsNodeCountComeFirst) {
+  auto one_node = SyntheticAllToAll(12e-6, 300e9, 16, "ib-ndr");
+  for (auto& m : one_node) m.params = {{"nodes", 1}};
+  auto two_nodes = SyntheticAllToAll(30e-6, 40e9, 16, "ib-ndr");
+  for (auto& m : two_nodes) {
+    m.id += 100;
+    m.params = {{"nodes", 2}};
+  }
+  one_node.insert(one_node.end(), two_nodes.begin(), two_nodes.end());
+  auto fits = BuildFits(one_node);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  ASSERT_EQ(fits->size(), 2u);
+  EXPECT_EQ((*fits)[0].key, "all_to_all/ib-ndr@16x1");
+  EXPECT_EQ((*fits)[1].key, "all_to_all/ib-ndr@16x2");
+  ClusterSpec spec{"h100-sxm5-80gb", 16};
+  spec.inter_id = "ib-ndr";
+  Cluster cluster = *ResolveCluster(spec, Cat());
+  CommModel comm(cluster);
+  ASSERT_TRUE(ApplyFits(*fits, "h100-sxm5-80gb", "cuda", nullptr, &comm).ok());
+  std::vector<int> all(16);
+  for (int i = 0; i < 16; ++i) all[i] = i;
+  const double t = comm.Time(Collective::kAllToAll, Bytes(16e6), all).value();
+  EXPECT_NEAR(t / (30e-6 + 16e6 * 15 / 16 / 40e9), 1.0, 0.01);  // the 2-node curve, not the 1-node one
 }
 
 TEST(CalibrationTest, FitsRebuildFromTheirMeasurements) {

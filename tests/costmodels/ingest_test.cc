@@ -1273,7 +1273,7 @@ TEST(IngestTorchTraceTest, CollectivesAreMediansPerSizeInNcclTestsBytes) {
   ASSERT_EQ(gather.size(), 1u);
   EXPECT_EQ(gather[0].bytes.value(), 262144.0 * 2);
   EXPECT_NEAR(gather[0].median.value(), 18.4e-6, 1e-12);
-  EXPECT_EQ(CommFitKey(gather[0]), "all_gather/nvlink4");
+  EXPECT_EQ(CommFitKey(gather[0]), "all_gather/nvlink4@2");
 
   // The broadcast is not modelled: left out, with a warning naming it.
   EXPECT_EQ(Select(*ms, MeasurementKind::kCollective, "broadcast").size(), 0u);
