@@ -62,6 +62,7 @@ StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const C
     for (int pass = 0; pass < options.passes; ++pass) {
       bool improved = false;
       for (const auto& p : MechanismParams()) {
+        if (std::find(options.fixed.begin(), options.fixed.end(), p.name) != options.fixed.end()) continue;
         for (double factor : {step, 1.0 / step}) {
           Mechanisms trial = best;
           const double v = std::clamp(best.*p.member * factor, p.lo, p.hi);

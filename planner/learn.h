@@ -38,6 +38,8 @@ struct LearnOptions {
   // Keep the base fits' (GPU, model) scales where no calibrate row covers the pair
   // (PredictSuite); and the key of the mechanisms fit that is learned.
   bool keep_base_scales = false;
+  // Constants measured rather than learned: the search leaves them as they start.
+  std::vector<std::string> fixed;
   // Called by CrossValidate before each held-out group (progress for people), when set.
   std::function<void(const std::string& group, int index, int groups)> progress;
 };

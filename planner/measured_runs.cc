@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -94,7 +95,10 @@ std::vector<MeasuredRun> MeasuredXditRuns(const std::vector<Measurement>& measur
 StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measurements, const Catalog& catalog,
                                            const std::vector<Fit>& fits, std::vector<std::string>* skipped) {
   auto note = [&](const Measurement& m, const std::string& why) {
-    if (skipped != nullptr) skipped->push_back(fmt::format("measurement {} (xDiT run): {}", m.id, why));
+    if (skipped != nullptr) {
+      skipped->push_back(fmt::format("measurement {} ({}): {}", m.id, m.op == "launch" ? "profiler trace" : "xDiT run",
+                                     why));
+    }
   };
   std::vector<SuiteRow> rows;
   std::vector<const Measurement*> used;
@@ -140,7 +144,33 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
     f.measurement_ids = v.second;
     out.push_back(std::move(f));
   }
-  // Multi-GPU runs: the constants refined for their GPU, a short search from those in force.
+  // Profiler traces: the host's time per kernel launch of an eager run, measured, is that
+  // GPU's eager per-op host time (a framework op launches about one kernel).
+  std::map<std::string, std::pair<std::vector<double>, std::vector<int64_t>>> launch_us;
+  const MechanismParam* eager = nullptr;
+  for (const auto& p : MechanismParams()) {
+    if (std::string(p.name) == "eager_op_us") eager = &p;
+  }
+  for (const auto& m : measurements) {
+    if (m.kind != MeasurementKind::kOp || m.op != "launch" || m.backend != "xdit") continue;
+    const double launches = m.params.is_object() ? m.params.value("launches", 0.0) : 0.0;
+    if (!(launches >= 1)) {
+      note(m, "a launch timing without params.launches");
+      continue;
+    }
+    const double us = m.median.value() / launches * 1e6;
+    if (us < eager->lo || us > eager->hi) {
+      note(m, fmt::format("{:.1f} µs per kernel launch is outside [{}, {}] µs: a trace whose launches waited on the "
+                          "device (a full launch queue) times the GPU, not the host",
+                          us, eager->lo, eager->hi));
+      continue;
+    }
+    auto& [v, ids] = launch_us[m.device];
+    v.push_back(us);
+    ids.push_back(m.id);
+  }
+  // Multi-GPU runs: the constants refined for their GPU, a short search from those in force
+  // (with the measured per-launch host time where a trace gave one).
   std::map<std::string, std::vector<SuiteRow>> by_gpu;
   std::map<std::string, std::vector<int64_t>> by_gpu_ids;
   std::map<std::string, int> multi;
@@ -151,21 +181,40 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
   }
   std::vector<Fit> with_scales = fits;
   with_scales.insert(with_scales.end(), out.begin(), out.end());
-  for (const auto& [gpu, gpu_rows] : by_gpu) {
-    if (multi[gpu] == 0) continue;
+  std::set<std::string> gpus;
+  for (const auto& [gpu, n] : multi) {
+    if (n > 0) gpus.insert(gpu);
+  }
+  for (const auto& [gpu, v] : launch_us) gpus.insert(gpu);
+  for (const auto& gpu : gpus) {
     DITUNE_ASSIGN_OR_RETURN(std::optional<Mechanisms> current, MechanismsIn(fits, gpu));
     LearnOptions opt;
     opt.start = current.value_or(Mechanisms{});
-    opt.steps = {1.19, 1.09, 1.04};
-    opt.passes = 1;
-    opt.keep_base_scales = true;
-    DITUNE_ASSIGN_OR_RETURN(LearnResult learned, LearnMechanisms(gpu_rows, catalog, with_scales, opt));
-    if (!(learned.loss_after < learned.loss_before)) continue;
-    Fit f = MechanismsFit(learned.mechanisms);
+    std::vector<int64_t> ids;
+    if (auto it = launch_us.find(gpu); it != launch_us.end()) {
+      opt.start.eager_op_us = Median(it->second.first);
+      opt.fixed.push_back("eager_op_us");
+      ids = it->second.second;
+    }
+    Mechanisms chosen = opt.start;
+    int points = static_cast<int>(ids.size());
+    double mape = 0;
+    if (multi[gpu] > 0) {
+      opt.steps = {1.19, 1.09, 1.04};
+      opt.passes = 1;
+      opt.keep_base_scales = true;
+      DITUNE_ASSIGN_OR_RETURN(LearnResult learned, LearnMechanisms(by_gpu[gpu], catalog, with_scales, opt));
+      if (learned.loss_after < learned.loss_before) chosen = learned.mechanisms;
+      ids.insert(ids.end(), by_gpu_ids[gpu].begin(), by_gpu_ids[gpu].end());
+      points += static_cast<int>(by_gpu[gpu].size());
+      mape = learned.after.median_ape;
+    }
+    if (chosen == current.value_or(Mechanisms{})) continue;  // nothing measured moved them
+    Fit f = MechanismsFit(chosen);
     f.key = MechanismsKeyFor(gpu);
-    f.points = static_cast<int>(gpu_rows.size());
-    f.mape = learned.after.median_ape;
-    f.measurement_ids = by_gpu_ids[gpu];
+    f.points = points;
+    f.mape = mape;
+    f.measurement_ids = ids;
     out.push_back(std::move(f));
   }
   // Peak memory printed by the run: the runtime overhead of its (GPU, model).

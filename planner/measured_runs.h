@@ -8,7 +8,10 @@
 //   constants in force (LearnMechanisms) over that GPU's runs, kept as the mechanisms fit
 //   "xdit@<gpu>", which then prices that GPU's plans instead of the global one;
 // - a run whose log printed its peak memory sets the memory model's runtime overhead of its
-//   (GPU, model) (FitRuntimeOverhead).
+//   (GPU, model) (FitRuntimeOverhead);
+// - a profiler trace's host time per kernel launch (op "launch", backend "xdit") is that GPU's
+//   eager per-op host time (Mechanisms::eager_op_us, held fixed while the runs refine the
+//   others); outside its bounds the launches waited on the device and the trace is left out.
 // A run measured more than kQuarantineRatio times slower or faster than predicted is
 // quarantined: stored, listed with the reason, and used by nothing (a run without warm-up, a
 // shared or throttled GPU, a log of another configuration).

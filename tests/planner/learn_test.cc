@@ -262,6 +262,49 @@ TEST(MeasuredRunsTest, MultiGpuRunsRefineTheConstantsOfTheirGpuAndPeaksTheMemory
   EXPECT_EQ(**a100, *MechanismsIn(*factory).value());
 }
 
+// A profiler trace's host time per launch is that GPU's eager per-op host time.
+TEST(MeasuredRunsTest, ATracesLaunchTimeIsTheGpusEagerHostTime) {
+  auto factory = LoadFactoryFits(Cat());
+  ASSERT_TRUE(factory.ok());
+  auto launch = [](int64_t id, const char* gpu, double seconds) {
+    Measurement m;
+    m.id = id;
+    m.source = MeasurementSource::kImport;
+    m.kind = MeasurementKind::kOp;
+    m.op = "launch";
+    m.backend = "xdit";
+    m.device = gpu;
+    m.params = {{"launches", 1000}, {"source", "torch-profiler"}};
+    m.median = m.p10 = m.p90 = Seconds(seconds);
+    return m;
+  };
+  // 30 µs per launch on the H100; 500 µs per launch on the L40 is the device, not the host.
+  std::vector<Measurement> traces = {launch(1, "h100-sxm5-80gb", 0.030), launch(2, "l40-48gb", 0.5)};
+  std::vector<std::string> skipped;
+  auto fits = FitMeasuredRuns(traces, Cat(), *factory, &skipped);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  ASSERT_EQ(fits->size(), 1u);
+  EXPECT_EQ((*fits)[0].key, "xdit@h100-sxm5-80gb");
+  EXPECT_EQ((*fits)[0].measurement_ids, std::vector<int64_t>{1});
+  auto mech = MechanismsFromJson((*fits)[0].params);
+  ASSERT_TRUE(mech.ok());
+  EXPECT_NEAR(mech->eager_op_us, 30.0, 1e-9);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("measurement 2 (profiler trace): 500.0 µs per kernel launch"), std::string::npos) << skipped[0];
+  // With runs beside it, the runs refine the other constants and leave the measured one.
+  std::vector<Measurement> both = {launch(1, "h100-sxm5-80gb", 0.030), XditRun(3, 1, "", 6.71),
+                                   XditRun(4, 4, "ulysses=4", 4.24)};
+  auto refined = FitMeasuredRuns(both, Cat(), *factory);
+  ASSERT_TRUE(refined.ok()) << refined.status().ToString();
+  for (const auto& f : *refined) {
+    if (f.kind != kFitKindMechanisms) continue;
+    auto m = MechanismsFromJson(f.params);
+    ASSERT_TRUE(m.ok());
+    EXPECT_NEAR(m->eager_op_us, 30.0, 1e-9);
+    EXPECT_EQ(f.measurement_ids.size(), 3u);
+  }
+}
+
 TEST(MeasuredRunsTest, RunsThatCannotBePricedSayWhy) {
   std::vector<Measurement> runs = {XditRun(1, 4, "ulysses=8", 3.0), XditRun(2, 4, "", 3.0)};
   runs.push_back(XditRun(3, 1, "", 3.0));
