@@ -17,12 +17,6 @@ namespace ditune::cli {
 
 namespace {
 
-nlohmann::json SummaryJson(const SuiteSummary& s) {
-  return {{"rows", s.rows},           {"median_ape", s.median_ape}, {"p90_ape", s.p90_ape},
-          {"oom_agree", s.oom_agree}, {"oom_rows", s.oom_rows},     {"false_oom", s.false_oom},
-          {"choice_sets", s.choice_sets}, {"choice_pass", s.choice_pass}};
-}
-
 std::string Percent(double x) { return fmt::format("{:.1f}%", 100 * x); }
 
 // Leave-one-group-out over the suite: the constants the store may hold are not used (they
@@ -49,7 +43,7 @@ int CrossValidateCmd(const cxxopts::ParseResult& args, const std::vector<SuiteRo
   if (args.count("json")) {
     nlohmann::json groups = nlohmann::json::array(), out = nlohmann::json::array();
     for (const auto& g : cv->groups) {
-      groups.push_back({{"group", g.group}, {"summary", SummaryJson(g.summary)}, {"learned", MechanismsToJson(g.learned)}});
+      groups.push_back({{"group", g.group}, {"summary", SuiteSummaryJson(g.summary)}, {"learned", MechanismsToJson(g.learned)}});
     }
     for (const auto& r : cv->rows) {
       out.push_back({{"group", r.group}, {"line", r.line}, {"gpus", r.gpus}, {"config", r.config},
@@ -58,7 +52,7 @@ int CrossValidateCmd(const cxxopts::ParseResult& args, const std::vector<SuiteRo
                      {"predicted_s", r.predicted_s ? nlohmann::json(*r.predicted_s) : nlohmann::json(nullptr)},
                      {"ape", r.ape ? nlohmann::json(*r.ape) : nlohmann::json(nullptr)}});
     }
-    std::cout << nlohmann::json{{"groups", groups}, {"rows", out}, {"summary", SummaryJson(s)}}.dump(2) << "\n";
+    std::cout << nlohmann::json{{"groups", groups}, {"rows", out}, {"summary", SuiteSummaryJson(s)}}.dump(2) << "\n";
     return 0;
   }
   std::vector<std::vector<std::string>> table;
@@ -134,10 +128,7 @@ int RunValidate(int argc, char** argv) {
                      {"ape", r.ape ? nlohmann::json(*r.ape) : nlohmann::json(nullptr)}, {"feasible", r.feasible}});
     }
     std::cout << nlohmann::json{{"rows", out},
-                                {"summary", {{"rows", s.rows}, {"median_ape", s.median_ape}, {"p90_ape", s.p90_ape},
-                                             {"oom_agree", s.oom_agree}, {"oom_rows", s.oom_rows},
-                                             {"false_oom", s.false_oom}, {"choice_sets", s.choice_sets},
-                                             {"choice_pass", s.choice_pass}}}}
+                                {"summary", SuiteSummaryJson(s)}}
                      .dump(2)
               << "\n";
     return 0;

@@ -14,9 +14,9 @@ namespace ditune {
 namespace {
 
 nlohmann::json SummaryJson(const SuiteSummary& s, double loss) {
-  return {{"rows", s.rows},           {"median_ape", s.median_ape},   {"p90_ape", s.p90_ape},
-          {"oom_agree", s.oom_agree}, {"oom_rows", s.oom_rows},       {"false_oom", s.false_oom},
-          {"choice_pass", s.choice_pass}, {"choice_sets", s.choice_sets}, {"loss", loss}};
+  nlohmann::json j = SuiteSummaryJson(s);
+  j["loss"] = loss;
+  return j;
 }
 
 }  // namespace

@@ -139,6 +139,12 @@ ScoredRow Scored(const SuiteRowResult& r) {
   return s;
 }
 
+nlohmann::json SuiteSummaryJson(const SuiteSummary& s) {
+  return {{"rows", s.rows},           {"median_ape", s.median_ape}, {"p90_ape", s.p90_ape},
+          {"oom_agree", s.oom_agree}, {"oom_rows", s.oom_rows},     {"false_oom", s.false_oom},
+          {"choice_sets", s.choice_sets}, {"choice_pass", s.choice_pass}};
+}
+
 SuiteSummary Summarize(const std::vector<ScoredRow>& rows) {
   SuiteSummary summary;
   std::vector<double> apes;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/catalog.h"
 #include "costmodels/store.h"
 #include "planner/suite.h"
@@ -51,6 +53,8 @@ struct ScoredRow {
 // The summary of scored rows: median and p90 APE over predict rows, OOM agreement, and
 // choice per (group, GPU count) with two or more published configurations.
 SuiteSummary Summarize(const std::vector<ScoredRow>& rows);
+// {"rows", "median_ape", "p90_ape", "oom_agree", "oom_rows", "false_oom", "choice_sets", "choice_pass"}.
+nlohmann::json SuiteSummaryJson(const SuiteSummary& s);
 ScoredRow Scored(const SuiteRowResult& r);
 
 struct SuiteReport {
