@@ -14,6 +14,7 @@ int RunSimulate(int argc, char** argv);
 int RunValidate(int argc, char** argv);
 int RunPlan(int argc, char** argv);
 int RunWhatIf(int argc, char** argv);
+int RunServe(int argc, char** argv);
 int RunLaunch(int argc, char** argv);
 int RunRun(int argc, char** argv);
 int RunAutotune(int argc, char** argv);

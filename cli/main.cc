@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"check", ditune::cli::RunCheck, "validate a configuration and show its rank layout"},
     {"plan", ditune::cli::RunPlan, "choose the best parallel configuration and explain it"},
     {"whatif", ditune::cli::RunWhatIf, "sweep GPU types, counts, links and sizes; meet a latency objective"},
+    {"serve", ditune::cli::RunServe, "serve a request stream on replicas: latency percentiles, fewest GPUs for an SLO"},
     {"launch", ditune::cli::RunLaunch, "detect the GPUs, choose the configuration, start the job with it"},
     {"run", ditune::cli::RunRun, "run a plan on the CPU executor (or under mpirun), measure and record it"},
     {"autotune", ditune::cli::RunAutotune, "predict, run the best candidates for real, refit, predict again"},

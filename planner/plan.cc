@@ -348,6 +348,28 @@ StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workl
   return done;
 }
 
+StatusOr<std::vector<StatusOr<Candidate>>> PriceConfigs(const Catalog& catalog, const Workload& workload,
+                                                         const Cluster& cluster, const std::vector<Fit>& fits,
+                                                         const PlanOptions& options,
+                                                         const std::vector<ParallelConfig>& configs) {
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* spec, catalog.Model(workload.model_id));
+  PlanOptions opt = ForExecutor(*spec, cluster, options);
+  if (auto overhead = MeasuredRuntimeOverhead(fits, cluster.gpu->id, spec->id)) opt.sim.memory.runtime_overhead = *overhead;
+  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, opt));
+  std::vector<StatusOr<Candidate>> out;
+  out.reserve(configs.size());
+  for (const auto& c : configs) {
+    ValidationContext ctx{start.model, start.tokens, workload.steps, workload.batch, cluster.gpus()};
+    ctx.xdit = opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu;
+    if (Status st = ValidateConfig(ctx, c); !st.ok()) {
+      out.push_back(st);
+      continue;
+    }
+    out.push_back(SimulateCandidate(*start.model, workload, cluster, c, start.models, opt.sim));
+  }
+  return out;
+}
+
 nlohmann::json PlanToJson(const Plan& plan) {
   auto cand = [&](const Candidate& c) {
     nlohmann::json j = {

@@ -78,6 +78,15 @@ StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workl
                                    const std::vector<Fit>& fits, const PlanOptions& options,
                                    const std::vector<ParallelConfig>& ranked, int enumerated, int pruned_memory);
 
+// Each of `configs` (all for `cluster`'s GPU count) priced as a plan prices it: checked
+// against the rules (InvalidArgument naming the rule), simulated, with its memory in
+// result.peak_memory and result.fits; without ranking, explanation or the single-GPU
+// reference. The outer status fails only for the workload, cluster or fits themselves.
+StatusOr<std::vector<StatusOr<Candidate>>> PriceConfigs(const Catalog& catalog, const Workload& workload,
+                                                         const Cluster& cluster, const std::vector<Fit>& fits,
+                                                         const PlanOptions& options,
+                                                         const std::vector<ParallelConfig>& configs);
+
 // The plan as one JSON document (what `ditune plan --json` prints and the cache keeps).
 nlohmann::json PlanToJson(const Plan& plan);
 

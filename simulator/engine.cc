@@ -1,10 +1,10 @@
 #include "simulator/engine.h"
 
 #include <algorithm>
-#include <queue>
-#include <tuple>
 
 #include <fmt/format.h>
+
+#include "simulator/event_queue.h"
 
 namespace ditune {
 
@@ -56,10 +56,8 @@ Status Engine::Run() {
     s.busy = false;
   }
 
-  // Completion events: (time, sequence, task).
-  using Event = std::tuple<double, int64_t, int>;
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
-  int64_t seq = 0;
+  // Completion events: the task that ends.
+  EventQueue events;
   // Tasks waiting for a resource slot, per resource: (ready time, task).
   std::vector<std::vector<std::pair<double, int>>> waiting(resources_.size());
   int done = 0;
@@ -69,7 +67,7 @@ Status Engine::Run() {
     start_[id] = at;
     end_[id] = at + tasks_[id].duration;
     streams_[tasks_[id].stream].busy = true;
-    events.emplace(end_[id].value(), seq++, id);
+    events.Push(end_[id], id);
   };
   // Starts the head task of `s` if it is ready; a task that needs a busy resource waits.
   auto try_stream = [&](int s, Seconds at) {
@@ -95,9 +93,9 @@ Status Engine::Run() {
 
   for (int s = 0; s < num_streams(); ++s) try_stream(s, now);
   while (!events.empty()) {
-    auto [time, unused, id] = events.top();
-    events.pop();
-    now = Seconds(time);
+    const EventQueue::Event ev = events.Pop();
+    const int id = ev.what;
+    now = ev.time;
     ++done;
     const TaskSpec& t = tasks_[id];
     streams_[t.stream].busy = false;

@@ -3,8 +3,8 @@
 // Streams execute their tasks one at a time in submission order (like CUDA streams). A
 // task starts when every dependency has finished, its stream has finished the task before
 // it, and, if it names a resource (a shared link), one of the resource's slots is free.
-// Completions are processed from a binary heap keyed by (time, sequence), so equal times
-// resolve in submission order and every run gives the same schedule.
+// Completions are processed from an EventQueue (a heap keyed by (time, sequence)), so equal
+// times resolve in submission order and every run gives the same schedule.
 #ifndef DITUNE_SIMULATOR_ENGINE_H_
 #define DITUNE_SIMULATOR_ENGINE_H_
 

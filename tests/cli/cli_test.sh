@@ -153,6 +153,15 @@ expect ingest-terms 0 "e2e +h100-sxm5-80gb/flux.1-dev/vae_decode +2 " -- calibra
   --db "$db" --fit
 expect terms-applied 0 "text encoding 45.0 ms .* VAE decode 1[0-9][0-9]\.[0-9] ms" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb --gpus 1 \
   --config "" --db "$db"
+# A profiler trace ingested with its workload: the GPU's efficiency per op class, shown where
+# plan --explain says what priced the plan; a class far from its model is quarantined by name.
+tdb=$tmp/trace.db
+expect ingest-trace-classes 0 "kernel_class +h100-sxm5-80gb .*gemm 0.70x, attention 1.34x the modelled device time \(profiler trace" \
+  -- calibrate ingest "$data/trace/profile_trace_1gpu.json" --gpu h100-sxm5-80gb --model pixart-alpha --height 256 \
+  --width 256 --steps 1 --db "$tdb" --fit
+expect trace-quarantine 0 "measurement 2 \(profiler trace\): elementwise kernels quarantined: 0.096x" -- calibrate fit --db "$tdb"
+expect trace-explain 0 "efficiency per op class of xDiT's kernels on h100-sxm5-80gb: gemm 0.70x, attention 1.34x.*profiler trace" \
+  -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 2 --explain --db "$tdb"
 expect calibrate-usage 2 "usage: ditune calibrate" -- calibrate
 expect calibrate-unknown 2 "unknown subcommand 'fitt'" -- calibrate fitt
 
@@ -231,6 +240,40 @@ expect whatif-bad-executor 2 "--executor 'vllm' is not one of: xdit, ditune" -- 
   --gpu l40-48gb --gpus 1,2 --executor vllm
 expect whatif-bad-list 2 "--gpus: 'two' is not an integer from 1 to 65536" -- whatif --model pixart-alpha --gpu l40-48gb \
   --gpus 1,two
+# Serving: a layout's percentiles, an unstable layout, the layout search, files, bad input.
+expect serve-layout 0 "SLO p99 <= 20 s: met" -- serve --model flux.1-dev --gpu h100-sxm5-80gb \
+  --gpus 8 --rate 0.5 --duration 600 --layout "4x(ulysses=2)" --slo 20 --csv "$tmp/s.csv" --plot "$tmp/s.svg"
+if grep -q "<svg" "$tmp/s.svg" && head -1 "$tmp/s.csv" | grep -q "^id,arrival_s,start_s,finish_s" &&
+  [[ $(wc -l <"$tmp/s.csv") -gt 200 ]]; then pass=$((pass + 1)); else echo "FAIL serve-files"; fail=$((fail + 1)); fi
+expect serve-unstable 0 "UNSTABLE: the offered load is" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 \
+  --rate 5 --duration 300 --layout "8x()"
+expect serve-json 0 '"p99_s": null' -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --rate 5 --duration 60 \
+  --layout "8x()" --json
+expect serve-json-keys 0 '"goodput_rps"' -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --rate 0.2 \
+  --duration 60 --layout "2x(ulysses=4)" --json
+expect serve-search 0 "fewest GPUs for p99 <= 15 s at 0.3 requests/s: [0-9]+ GPUs as" -- serve --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 16 --nodes 2 --inter ib-ndr --rate 0.3 --duration 900 --slo 15 --policy size-aware \
+  --mix 1024x1024:3,2048x2048:1
+expect serve-dynamic 0 "layout dynamic over 8 GPUs" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 \
+  --rate 0.5 --duration 300 --policy dynamic --layout "4x()+1x(ulysses=4)"
+expect serve-slo-unreachable 3 "without any queueing" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 \
+  --rate 0.5 --slo 0.1
+printf 'arrival_s,height,width\n0,1024,1024\n0.5,2048,2048\n' >"$tmp/trace.csv"
+expect serve-trace 0 "2 requests at" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --trace "$tmp/trace.csv" \
+  --layout "2x(ulysses=2)"
+printf 'arrival_s,height\n0,1000\n' >"$tmp/badtrace.csv"
+expect serve-bad-trace 2 "badtrace.csv:2:" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 \
+  --trace "$tmp/badtrace.csv" --layout "1x()"
+expect serve-too-big 2 "takes 16 GPUs; the cluster has 8" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 \
+  --rate 1 --layout "4x(ulysses=4)"
+expect serve-bad-layout 2 "COUNTx\(CONFIG\)" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --rate 1 \
+  --layout "4*(ulysses=2)"
+expect serve-no-source 2 "exactly one of --rate R" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --layout "1x()"
+expect serve-no-goal 2 "give --layout SPEC" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --rate 1
+expect serve-bad-policy 2 "valid policies are fcfs, size-aware, dynamic" -- serve --model flux.1-dev --gpu h100-sxm5-80gb \
+  --gpus 8 --rate 1 --layout "1x()" --policy random
+expect serve-oom 2 "can serve none of the requests: 1 device: needs" -- serve --model flux.1-dev --gpu rtx4090-24gb \
+  --gpus 8 --rate 0.1 --layout "8x()"
 expect launch-dry-run 0 "^torchrun --nproc_per_node 8 'my script.py' --(ulysses|ring|pipefusion_parallel)_degree" -- launch --auto \
   --model pixart-alpha --gpu h100-sxm5-80gb --gpus 8 --dry-run -- torchrun --nproc_per_node 8 "my script.py"
 expect launch-ditune 0 "^mpirun -np 2 ditune run --config " -- launch --auto --model tiny-pixart --gpu cpu --gpus 2 \
