@@ -156,13 +156,23 @@ int RunServe(int argc, char** argv) {
     if (Status st = WriteText("csv", (*args)["csv"].as<std::string>(), RequestsCsv(*eval)); !st.ok()) return Fail("serve", st);
   }
   if (eval && args->count("plot")) {
-    auto curve = SweepLoad(q, *eval);
-    if (!curve.ok()) return Fail("serve", curve.status());
+    // The layout, or the search's finalists: the candidates side by side.
+    std::vector<const Evaluation*> shown = {&*eval};
+    if (search) {
+      shown.clear();
+      for (const Evaluation& e : search->finalists) shown.push_back(&e);
+    }
+    std::vector<LoadCurve> curves;
+    for (const Evaluation* e : shown) {
+      auto curve = SweepLoad(q, *e);
+      if (!curve.ok()) return Fail("serve", curve.status());
+      curves.push_back(std::move(*curve));
+    }
     const Workload& w = q.pricing.base;
     const std::string title = fmt::format("{} on {} x {}: latency and utilisation against load", w.model_id,
                                           q.pricing.cluster.gpus(), q.pricing.cluster.gpu->id);
     if (Status st = WriteText("plot", (*args)["plot"].as<std::string>(),
-                              LoadSvg({*curve}, q.slo ? std::optional<double>(q.slo->value()) : std::nullopt, q.percentile,
+                              LoadSvg(curves, q.slo ? std::optional<double>(q.slo->value()) : std::nullopt, q.percentile,
                                       q.source.rate_rps, title));
         !st.ok()) {
       return Fail("serve", st);
@@ -174,10 +184,13 @@ int RunServe(int argc, char** argv) {
     if (search) {
       nlohmann::json sizes = nlohmann::json::array();
       for (const auto& c : search->size_configs) sizes.push_back(ToString(c));
+      nlohmann::json finalists = nlohmann::json::array();
+      for (const auto& f : search->finalists) finalists.push_back(EvaluationJson(q, f, false));
       out["search"] = {{"answer", search->best ? nlohmann::json({{"gpus", search->best->gpus}, {"layout", search->best->layout}})
                                                : nlohmann::json(nullptr)},
                        {"why_none", search->why_none}, {"size_configs", sizes}, {"layouts", search->layouts},
-                       {"unstable", search->unstable}, {"considered", search->considered}};
+                       {"unstable", search->unstable}, {"considered", search->considered},
+                       {"finalists", finalists}};
     }
     std::cout << out.dump(2) << "\n";
   } else {

@@ -254,6 +254,7 @@ StatusOr<SearchAnswer> SearchLayouts(const ServeQuery& q) {
       return answer;
     }
   }
+  std::vector<Evaluation> at_count;  // stable layouts of the GPU count being searched
   auto consider = [&](Evaluation e) -> Status {
     ++answer.layouts;
     const double capacity =
@@ -268,6 +269,12 @@ StatusOr<SearchAnswer> SearchLayouts(const ServeQuery& q) {
                                             q.percentile,
                                             s.stable ? fmt::format("{:.3g} s", s.at_percentile.value()) : "unstable",
                                             100 * s.utilisation, s.meets_slo() ? "  meets the SLO" : ""));
+    if (s.stable) {
+      Evaluation light = e;
+      light.run.served.clear();
+      light.stream.requests.clear();
+      at_count.push_back(std::move(light));
+    }
     if (s.meets_slo() && (!answer.best || s.at_percentile < answer.best->summary.at_percentile)) {
       answer.best = std::move(e);
     }
@@ -291,6 +298,7 @@ StatusOr<SearchAnswer> SearchLayouts(const ServeQuery& q) {
     return consider(std::move(e));
   };
   for (int g = 1; g <= n && !answer.best; ++g) {
+    at_count.clear();
     if (q.queue.policy == Policy::kDynamic) {
       if (!(g <= per_node ? per_node % g == 0 : g % per_node == 0)) continue;
       auto e = DynamicPool(cluster, types, table, g);
@@ -317,6 +325,11 @@ StatusOr<SearchAnswer> SearchLayouts(const ServeQuery& q) {
                                   n, cluster.gpu->id, q.source.rate_rps, answer.layouts, answer.unstable);
     return answer;
   }
+  std::stable_sort(at_count.begin(), at_count.end(), [](const Evaluation& a, const Evaluation& b) {
+    return a.summary.at_percentile < b.summary.at_percentile;
+  });
+  if (at_count.size() > 4) at_count.resize(4);
+  answer.finalists = std::move(at_count);
   DITUNE_ASSIGN_OR_RETURN(answer.best_max_rate_rps, MaxRateWithinSlo(q, *answer.best));
   return answer;
 }

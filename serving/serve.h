@@ -83,6 +83,9 @@ StatusOr<LoadCurve> SweepLoad(const ServeQuery& query, const Evaluation& base, i
 struct SearchAnswer {
   std::optional<Evaluation> best;   // the fewest GPUs that meet the SLO; among those, the lowest percentile
   std::optional<double> best_max_rate_rps;  // the highest rate `best` sustains within the SLO
+  // The stable layouts simulated at the answer's GPU count, lowest percentile first (at most
+  // four, `best` among them), without their per-request results: candidates to compare.
+  std::vector<Evaluation> finalists;
   std::vector<ParallelConfig> size_configs;  // the configuration chosen for each replica size
   std::vector<std::string> considered;       // one line per layout simulated, in order
   int layouts = 0;                           // layouts looked at

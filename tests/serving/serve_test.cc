@@ -185,6 +185,9 @@ TEST(ServeTest, TheSearchAnswersTheFewestGpusThatMeetTheSlo) {
   ASSERT_TRUE(a->best_max_rate_rps);
   EXPECT_GE(*a->best_max_rate_rps, 0.99 * 1.0);  // it holds the asked rate
   EXPECT_LT(*a->best_max_rate_rps, best.summary.capacity_rps);
+  ASSERT_FALSE(a->finalists.empty());
+  EXPECT_EQ(a->finalists[0].layout, best.layout);
+  for (const auto& f : a->finalists) EXPECT_EQ(f.gpus, best.gpus);
   // No single-size layout of fewer GPUs meets it.
   for (const auto& c : a->size_configs) {
     const int d = c.world_size();
