@@ -29,6 +29,7 @@ int Layout::replicas() const {
 
 StatusOr<Layout> ParseLayout(std::string_view spec) {
   Layout layout;
+  int64_t total_gpus = 0;
   size_t pos = 0;
   if (spec.empty()) return Status::InvalidArgument(fmt::format("--layout is empty; give {}", kLayoutForm));
   while (pos <= spec.size()) {
@@ -66,6 +67,13 @@ StatusOr<Layout> ParseLayout(std::string_view spec) {
                       config.status().message(), kLayoutForm));
     }
     g.config = *config;
+    // Counted in 64 bits: a count times a world size can pass what an int holds.
+    total_gpus += static_cast<int64_t>(g.count) * g.config.world_size();
+    if (total_gpus > kMaxLayoutGpus) {
+      return Status::InvalidArgument(
+          fmt::format("--layout '{}' takes more than {} GPUs; at most {} are planned", spec, kMaxLayoutGpus,
+                      kMaxLayoutGpus));
+    }
     layout.groups.push_back(g);
     pos = close + 1;
     while (pos < spec.size() && spec[pos] == ' ') ++pos;
@@ -76,10 +84,6 @@ StatusOr<Layout> ParseLayout(std::string_view spec) {
                       spec.substr(pos), kLayoutForm));
     }
     ++pos;
-  }
-  if (layout.gpus() > kMaxLayoutGpus) {
-    return Status::InvalidArgument(
-        fmt::format("--layout '{}' takes {} GPUs; at most {} are planned", spec, layout.gpus(), kMaxLayoutGpus));
   }
   return layout;
 }

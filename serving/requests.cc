@@ -125,7 +125,7 @@ StatusOr<RequestStream> PoissonRequests(const std::vector<MixItem>& mix, double 
   if (!(duration.value() > 0) || !std::isfinite(duration.value())) {
     return Status::InvalidArgument(fmt::format("--duration {}: give seconds > 0", duration.value()));
   }
-  constexpr double kMaxRequests = 50e6;
+  constexpr double kMaxRequests = 10e6;
   if (rate_per_s * duration.value() > kMaxRequests) {
     return Status::InvalidArgument(fmt::format(
         "--rate {} over --duration {} s is {:.0f} requests on average; at most {:.0f} are simulated",

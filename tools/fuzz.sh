@@ -16,7 +16,7 @@ seed=${3:-1}
 [[ $runs -eq 0 ]] && runs=-1
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${DITUNE_FUZZ_BUILD_DIR:-$root/build/fuzz}
-targets=(config measurement_csv nccl_tests xdit_log catalog_json suite torch_trace)
+targets=(config measurement_csv nccl_tests xdit_log catalog_json suite torch_trace serving)
 
 if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ is not installed (tools/setup.sh installs clang and libclang-rt-14-dev)" >&2
@@ -72,6 +72,10 @@ done
 cp "$root/data/validation/xdit-published-dev.csv" "$seeds/suite/0"
 printf '{"workload": {"model": "flux.1-dev", "height": 1024, "width": 1024, "frames": 1, "batch": 1},
  "ranked": [{"config": "ulysses=4"}]}\n' >"$seeds/suite/1"
+printf 'arrival_s,model,height,width,frames,steps\n0,flux.1-dev,1024,1024,1,28\n0.5,,2048,2048,,\n' >"$seeds/serving/0"
+printf '2x(ulysses=2)+4x()' >"$seeds/serving/1"
+printf '1024x1024:3,2048x2048x1@20:1' >"$seeds/serving/2"
+printf '(--ulysses_degree 2 --ring_degree 2)+1x(pipefusion=2,patches=4)' >"$seeds/serving/3"
 
 status=0
 for t in "${targets[@]}"; do

@@ -44,6 +44,12 @@ TEST(LayoutTest, BadLayoutsNameThePartAndTheForm) {
   }
 }
 
+TEST(LayoutTest, ALayoutOfMoreGpusThanAnIntHoldsIsRefused) {
+  auto l = ParseLayout("65536x(ulysses=1024,ring=1024)");
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("more than 65536 GPUs"), std::string::npos) << l.status().message();
+}
+
 TEST(LayoutTest, PlacesReplicasInsideNodesLargestFirst) {
   const Cluster two_nodes = *ResolveCluster({"h100-sxm5-80gb", 16, 8, 2, "", "ib-ndr"}, Cat());
   auto placed = PlaceLayout(*ParseLayout("4x()+1x(ulysses=8)+2x(ulysses=2)"), two_nodes);
