@@ -112,9 +112,16 @@ class Comm {
   // See comm_wait.h.
   double timeout_s() const { return timeout_s_; }
   void set_timeout_s(double seconds) { timeout_s_ = seconds; }
+  // Seconds a wait on a transfer of at most kCommSpinMaxBytes polls without yielding the core
+  // before it polls yielding (comm_wait.h's tight phase; 0: yields from the first poll). The
+  // `mpi` world takes it from CommSpinFromEnv, its sub-communicators from their parent; a
+  // request keeps the one in force when it was posted. Backends that poll nothing ignore it.
+  double spin_s() const { return spin_s_; }
+  void set_spin_s(double seconds) { spin_s_ = seconds; }
 
  private:
   double timeout_s_ = kDefaultCommTimeoutS;
+  double spin_s_ = 0;
 };
 
 inline StatusOr<std::unique_ptr<Request>> Comm::IAllGatherInPlace(float* data, size_t count) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <mutex>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -27,20 +28,40 @@ StatusOr<double> CommTimeoutFromEnv() {
   return v;
 }
 
+namespace {
+
+Status TimedOut(std::string_view what, double timeout_s) {
+  return Status::Unavailable(
+      fmt::format("{} did not complete within {:g} s: a peer rank stalled or died ({} sets the "
+                  "limit; 0 waits forever)",
+                  what, timeout_s, kCommTimeoutEnv));
+}
+
+}  // namespace
+
 Status PollUntilDone(std::string_view what, double timeout_s, const PollOps& ops) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
+  if (ops.spin_s > 0) {
+    // A blocking MPI call's latency: no yield between polls, no clock read per poll. A peer
+    // that answers within microseconds is seen within a poll or two of its answer.
+    for (;;) {
+      for (int i = 0; i < kTightPollsPerClockRead; ++i) {
+        DITUNE_ASSIGN_OR_RETURN(const bool done, ops.test());
+        if (done) return Status::Ok();
+      }
+      if (ops.health) DITUNE_RETURN_IF_ERROR(ops.health());
+      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+      if (timeout_s > 0 && waited >= timeout_s) return TimedOut(what, timeout_s);
+      if (waited >= ops.spin_s) break;
+    }
+  }
   for (;;) {
     DITUNE_ASSIGN_OR_RETURN(const bool done, ops.test());
     if (done) return Status::Ok();
     if (ops.health) DITUNE_RETURN_IF_ERROR(ops.health());
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    if (timeout_s > 0 && waited >= timeout_s) {
-      return Status::Unavailable(
-          fmt::format("{} did not complete within {:g} s: a peer rank stalled or died ({} sets the "
-                      "limit; 0 waits forever)",
-                      what, timeout_s, kCommTimeoutEnv));
-    }
+    if (timeout_s > 0 && waited >= timeout_s) return TimedOut(what, timeout_s);
     // Short waits are the common case and their latency counts; long ones are imbalance or a
     // stall, where a millisecond does not matter and a spinning core would.
     if (waited < 1.0) {
@@ -49,6 +70,28 @@ Status PollUntilDone(std::string_view what, double timeout_s, const PollOps& ops
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
+}
+
+bool RanksOversubscribed(int local_ranks, int local_cores) {
+  const char* ompi = std::getenv("OMPI_MCA_mpi_oversubscribe");
+  if (ompi != nullptr && std::strcmp(ompi, "1") == 0) return true;
+  const int cores = local_cores > 0 ? local_cores : static_cast<int>(std::thread::hardware_concurrency());
+  return cores > 0 && local_ranks > cores;
+}
+
+StatusOr<double> CommSpinFromEnv(bool oversubscribed) {
+  const char* env = std::getenv(kCommSpinEnv);
+  if (env == nullptr || *env == '\0') return oversubscribed ? 0.0 : kDefaultCommSpinS;
+  char* end = nullptr;
+  const double us = std::strtod(env, &end);
+  if (end == env || *end != '\0' || !(us >= 0) || us > 1e9) {
+    return Status::InvalidArgument(
+        fmt::format("{}='{}': give the microseconds a wait on a small transfer polls without yielding the "
+                    "core, a number >= 0 (0 yields from the first poll; default {:g}, 0 when the host runs "
+                    "more ranks than cores)",
+                    kCommSpinEnv, env, kDefaultCommSpinS * 1e6));
+  }
+  return us * 1e-6;
 }
 
 int LauncherRank() {

@@ -5,6 +5,7 @@
 #include "core/catalog.h"
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -197,6 +198,58 @@ TEST(Parallel2, AStalledPeerEndsTheWaitWithAnError) {
   }
   EXPECT_TRUE(w->Barrier().ok());
 }
+// The tight phase that opens a wait (comm_wait.h): the world's follows its environment and
+// sub-communicators inherit it; transfers from 8 B to 1 MB complete with it on; a peer that
+// stalls ends a wait still in it at the timeout, with the same message.
+TEST(Parallel2, AWaitSpinsThenYieldsAndStillTimesOut) {
+  Comm* w = World();
+  if (w->size() != 2) GTEST_SKIP() << "needs 2 ranks";
+  const double saved_timeout = w->timeout_s(), saved_spin = w->spin_s();
+  // Two ranks, one core each, nothing flagged: the spin is on unless the environment says.
+  if (std::getenv(kCommSpinEnv) == nullptr && !RanksOversubscribed(w->local_ranks(), 0)) {
+    EXPECT_EQ(saved_spin, kDefaultCommSpinS);
+  }
+  auto sub = w->Split({0, 1});
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  EXPECT_EQ((*sub)->spin_s(), saved_spin);
+  w->set_spin_s(0.5);  // longer than any of these transfers takes
+  const int peer = 1 - w->rank();
+  for (size_t count : {size_t{2}, size_t{256}, size_t{16384}, size_t{262144}}) {
+    std::vector<float> out(count, static_cast<float>(w->rank() + 1)), in(count, 0);
+    auto send = w->Isend(out.data(), count, peer, 11);
+    auto recv = w->Irecv(in.data(), count, peer, 11);
+    ASSERT_TRUE(send.ok() && recv.ok());
+    EXPECT_TRUE((*recv)->Wait().ok());
+    EXPECT_TRUE((*send)->Wait().ok());
+    EXPECT_EQ(in.front(), static_cast<float>(peer + 1)) << count;
+    EXPECT_EQ(in.back(), static_cast<float>(peer + 1)) << count;
+  }
+  auto sleep = [](double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); };
+  if (w->rank() == 0) {
+    w->set_timeout_s(0.2);  // inside the 0.5 s tight phase
+    float value = 0;
+    auto recv = w->Irecv(&value, 1, 1, 12);
+    ASSERT_TRUE(recv.ok());
+    const Status late = (*recv)->Wait();  // rank 1 sends after 1 s
+    EXPECT_EQ(late.code(), Status::Code::kUnavailable);
+    EXPECT_EQ(late.message(),
+              "MPI receive did not complete within 0.2 s: a peer rank stalled or died (DITUNE_COMM_TIMEOUT_S sets "
+              "the limit; 0 waits forever)");
+    sleep(1.5);
+    EXPECT_TRUE((*recv)->Wait().ok());
+    EXPECT_EQ(value, 42.0f);
+  } else {
+    sleep(1.0);
+    const float value = 42;
+    auto send = w->Isend(&value, 1, 0, 12);
+    ASSERT_TRUE(send.ok());
+    EXPECT_TRUE((*send)->Wait().ok());
+  }
+  w->set_timeout_s(saved_timeout);
+  w->set_spin_s(saved_spin);
+  EXPECT_TRUE(w->Barrier().ok());
+}
+
 TEST(Parallel4, PipeFusionUlysses) {
   Check({"tiny-sd3", "pipefusion=2,patches=2,warmup=1,ulysses=2", "patches=2,warmup=1", 1});
 }
