@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "calibration/cpu_loop.h"
+#include "calibration/records.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "costmodels/store.h"
@@ -19,11 +21,8 @@
 
 namespace ditune::cli {
 
-StatusOr<Cluster> CpuCluster(const Catalog& catalog, int ranks);
-StatusOr<double> PredictOnCpu(const Catalog& catalog, const Workload& w, const ParallelConfig& c, int ranks,
-                              const std::vector<Fit>& fits);
-Measurement DitRunMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
-                              const exec::RunMeasurement& m, const std::string& run_id, nlohmann::json extra);
+using calibration::CpuCluster;
+using calibration::PredictOnCpu;
 
 int AutotuneOnEngine(const cxxopts::ParseResult& args, exec::Comm& mpi_world, const std::string& backend);
 
@@ -122,8 +121,8 @@ int RunAutotune(int argc, char** argv) {
     auto m = exec::MeasureRun(model, *workload, configs[i], &comm, ro);
     if (!m.ok()) return fail(m.status());
     rows.push_back({configs[i], *before, m->latency_median_s, 0});
-    records.push_back(DitRunMeasurement(model, *workload, configs[i], comm.size(), *m, "autotune",
-                                        {{"predicted_s", *before}}));
+    records.push_back(calibration::CpuRunMeasurement(model, *workload, configs[i], comm.size(), *m, "autotune",
+                                                     {{"predicted_s", *before}}));
   }
   if (root && isatty(2)) std::cerr << "\n";
   // 3. Refit: the framework's compute scale for (cpu, model) from these runs.
@@ -132,24 +131,10 @@ int RunAutotune(int argc, char** argv) {
     predicted.push_back(r.before);
     measured.push_back(r.measured);
   }
-  auto scale = FitScale(predicted, measured);
-  if (!scale.ok()) return fail(scale.status());
-  double previous = 1.0;
-  for (const auto& f : *fits) {
-    if (f.kind == kFitKindE2e && f.key == E2eFitKey("cpu", model.id) && f.params.contains("compute_scale")) {
-      previous = f.params["compute_scale"].get<double>();
-    }
-  }
-  Fit fit;
-  fit.kind = kFitKindE2e;
-  fit.key = E2eFitKey("cpu", model.id);
-  fit.params = {{"compute_scale", previous * *scale}};
-  fit.points = k;
-  std::vector<Fit> new_fits = *fits;
-  new_fits.erase(std::remove_if(new_fits.begin(), new_fits.end(),
-                                [&](const Fit& f) { return f.kind == fit.kind && f.key == fit.key; }),
-                 new_fits.end());
-  new_fits.push_back(fit);
+  auto refit = calibration::RefitCpuComputeScale(*fits, model.id, predicted, measured);
+  if (!refit.ok()) return fail(refit.status());
+  Fit fit = *refit;
+  const std::vector<Fit> new_fits = calibration::WithFit(*fits, fit);
   // 4. Predict again.
   std::vector<double> after;
   for (auto& r : rows) {
@@ -159,12 +144,9 @@ int RunAutotune(int argc, char** argv) {
     after.push_back(*p);
   }
   if (!root) return 0;
-  auto ids = (*store)->AddMeasurements(records);
-  if (!ids.ok()) return fail(ids.status());
-  fit.measurement_ids = *ids;
+  // The runs' measurements and the fit made from them land together (one transaction).
   fit.mape = MeanAbsolutePercentageError(after, measured);
-  Status st = (*store)->ReplaceFits({fit});
-  if (!st.ok()) return fail(st);
+  if (auto ids = (*store)->RecordRuns({}, records, {fit}); !ids.ok()) return fail(ids.status());
 
   std::cout << fmt::format("{} {}x{}, {} steps on {} CPU ranks: {} configurations predicted, best {} run\n", model.id,
                            workload->height, workload->width, workload->steps, comm.size(), plan->ranked.size(), k);
@@ -177,7 +159,7 @@ int RunAutotune(int argc, char** argv) {
   std::cout << FormatTable({"config", "measured s", "predicted before", "APE before", "predicted after", "APE after"},
                            table);
   std::cout << fmt::format("refit: compute scale {:.3f} for (cpu, {}); mean APE {:.1f}% -> {:.1f}%\n",
-                           previous * *scale, model.id, 100 * MeanAbsolutePercentageError(predicted, measured),
+                           fit.params["compute_scale"].get<double>(), model.id, 100 * MeanAbsolutePercentageError(predicted, measured),
                            100 * fit.mape);
   const auto fastest = std::min_element(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.measured < b.measured; });
   std::cout << "fastest measured: " << Label(fastest->config) << "\n";

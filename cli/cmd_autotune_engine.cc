@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "calibration/records.h"
 #include "cli/cli_common.h"
 #include "cli/run_common.h"
 #include "costmodels/store.h"
@@ -111,12 +112,12 @@ int AutotuneOnEngine(const cxxopts::ParseResult& args, exec::Comm& mpi_world, co
       return fail(r.status());
     }
     rows.push_back({c, (*ranked)[i].dit_s, r->median_s, 0, ""});
-    const std::string run_id = NewRunId(spec.gpu_id);
-    RunRecord rec = EngineRunRecord(model, *workload, c, backend, spec.gpu_id, std::string(world->backend()),
+    const std::string run_id = calibration::NewRunId(spec.gpu_id);
+    RunRecord rec = calibration::EngineRunRecord(model, *workload, c, backend, spec.gpu_id, std::string(world->backend()),
                                     (*ranked)[i].dit_s, *r, run_id);
     rec.plan["autotune"] = true;
     runs.push_back(std::move(rec));
-    records.push_back(DitMeasurement(model, *workload, c, c.world_size(), backend, spec.gpu_id, r->median_s, r->p10_s,
+    records.push_back(calibration::DitMeasurement(model, *workload, c, c.world_size(), backend, spec.gpu_id, r->median_s, r->p10_s,
                                      r->p90_s, r->iters, run_id,
                                      {{"backend", backend}, {"comm", std::string(world->backend())},
                                       {"autotune", true}, {"predicted_s", (*ranked)[i].dit_s}}));

@@ -4,8 +4,6 @@
 // runs the DiT engine on one device instead (cmd_run_engine.cc).
 #include <unistd.h>
 
-#include <chrono>
-#include <ctime>
 #include <optional>
 #include <fstream>
 #include <iostream>
@@ -14,6 +12,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "calibration/cpu_loop.h"
+#include "calibration/records.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/run_common.h"
@@ -25,79 +25,8 @@
 
 namespace ditune::cli {
 
-// The cluster the CPU executor runs on: `ranks` CPU ranks over shared memory.
-StatusOr<Cluster> CpuCluster(const Catalog& catalog, int ranks) {
-  ClusterSpec spec{"cpu", ranks};
-  spec.intra_id = "shm";
-  return ResolveCluster(spec, catalog);
-}
-
-// The simulator's prediction of `config` on the CPU cluster, DiT only.
-StatusOr<double> PredictOnCpu(const Catalog& catalog, const Workload& w, const ParallelConfig& c, int ranks,
-                              const std::vector<Fit>& fits) {
-  DITUNE_ASSIGN_OR_RETURN(Cluster cluster, CpuCluster(catalog, ranks));
-  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(w.model_id));
-  DITUNE_ASSIGN_OR_RETURN(CostModels models, ModelsFor(cluster, model->id, fits));
-  Workload latent = w;
-  latent.output = OutputType::kLatent;
-  SimInput in{model, latent, &cluster, c, &models.compute, models.comm.get()};
-  SimOptions opt;
-  opt.terms = models.terms;
-  DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, opt));
-  return r.dit.value();
-}
-
-// The store's record of a measured DiT loop (slowest rank's median, p10, p90 over `iters`).
-Measurement DitMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
-                           const std::string& backend, const std::string& device, double median_s, double p10_s,
-                           double p90_s, int iters, const std::string& run_id, nlohmann::json extra) {
-  Measurement meas;
-  meas.source = MeasurementSource::kExecutor;
-  meas.kind = MeasurementKind::kE2e;
-  meas.op = "dit";
-  meas.backend = backend;
-  meas.device = device;
-  meas.ranks = ranks;
-  meas.link = ranks > 1 ? "shm" : "";
-  meas.params = {{"model", model.id}, {"height", w.height}, {"width", w.width}, {"frames", w.frames},
-                 {"steps", w.steps}, {"batch", w.batch}, {"config", ToString(config)}, {"ranks", ranks}};
-  meas.params.update(extra);
-  meas.median = Seconds(median_s);
-  meas.p10 = Seconds(std::min(p10_s, median_s));
-  meas.p90 = Seconds(std::max(p90_s, median_s));
-  meas.samples = iters;
-  meas.run_id = run_id;
-  return meas;
-}
-
-RunRecord EngineRunRecord(const ModelSpec& model, const Workload& w, const ParallelConfig& config,
-                          const std::string& backend, const std::string& device, const std::string& comm,
-                          double predicted_s, const exec::EngineRunResult& r, const std::string& run_id) {
-  RunRecord rec;
-  rec.run_id = run_id;
-  rec.plan = {{"model", model.id}, {"height", w.height}, {"width", w.width}, {"frames", w.frames},
-              {"steps", w.steps}, {"batch", w.batch}, {"config", ToString(config)}, {"ranks", config.world_size()},
-              {"backend", backend}, {"device", device}};
-  if (!comm.empty()) rec.plan["comm"] = comm;
-  rec.predicted_s = predicted_s;
-  rec.measured_s = r.median_s;
-  rec.per_rank_s = r.rank_median_s.empty() ? std::vector<double>{r.median_s} : r.rank_median_s;
-  return rec;
-}
-
-std::string NewRunId(const std::string& tag) {
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() % 1000000000LL;
-  return fmt::format("run-{}-{}-{}-{:09d}", static_cast<long long>(std::time(nullptr)), tag,
-                     static_cast<long long>(getpid()), ns);
-}
-
-// The store's record of one measured CPU executor run.
-Measurement DitRunMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
-                              const exec::RunMeasurement& m, const std::string& run_id, nlohmann::json extra) {
-  return DitMeasurement(model, w, config, ranks, "cpu", "cpu", m.latency_median_s, m.latency_p10_s, m.latency_p90_s,
-                        m.iters, run_id, std::move(extra));
-}
+using calibration::CpuCluster;
+using calibration::PredictOnCpu;
 
 StatusOr<ParallelConfig> ReadRunConfig(const cxxopts::ParseResult& args, const Workload& workload) {
   if (args.count("config")) return ParseParallelConfig(args["config"].as<std::string>());
@@ -289,17 +218,12 @@ int RunRun(int argc, char** argv) {
     return 0;
   }
 
-  const std::string run_id = NewRunId(std::to_string(comm.size()));
-  RunRecord rec;
-  rec.run_id = run_id;
-  rec.plan = {{"model", model.id}, {"height", workload->height}, {"width", workload->width},
-              {"frames", workload->frames}, {"steps", workload->steps}, {"batch", workload->batch},
-              {"config", ToString(config)}, {"ranks", comm.size()}, {"backend", "cpu"}, {"comm", comm.backend()}};
-  rec.predicted_s = *predicted;
-  rec.measured_s = m->latency_median_s;
-  for (const auto& r : m->ranks) rec.per_rank_s.push_back(r.dit_median_s);
-  const Measurement meas = DitRunMeasurement(model, *workload, config, comm.size(), *m, run_id,
-                                             {{"backend", "cpu"}, {"comm", comm.backend()}});
+  const std::string run_id = calibration::NewRunId(std::to_string(comm.size()));
+  const RunRecord rec =
+      calibration::CpuRunRecord(model, *workload, config, comm.size(), std::string(comm.backend()), *predicted, *m,
+                                run_id);
+  const Measurement meas = calibration::CpuRunMeasurement(model, *workload, config, comm.size(), *m, run_id,
+                                                          {{"backend", "cpu"}, {"comm", comm.backend()}});
   Status st = (*store)->RecordRuns({rec}, {meas}).status();
   if (!st.ok()) return fail(st);
 

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "calibration/records.h"
 #include "cli/cli_common.h"
 #include "cli/run_common.h"
 #include "core/validate.h"
@@ -255,13 +256,13 @@ int RunOnEngine(const cxxopts::ParseResult& args, const std::string& backend) {
   // Every real run is recorded where it ran: its DiT time calibrates the engine's scale on
   // this device and backend (`calibrate fit`). Emulated ranks are not whole runs.
   if (!emulate && gpu_id.ok() && (backend == "cuda" || on_host)) {
-    run_id = NewRunId(*gpu_id);
-    const RunRecord rec = EngineRunRecord(model, *workload, *config, backend, *gpu_id,
+    run_id = calibration::NewRunId(*gpu_id);
+    const RunRecord rec = calibration::EngineRunRecord(model, *workload, *config, backend, *gpu_id,
                                           world != nullptr ? std::string(world->backend()) : "", predicted_dit, *r,
                                           run_id);
     nlohmann::json extra{{"backend", backend}, {"device_name", r->device_name}};
     if (world != nullptr) extra["comm"] = std::string(world->backend());
-    const Measurement meas = DitMeasurement(model, *workload, *config, n, backend, *gpu_id, r->median_s, r->p10_s,
+    const Measurement meas = calibration::DitMeasurement(model, *workload, *config, n, backend, *gpu_id, r->median_s, r->p10_s,
                                             r->p90_s, r->iters, run_id, extra);
     Status st = (*store)->RecordRuns({rec}, {meas}).status();
     if (!st.ok()) return Fail(cmd, st);

@@ -560,21 +560,34 @@ Status Store::InsertRun(const RunRecord& run, const std::pair<std::string, std::
 Status Store::AddRun(const RunRecord& run) { return RecordRuns({run}, {}).status(); }
 
 StatusOr<std::vector<int64_t>> Store::RecordRuns(const std::vector<RunRecord>& runs,
-                                                 const std::vector<Measurement>& measurements) {
+                                                 const std::vector<Measurement>& measurements, std::vector<Fit> fits) {
   std::vector<std::pair<std::string, std::string>> texts;
   for (const auto& run : runs) {
     DITUNE_ASSIGN_OR_RETURN(auto t, CheckRun(run));
     texts.push_back(std::move(t));
   }
   DITUNE_ASSIGN_OR_RETURN(std::vector<std::string> params, CheckMeasurements(measurements));
-  const std::string doing = runs.size() == 1 ? fmt::format("recording run {} and its {} measurements",
-                                                           runs[0].run_id, measurements.size())
-                                             : fmt::format("recording {} runs and their {} measurements",
-                                                           runs.size(), measurements.size());
+  {
+    std::vector<std::string> unused_params, unused_ids;  // checked now; encoded once the ids are known
+    DITUNE_RETURN_IF_ERROR(EncodeFits(fits, &unused_params, &unused_ids));
+  }
+  std::string doing = runs.size() == 1 ? fmt::format("recording run {} and its {} measurements", runs[0].run_id,
+                                                     measurements.size())
+                                       : fmt::format("recording {} runs and their {} measurements", runs.size(),
+                                                     measurements.size());
+  if (!fits.empty()) doing += fmt::format(" with {} fits", fits.size());
   DITUNE_RETURN_IF_ERROR(CheckWritable(doing));
   DITUNE_ASSIGN_OR_RETURN(WriteTransaction txn, WriteTransaction::Begin(db_, path_, doing));
   for (size_t i = 0; i < runs.size(); ++i) DITUNE_RETURN_IF_ERROR(InsertRun(runs[i], texts[i], doing));
   DITUNE_ASSIGN_OR_RETURN(std::vector<int64_t> ids, InsertMeasurements(measurements, params, doing));
+  if (!fits.empty()) {
+    for (Fit& f : fits) {
+      if (f.measurement_ids.empty()) f.measurement_ids = ids;
+    }
+    std::vector<std::string> fit_params, fit_ids;
+    DITUNE_RETURN_IF_ERROR(EncodeFits(fits, &fit_params, &fit_ids));
+    DITUNE_RETURN_IF_ERROR(InsertFits(db_, path_, fits, fit_params, fit_ids).status());
+  }
   DITUNE_RETURN_IF_ERROR(txn.Commit());
   return ids;
 }

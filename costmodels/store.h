@@ -109,10 +109,13 @@ class Store {
 
   // Records `run`, replacing any earlier run with the same run_id.
   Status AddRun(const RunRecord& run);
-  // Records runs and their measurements in one transaction: a process killed in between
-  // leaves none of them. Returns the measurements' new ids.
+  // Records runs, their measurements and the fits made from them in one transaction: a
+  // process killed in between leaves none of them. A fit without measurement_ids is given
+  // the new measurements' ids (it was fitted on them); each fit replaces the active one of
+  // its (kind, key). Returns the measurements' new ids.
   StatusOr<std::vector<int64_t>> RecordRuns(const std::vector<RunRecord>& runs,
-                                            const std::vector<Measurement>& measurements);
+                                            const std::vector<Measurement>& measurements,
+                                            std::vector<Fit> fits = {});
   // All runs, oldest first.
   StatusOr<std::vector<RunRecord>> Runs() const;
 

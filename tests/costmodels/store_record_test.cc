@@ -90,6 +90,36 @@ TEST(StoreRecordTest, ARunAndItsMeasurementsLandTogetherOrNotAtAll) {
   EXPECT_EQ(per_run, (std::map<std::string, int>{{"a", 2}}));
 }
 
+TEST(StoreRecordTest, FitsLandWithTheMeasurementsTheyWereMadeFrom) {
+  auto store = Store::Open(FreshPath("with-fits.db"));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  Fit fit;
+  fit.kind = "e2e";
+  fit.key = "cpu/tiny-pixart";
+  fit.params = {{"compute_scale", 1.5}};
+  fit.points = 2;
+  Fit cited = fit;
+  cited.key = "cpu/tiny-sd3";
+  cited.measurement_ids = {7};
+  auto ids = (*store)->RecordRuns({MakeRun("r1")}, {RunMeasurement("r1", 0), RunMeasurement("r1", 1)}, {fit, cited});
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  auto fits = (*store)->ActiveFits("e2e");
+  ASSERT_TRUE(fits.ok());
+  ASSERT_EQ(fits->size(), 2u);
+  EXPECT_EQ((*fits)[0].key, "cpu/tiny-pixart");
+  EXPECT_EQ((*fits)[0].measurement_ids, *ids);  // given the new measurements' ids
+  EXPECT_EQ((*fits)[1].measurement_ids, std::vector<int64_t>{7});  // its own kept
+  // A bad fit refuses the whole record: no run, no measurement, no fit.
+  Fit bad = fit;
+  bad.mape = -1;
+  auto refused = (*store)->RecordRuns({MakeRun("r2")}, {RunMeasurement("r2", 0)}, {bad});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("mape"), std::string::npos) << refused.status().message();
+  EXPECT_EQ((*store)->Runs()->size(), 1u);
+  EXPECT_EQ((*store)->Measurements()->size(), 2u);
+  EXPECT_EQ((*(*store)->ActiveFits("e2e"))[0].params["compute_scale"], 1.5);
+}
+
 TEST(StoreRecordTest, AKilledRecorderLeavesNoRunWithoutItsMeasurements) {
   const std::string path = FreshPath("killed.db");
   constexpr int kPerRun = 40;
