@@ -15,6 +15,7 @@
 #include "costmodels/ingest.h"
 #include "costmodels/store.h"
 #include "planner/launch.h"
+#include "planner/measured_runs.h"
 #include "planner/predict.h"
 #include "executor/comm.h"
 #include "executor/device.h"
@@ -43,6 +44,19 @@ std::string SegmentsText(const Fit& f) {
       s += v.is_number() ? fmt::format("{}={:.4g}", k, v.get<double>()) : fmt::format("{} {}", k, v.dump());
     }
     return s;
+  }
+  if (f.kind == kFitKindKernelClass && f.params.is_object()) {
+    std::string s;
+    for (const char* cls : {"gemm", "attention", "elementwise"}) {
+      if (!f.params.contains(cls) || !f.params[cls].is_number()) continue;
+      s += fmt::format("{}{} {:.2f}x", s.empty() ? "" : ", ", cls, f.params[cls].get<double>());
+    }
+    const bool relative = f.params.contains("relative") && f.params["relative"].is_boolean() &&
+                          f.params["relative"].get<bool>();
+    return fmt::format("{} the modelled device time{} ({})", s, relative ? ", relative" : "",
+                       f.params.contains("origin") && f.params["origin"].is_string()
+                           ? f.params["origin"].get<std::string>()
+                           : "?");
   }
   if (f.params.contains("compute_scale")) {
     return fmt::format("compute scale {:.3f} (measured / modelled)", f.params["compute_scale"].get<double>());
@@ -82,13 +96,13 @@ int Ingest(int argc, char** argv) {
   options.add_options()
       ("file", "input file", cxxopts::value<std::string>())
       ("format", "auto | csv | nccl-tests | xdit-log | torch-trace", cxxopts::value<std::string>()->default_value("auto"))
-      ("gpu", "GPU id the measurements ran on (nccl-tests, xDiT logs)", cxxopts::value<std::string>())
+      ("gpu", "GPU id the measurements ran on (nccl-tests, xDiT logs, profiler traces)", cxxopts::value<std::string>())
       ("link", "link id the collective crossed (nccl-tests)", cxxopts::value<std::string>())
       ("ranks", "ranks of an nccl-tests run (default: counted from its output), or GPUs of an xDiT "
        "run (default: the product of --config's degrees)", cxxopts::value<int>())
       ("collective", "all_to_all | all_gather | all_reduce | reduce_scatter | sendrecv (default: from the file's test lines or name)",
        cxxopts::value<std::string>())
-      ("config", "configuration of an xDiT run", cxxopts::value<std::string>())
+      ("config", "configuration of an xDiT run or profiler trace", cxxopts::value<std::string>())
       ("run-id", "a label stored with every measurement", cxxopts::value<std::string>())
       ("fit", "refit the models afterwards")
       ("db", "calibration database", cxxopts::value<std::string>());

@@ -1,6 +1,7 @@
 #include "costmodels/compute_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ditune {
 
@@ -52,7 +53,11 @@ double ComputeModel::FitSize(const OpCost& op) {
 
 Seconds ComputeModel::DeviceTime(const OpCost& op) const {
   if (op.host_only || (runtime_ == Runtime::kEngine && op.engine_fused)) return Seconds(0);
-  return CurveTime(op) * scale_;
+  return CurveTime(op) * (scale_ * class_scales_[static_cast<int>(op.cls)]);
+}
+
+void ComputeModel::SetClassScale(OpClass cls, double k) {
+  class_scales_[static_cast<int>(cls)] = std::isfinite(k) ? std::clamp(k, kMinClassScale, kMaxClassScale) : 1.0;
 }
 
 Seconds ComputeModel::CurveTime(const OpCost& op) const {

@@ -38,6 +38,12 @@ struct DefaultEfficiency {
 //   default 5 µs); device time as eager.
 enum class Runtime { kEager, kEngine, kCompiled };
 
+// The range of a per-class efficiency multiplier (ComputeModel::SetClassScale): a measured
+// class time further from its curve than 4x either way is a trace of another workload, not
+// an efficiency.
+inline constexpr double kMinClassScale = 0.25;
+inline constexpr double kMaxClassScale = 4.0;
+
 class ComputeModel {
  public:
   // Catalog defaults for `gpu`: tensor peak and memory bandwidth with typical efficiencies
@@ -46,7 +52,7 @@ class ComputeModel {
   // launch).
   static ComputeModel Defaults(const GpuSpec& gpu);
 
-  // Device time of one op: the fitted or default curve, times the scale.
+  // Device time of one op: the fitted or default curve, times the scale and its class's scale.
   Seconds DeviceTime(const OpCost& op) const;
   // Host time to issue it: launches x launch overhead, where launches are the op's framework
   // ops for kEager and one kernel (none for a host-only op) for kEngine. The host runs ahead
@@ -86,6 +92,11 @@ class ComputeModel {
   // that scale with the work).
   void set_scale(double k) { scale_ = k; }
   double scale() const { return scale_; }
+  // A multiplier on the device time of the ops of one class only (measured from a profiler
+  // trace's kernels: the class's kernel time over its modelled time), clamped to
+  // [kMinClassScale, kMaxClassScale]; 1 (a non-finite `k` too) unless set.
+  void SetClassScale(OpClass cls, double k);
+  double class_scale(OpClass cls) const { return class_scales_[static_cast<int>(cls)]; }
   FlopsPerSecond peak() const { return peak_; }
   BytesPerSecond memory_bandwidth() const { return memory_bandwidth_; }
   // Scales the peak (what-if: "a GPU with twice the FLOP/s").
@@ -108,6 +119,7 @@ class ComputeModel {
   bool is_cpu_ = false;
   std::optional<Seconds> measured_launch_;
   double scale_ = 1.0;
+  std::array<double, kNumOpClasses> class_scales_{1.0, 1.0, 1.0, 1.0};
   Mechanisms mechanisms_;
 };
 

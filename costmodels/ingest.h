@@ -27,7 +27,7 @@ struct IngestContext {
                            // reduce_scatter, for every test in the file that does not name
                            // its own ("" = infer from the output, then from `origin`'s file
                            // name, e.g. all_reduce_perf.txt)
-  // xDiT logs: the workload and configuration of the run, stored in params:
+  // xDiT logs and profiler traces: the workload and configuration of the run, stored in params:
   // {"model","height","width","frames","steps","batch","config","gpus","output_type","scope"}.
   // A configuration the log itself announces before a result ("Running test for size 1024,
   // ulysses_degree 2, ring_degree 4") replaces "config", "gpus", "height" and "width" for
@@ -61,8 +61,14 @@ StatusOr<std::vector<Measurement>> ParseXditLog(std::string_view text, const Ing
 //  - one host launch measurement (op "launch", backend "xdit", params.launches): the issuing
 //    thread's time from its first to its last kernel launch in the profiled steps, less the
 //    time it was blocked in synchronising calls;
-//  - one e2e measurement, op "profile", with GPU kernel seconds by class in params
-//    (informational: no fit reads it).
+//  - one e2e measurement, op "profile", of the GPU's kernel seconds by class (gemm,
+//    attention, nccl, other; memcpys apart), with ctx.run's workload and configuration in
+//    params beside them: "gpu_kernel_s" over the whole trace; where the trace has
+//    "ProfilerStep#N" windows, "windows" (those that launched kernels) and "window_kernel_s",
+//    the mean per window of the kernels launched in it (by the correlated launch call's start,
+//    else the kernel's own); and where ctx.run names "steps", "gpu_kernel_s_per_step": the
+//    window's over those steps (xDiT's runner steps the profiler once per generation). The
+//    planner compares them with the modelled device time per op class (FitMeasuredRuns).
 // Needs ctx.device, and ctx.link when the trace holds collectives. InvalidArgument naming
 // `origin` for data that is not a trace, is cut short, or holds neither NCCL kernels of a
 // modelled collective nor kernel launches; what is left out goes to ctx.warnings.

@@ -9,7 +9,8 @@
 //    cuLaunchKernel, ...) of the thread that issues most of them, and that thread's wall time
 //    from its first to its last launch, less the time it sat in a synchronising call, inside
 //    each "ProfilerStep#N" window (the whole trace when it has none);
-//  - GPU kernel time by class (gemm, attention, nccl, other), informational.
+//  - GPU kernel time by class (gemm, attention, nccl, other), over the trace and per step
+//    (ingest_torch_trace_kernels.cc).
 // Everything left out is reported through IngestContext::warnings, one message per kind.
 // ingest_torch_trace_json.cc inflates the file and parses its JSON.
 #include <fmt/format.h>
@@ -37,10 +38,16 @@ namespace {
 using Json = nlohmann::json;
 using ingest_internal::ParseInt;
 using ingest_internal::Trim;
+using ingest_internal::torch_trace::Event;
 using ingest_internal::torch_trace::Gunzip;
 using ingest_internal::torch_trace::IsGzip;
+using ingest_internal::torch_trace::IsNcclKernel;
+using ingest_internal::torch_trace::KernelTimeByClass;
+using ingest_internal::torch_trace::Kind;
 using ingest_internal::torch_trace::kTraceExample;
+using ingest_internal::torch_trace::Lower;
 using ingest_internal::torch_trace::ParseTraceJson;
+using ingest_internal::torch_trace::ProfilerWindows;
 
 constexpr std::string_view kValidCollectives =
     "all_to_all, all_to_allv, alltoall_base, _allgather_base, all_gather_into_tensor, "
@@ -61,21 +68,6 @@ bool IsBlockingName(std::string_view name) {
   return name.find("Synchronize") != std::string_view::npos || name == "cudaMemcpy" ||
          name == "cuMemcpy" || name == "cudaMemcpy2D";
 }
-
-// ---------------------------------------------------------------------------------------------
-// Events.
-
-enum class Kind { kKernel, kMemcpy, kRuntime, kHost };
-
-struct Event {
-  Kind kind = Kind::kHost;
-  std::string_view name;
-  double ts_us = 0;
-  double dur_us = 0;
-  std::string thread;          // "pid/tid"
-  const Json* args = nullptr;  // an object, or nullptr
-  double end_us() const { return ts_us + dur_us; }
-};
 
 // An integer argument, written as a number or as digits in a string; nullopt otherwise.
 std::optional<int64_t> IntArg(const Json* args, const char* key) {
@@ -104,33 +96,6 @@ std::optional<std::string> StringArg(const Json* args, const char* key) {
   std::string_view s = Trim(it->get_ref<const std::string&>());
   if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
   return std::string(s);
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  return out;
-}
-
-bool IsNcclKernel(const Event& k) {
-  std::string_view n = k.name;
-  if (n.starts_with("void ")) n.remove_prefix(5);
-  return n.starts_with("ncclDevKernel") || n.starts_with("ncclKernel") ||
-         (k.args != nullptr && k.args->contains("Collective name"));
-}
-
-// The kernel's class for the GPU time summary. Flash attention kernels name cutlass types in
-// their templates, so attention is recognised first.
-std::string_view KernelClass(const Event& k) {
-  if (IsNcclKernel(k)) return "nccl";
-  const std::string n = Lower(k.name);
-  for (std::string_view w : {"flash", "fmha", "attention", "attn"}) {
-    if (n.find(w) != std::string::npos) return "attention";
-  }
-  for (std::string_view w : {"gemm", "cutlass", "xmma", "nvjet", "cublas"}) {
-    if (n.find(w) != std::string::npos) return "gemm";
-  }
-  return "other";
 }
 
 // ditune's collective for a record_param_comms "Collective name", and whether its nccl-tests
@@ -512,24 +477,9 @@ void TraceReader::Launches() {
   for (const Event* e : main->second) {
     if (calls.empty() || e->ts_us >= calls.back()->end_us()) calls.push_back(e);
   }
-  std::vector<std::pair<double, double>> windows;
-  for (const Event& e : events_) {
-    if (e.kind == Kind::kHost && e.name.starts_with("ProfilerStep#")) {
-      windows.emplace_back(e.ts_us, e.end_us());
-    }
-  }
-  if (windows.empty()) windows.emplace_back(-1e300, 1e300);
   // Overlapping windows (a step annotated twice) count their launches once.
-  std::sort(windows.begin(), windows.end());
-  std::vector<std::pair<double, double>> merged;
-  for (const auto& w : windows) {
-    if (!merged.empty() && w.first <= merged.back().second) {
-      merged.back().second = std::max(merged.back().second, w.second);
-    } else {
-      merged.push_back(w);
-    }
-  }
-  windows = std::move(merged);
+  std::vector<std::pair<double, double>> windows = ProfilerWindows(events_);
+  if (windows.empty()) windows.emplace_back(-1e300, 1e300);
   std::vector<std::pair<double, double>> blocked;
   for (const Event* b : blocking[main->first]) blocked.emplace_back(b->ts_us, b->end_us());
   int64_t n = 0;
@@ -584,44 +534,9 @@ void TraceReader::Launches() {
 }
 
 void TraceReader::Summary() {
-  std::map<std::string, double> seconds = {
-      {"gemm", 0}, {"attention", 0}, {"nccl", 0}, {"other", 0}};
-  double memcpy_s = 0;
-  std::optional<double> first, last;  // the GPU's busy span, µs
-  int64_t kernels = 0;
-  for (const Event& e : events_) {
-    if (e.kind != Kind::kKernel && e.kind != Kind::kMemcpy) continue;
-    if (!first) first = e.ts_us;
-    last = std::max(last.value_or(e.end_us()), e.end_us());
-    if (e.kind == Kind::kMemcpy) {
-      memcpy_s += e.dur_us * 1e-6;
-      continue;
-    }
-    seconds[std::string(KernelClass(e))] += e.dur_us * 1e-6;
-    ++kernels;
-  }
-  if (kernels == 0) return;
-  Measurement m;
-  m.source = MeasurementSource::kImport;
-  m.kind = MeasurementKind::kE2e;
-  m.op = "profile";
-  m.backend = "xdit";
-  m.device = ctx_.device;
-  m.ranks = world_size_.value_or(1);
-  m.median = Microseconds(*last - *first);
-  m.p10 = m.median;
-  m.p90 = m.median;
-  m.run_id = ctx_.run_id;
-  m.params = {{"source", "torch-profiler"},
-              {"gpu_kernel_s", seconds},
-              {"gpu_memcpy_s", memcpy_s},
-              {"kernels", kernels}};
-  if (rank_) m.params["rank"] = *rank_;
-  if (Status st = m.Validate(); !st.ok()) {
-    Warn(fmt::format("left out the GPU time summary: {}", st.message()));
-    return;
-  }
-  out_.push_back(std::move(m));
+  auto m = KernelTimeByClass(events_, ctx_, world_size_, rank_,
+                             [this](std::string_view what) { Warn(what); });
+  if (m) out_.push_back(std::move(*m));
 }
 
 StatusOr<std::vector<Measurement>> TraceReader::Finish() {

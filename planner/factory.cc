@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "costmodels/calibration.h"
+#include "planner/measured_runs.h"
 #include "planner/predict.h"
 
 namespace ditune {
@@ -141,6 +142,24 @@ std::vector<std::string> CalibrationSources(const std::vector<Fit>& fits, const 
   }
   out.push_back(compute > 0 ? fmt::format("per-op curves on {}: {} fitted from measurements", cluster.gpu->id, compute)
                             : fmt::format("per-op curves on {}: catalog defaults", cluster.gpu->id));
+  // The class efficiencies as ModelsFor applies them to xDiT's kernels.
+  const bool scaled = scale != nullptr && scale->params.contains("compute_scale");
+  auto classes = KernelClassScales(fits, cluster.gpu->id, scaled);
+  for (const auto& f : fits) {
+    if (!classes.ok() || !*classes || !f.active || f.kind != kFitKindKernelClass || f.key != cluster.gpu->id) continue;
+    const auto& k = **classes;
+    const bool relative = f.params.contains("relative") && f.params["relative"].is_boolean() &&
+                          f.params["relative"].get<bool>();
+    out.push_back(fmt::format(
+        "efficiency per op class of xDiT's kernels on {}: gemm {:.2f}x, attention {:.2f}x, elementwise {:.2f}x the "
+        "modelled device time, measured from {}{}",
+        cluster.gpu->id, k[static_cast<int>(OpClass::kGemm)], k[static_cast<int>(OpClass::kAttention)],
+        k[static_cast<int>(OpClass::kElementwise)], FactoryOrigin(f).empty() ? "profiler traces" : FactoryOrigin(f),
+        scaled || relative
+            ? fmt::format("; normalised to a time-weighted mean of 1 ({})",
+                          scaled ? "the compute scale holds the level" : "the traces had no time per step")
+            : ""));
+  }
   out.push_back(comm > 0 ? fmt::format("collectives: {} curve(s) fitted from measurements", comm)
                          : fmt::format("collectives on {}{}: catalog bandwidth and latency, times the global "
                                        "efficiencies",

@@ -45,7 +45,8 @@ StatusOr<std::unique_ptr<Store>> OpenCalibrationStore(const Catalog& catalog, co
 // Where the figures behind a prediction for `model_id` on `cluster` come from, a line each:
 // the (GPU, model) compute scale (learned from published runs, fitted from the store's
 // measurements, or none: the catalog's peak and efficiencies), the global constants
-// (learned, or the code's defaults), the per-op and collective curves (fitted, or catalog).
+// (learned, or the code's defaults), the per-op and collective curves (fitted, or catalog),
+// and the GPU's efficiency per op class where profiler traces measured it (kernel_class).
 std::vector<std::string> CalibrationSources(const std::vector<Fit>& fits, const Cluster& cluster,
                                             const std::string& model_id);
 

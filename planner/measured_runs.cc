@@ -6,6 +6,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/validate.h"
 #include "costmodels/calibration.h"
@@ -28,7 +29,226 @@ std::string GroupOf(const SuiteRow& r) {
                      w.frames > 1 ? fmt::format("x{}", w.frames) : "", w.steps);
 }
 
+// A profiler trace's kernel classes, the fit's name for each, and the op classes each stands
+// for (PyTorch runs SANA's linear attention as matmuls: GEMM kernels).
+struct TraceClass {
+  const char* trace;
+  const char* fit;
+  std::vector<OpClass> ops;
+};
+const std::vector<TraceClass>& TraceClasses() {
+  static const std::vector<TraceClass> kClasses = {
+      {"gemm", "gemm", {OpClass::kGemm, OpClass::kLinearAttention}},
+      {"attention", "attention", {OpClass::kAttention}},
+      {"other", "elementwise", {OpClass::kElementwise}}};
+  return kClasses;
+}
+
+// One trace's measured / modelled ratio per fit class, and the modelled seconds per step.
+struct ClassSample {
+  std::map<std::string, double> ratio;
+  std::map<std::string, double> modelled_s;
+  bool relative = false;
+  int64_t id = 0;
+};
+
+// The whole number `key` of `p`, `fallback` when absent; InvalidArgument when it is not one.
+StatusOr<int> IntParam(const nlohmann::json& p, const char* key, int fallback) {
+  if (!p.contains(key)) return fallback;
+  if (!p[key].is_number_integer() || p[key].get<int64_t>() < 0 || p[key].get<int64_t>() > 1'000'000) {
+    return Status::InvalidArgument(fmt::format("params.{} is not a whole number up to 1000000", key));
+  }
+  return static_cast<int>(p[key].get<int64_t>());
+}
+
+// The class ratios of one profile measurement against `fits` (no class scales among them),
+// or the reason there are none.
+StatusOr<ClassSample> SampleTrace(const Measurement& m, const Catalog& catalog, const std::vector<Fit>& fits,
+                                  std::vector<std::string>* quarantined) {
+  const auto& p = m.params;
+  if (!p.is_object() || !p.contains("model") || !p["model"].is_string()) {
+    return Status::InvalidArgument(
+        "its kernel time by class names no workload: ingest the trace with --model, --steps and --config");
+  }
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(p["model"].get<std::string>()));
+  Workload w{model->id, 0, 0, 0, 0, 0, OutputType::kLatent};
+  DITUNE_ASSIGN_OR_RETURN(w.height, IntParam(p, "height", model->default_height));
+  DITUNE_ASSIGN_OR_RETURN(w.width, IntParam(p, "width", model->default_width));
+  DITUNE_ASSIGN_OR_RETURN(w.frames, IntParam(p, "frames", model->default_frames));
+  DITUNE_ASSIGN_OR_RETURN(w.steps, IntParam(p, "steps", model->default_steps));
+  DITUNE_ASSIGN_OR_RETURN(w.batch, IntParam(p, "batch", 1));
+  DITUNE_ASSIGN_OR_RETURN(const int rank, IntParam(p, "rank", 0));
+  if (p.contains("config") && !p["config"].is_string()) return Status::InvalidArgument("params.config is not text");
+  DITUNE_ASSIGN_OR_RETURN(ParallelConfig config, ParseParallelConfig(p.value("config", "")));
+  if (config.world_size() != m.ranks) {
+    return Status::InvalidArgument(fmt::format("its configuration '{}' runs on {} GPUs, the trace's run on {}",
+                                               ToString(config), config.world_size(), m.ranks));
+  }
+  DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*model, w));
+  DITUNE_RETURN_IF_ERROR(ValidateConfig({model, tokens, w.steps, w.batch, m.ranks}, config));
+  DITUNE_ASSIGN_OR_RETURN(Cluster cluster, ResolveCluster(ClusterSpec{m.device, m.ranks}, catalog));
+  DITUNE_ASSIGN_OR_RETURN(CostModels models, ModelsFor(cluster, model->id, fits, "cuda", Runtime::kEager));
+  models.compute.set_scale(1.0);
+  SimInput in{model, w, &cluster, config, &models.compute, models.comm.get()};
+  DITUNE_ASSIGN_OR_RETURN(auto loop, ModelledClassTimes(in, rank >= 0 && rank < m.ranks ? rank : 0));
+  ClassSample sample;
+  sample.id = m.id;
+  // Measured seconds of one class: a number >= 0 (0 when absent).
+  auto seconds = [](const nlohmann::json& by_class, const char* cls) -> StatusOr<double> {
+    if (!by_class.contains(cls)) return 0.0;
+    if (!by_class[cls].is_number() || !(by_class[cls].get<double>() >= 0)) {
+      return Status::InvalidArgument(fmt::format("its GPU time of class '{}' is not seconds >= 0", cls));
+    }
+    return by_class[cls].get<double>();
+  };
+  const nlohmann::json* measured = nullptr;
+  if (p.contains("gpu_kernel_s_per_step") && p["gpu_kernel_s_per_step"].is_object()) {
+    measured = &p["gpu_kernel_s_per_step"];
+  } else if (p.contains("gpu_kernel_s") && p["gpu_kernel_s"].is_object()) {
+    measured = &p["gpu_kernel_s"];
+    sample.relative = true;
+  } else {
+    return Status::InvalidArgument("no GPU kernel time by class in its params");
+  }
+  double measured_sum = 0, modelled_sum = 0;
+  for (const auto& c : TraceClasses()) {
+    double modelled = 0;
+    for (OpClass op : c.ops) modelled += loop[static_cast<int>(op)].value() / w.steps;
+    sample.modelled_s[c.fit] = modelled;
+    DITUNE_ASSIGN_OR_RETURN(const double x, seconds(*measured, c.trace));
+    if (!(x > 0) || !(modelled > 0)) continue;
+    sample.ratio[c.fit] = x / modelled;
+    measured_sum += x;
+    modelled_sum += modelled;
+  }
+  // Without a time per step only the proportions are known: the measured share of each class
+  // over its modelled share.
+  if (sample.relative) {
+    for (auto& [cls, r] : sample.ratio) r *= modelled_sum / measured_sum;
+  }
+  for (auto it = sample.ratio.begin(); it != sample.ratio.end();) {
+    if (it->second >= kMinClassScale && it->second <= kMaxClassScale) {
+      ++it;
+      continue;
+    }
+    quarantined->push_back(fmt::format(
+        "{} kernels quarantined: {:.3g}x their modelled time{} is outside [{}, {}] (a trace of another workload or "
+        "configuration than the ingest was given, or ProfilerStep windows of one denoising step rather than one "
+        "generation?)",
+        it->first, it->second, sample.relative ? " (relative to the other classes)" : "", kMinClassScale,
+        kMaxClassScale));
+    it = sample.ratio.erase(it);
+  }
+  return sample;
+}
+
+// The kernel_class fits of the profile measurements: per GPU, the median ratio per class over
+// its traces with a time per step, else over its relative ones.
+StatusOr<std::vector<Fit>> FitKernelClasses(const std::vector<Measurement>& measurements, const Catalog& catalog,
+                                            const std::vector<Fit>& fits, std::vector<std::string>* skipped) {
+  auto note = [&](const Measurement& m, const std::string& why) {
+    if (skipped != nullptr) skipped->push_back(fmt::format("measurement {} (profiler trace): {}", m.id, why));
+  };
+  std::vector<Fit> base;
+  for (const auto& f : fits) {
+    if (f.kind != kFitKindKernelClass) base.push_back(f);
+  }
+  std::map<std::string, std::vector<ClassSample>> by_gpu;
+  for (const auto& m : measurements) {
+    if (m.kind != MeasurementKind::kE2e || m.op != "profile" || m.backend != "xdit") continue;
+    std::vector<std::string> quarantined;
+    auto sample = SampleTrace(m, catalog, base, &quarantined);
+    if (!sample.ok()) {
+      note(m, sample.status().message());
+      continue;
+    }
+    for (const auto& q : quarantined) note(m, q);
+    if (!sample->ratio.empty()) by_gpu[m.device].push_back(std::move(*sample));
+  }
+  std::vector<Fit> out;
+  for (auto& [gpu, all] : by_gpu) {
+    std::vector<ClassSample> used;
+    for (const auto& s : all) {
+      if (!s.relative) used.push_back(s);
+    }
+    const bool relative = used.empty();
+    if (relative) used = all;
+    Fit f;
+    f.kind = kFitKindKernelClass;
+    f.key = gpu;
+    nlohmann::json weights = nlohmann::json::object();
+    double error = 0;
+    int errors = 0;
+    for (const auto& c : TraceClasses()) {
+      std::vector<double> ratios;
+      double weight = 0;
+      for (const auto& s : used) {
+        weight += s.modelled_s.at(c.fit) / static_cast<double>(used.size());
+        if (s.ratio.count(c.fit)) ratios.push_back(s.ratio.at(c.fit));
+      }
+      weights[c.fit] = weight;
+      if (ratios.empty()) continue;
+      const double k = Median(ratios);
+      f.params[c.fit] = k;
+      for (double r : ratios) {
+        error += std::abs(k / r - 1);
+        ++errors;
+      }
+    }
+    std::vector<std::string> ids;
+    for (const auto& s : used) {
+      f.measurement_ids.push_back(s.id);
+      ids.push_back(std::to_string(s.id));
+    }
+    f.params["weights_s"] = weights;
+    f.params["relative"] = relative;
+    f.params["origin"] = fmt::format("profiler trace{} (measurement{} {})", used.size() > 1 ? "s" : "",
+                                     used.size() > 1 ? "s" : "", fmt::join(ids, ", "));
+    f.points = static_cast<int>(used.size());
+    f.mape = errors > 0 ? error / errors : 0;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 }  // namespace
+
+StatusOr<std::optional<std::array<double, kNumOpClasses>>> KernelClassScales(const std::vector<Fit>& fits,
+                                                                             const std::string& gpu, bool normalise) {
+  const Fit* fit = nullptr;
+  for (const auto& f : fits) {
+    if (f.active && f.kind == kFitKindKernelClass && f.key == gpu) fit = &f;
+  }
+  if (fit == nullptr) return std::optional<std::array<double, kNumOpClasses>>();
+  const nlohmann::json& p = fit->params;
+  auto corrupt = [&](const std::string& what) {
+    return Status::Corruption(fmt::format("fit {} '{}' ({}): {}", fit->id, fit->key, fit->kind, what));
+  };
+  if (!p.is_object()) return corrupt("params are not an object");
+  std::map<std::string, double> scale;
+  double weighted = 0, total = 0;
+  for (const auto& c : TraceClasses()) {
+    scale[c.fit] = 1.0;
+    if (p.contains(c.fit)) {
+      if (!p[c.fit].is_number() || !(p[c.fit].get<double>() > 0)) return corrupt(fmt::format("'{}' is not > 0", c.fit));
+      scale[c.fit] = p[c.fit].get<double>();
+    }
+    const nlohmann::json w = p.contains("weights_s") && p["weights_s"].is_object()
+                                 ? p["weights_s"].value(c.fit, nlohmann::json(0.0))
+                                 : nlohmann::json(0.0);
+    if (!w.is_number() || !(w.get<double>() >= 0)) return corrupt(fmt::format("weights_s '{}' is not >= 0", c.fit));
+    weighted += w.get<double>() * scale[c.fit];
+    total += w.get<double>();
+  }
+  const bool relative = p.contains("relative") && p["relative"].is_boolean() && p["relative"].get<bool>();
+  const double mean = (normalise || relative) && total > 0 && weighted > 0 ? weighted / total : 1.0;
+  std::array<double, kNumOpClasses> out;
+  out.fill(1.0);
+  for (const auto& c : TraceClasses()) {
+    for (OpClass op : c.ops) out[static_cast<int>(op)] = scale[c.fit] / mean;
+  }
+  return std::optional<std::array<double, kNumOpClasses>>(out);
+}
 
 std::vector<MeasuredRun> MeasuredXditRuns(const std::vector<Measurement>& measurements, const Catalog& catalog) {
   std::vector<MeasuredRun> out;
@@ -93,13 +313,20 @@ std::vector<MeasuredRun> MeasuredXditRuns(const std::vector<Measurement>& measur
 }
 
 StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measurements, const Catalog& catalog,
-                                           const std::vector<Fit>& fits, std::vector<std::string>* skipped) {
+                                           const std::vector<Fit>& given, std::vector<std::string>* skipped) {
   auto note = [&](const Measurement& m, const std::string& why) {
     if (skipped != nullptr) {
       skipped->push_back(fmt::format("measurement {} ({}): {}", m.id, m.op == "launch" ? "profiler trace" : "xDiT run",
                                      why));
     }
   };
+  // Profiler traces first: the class efficiencies then price the runs.
+  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> out, FitKernelClasses(measurements, catalog, given, skipped));
+  std::vector<Fit> fits = given;
+  for (const auto& f : out) {
+    std::erase_if(fits, [&](const Fit& g) { return g.kind == f.kind && g.key == f.key; });
+    fits.push_back(f);
+  }
   std::vector<SuiteRow> rows;
   std::vector<const Measurement*> used;
   for (auto& run : MeasuredXditRuns(measurements, catalog)) {
@@ -120,11 +347,18 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
     rows.push_back(*run.row);
     used.push_back(run.measurement);
   }
-  std::vector<Fit> out;
-  // One-GPU runs: the (GPU, model) compute scale, measured / modelled at scale 1.
+  // One-GPU runs: the (GPU, model) compute scale, measured / modelled at scale 1 — a scale
+  // of 1 present, so that the class efficiencies apply normalised, as beside the fitted one.
   std::vector<Fit> unscaled;
   for (const auto& f : fits) {
     if (f.kind != kFitKindE2e || f.key.find('/') != f.key.rfind('/')) unscaled.push_back(f);
+  }
+  std::set<std::string> calibrated;
+  for (const auto& row : rows) {
+    if (row.role == SuiteRole::kCalibrate) calibrated.insert(E2eFitKey(row.cluster.gpu_id, row.workload.model_id));
+  }
+  for (const auto& key : calibrated) {
+    unscaled.push_back(UnitComputeScale(key));
   }
   std::map<std::string, std::pair<std::vector<double>, std::vector<int64_t>>> ratios;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -180,7 +414,9 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
     multi[rows[i].cluster.gpu_id] += rows[i].role == SuiteRole::kPredict;
   }
   std::vector<Fit> with_scales = fits;
-  with_scales.insert(with_scales.end(), out.begin(), out.end());
+  for (const auto& f : out) {
+    if (f.kind == kFitKindE2e) with_scales.push_back(f);
+  }
   std::set<std::string> gpus;
   for (const auto& [gpu, n] : multi) {
     if (n > 0) gpus.insert(gpu);

@@ -11,13 +11,25 @@
 //   (GPU, model) (FitRuntimeOverhead);
 // - a profiler trace's host time per kernel launch (op "launch", backend "xdit") is that GPU's
 //   eager per-op host time (Mechanisms::eager_op_us, held fixed while the runs refine the
-//   others); outside its bounds the launches waited on the device and the trace is left out.
+//   others); outside its bounds the launches waited on the device and the trace is left out;
+// - a profiler trace's GPU kernel time by class (op "profile", backend "xdit", ingested with
+//   its workload and configuration) sets that GPU's efficiency per op class: the class's
+//   measured kernel seconds per denoising step over the compute model's device seconds per
+//   step for the same workload, configuration and rank (simulator ModelledClassTimes, at
+//   compute scale 1 and without earlier class scales). Trace "gemm" kernels stand for the
+//   gemm and linear-attention classes, "attention" for attention, "other" for elementwise;
+//   NCCL kernels are the collectives' business. A class further than [kMinClassScale,
+//   kMaxClassScale] from its model is quarantined with the reason; a trace without a time per
+//   step (no ProfilerStep windows, or no --steps) gives only the classes' proportions, so its
+//   scales are relative. Fit kFitKindKernelClass keyed "<gpu>" (the median over that GPU's traces).
+//   How they apply with the (GPU, model) compute scale: ModelsFor (predict.h).
 // A run measured more than kQuarantineRatio times slower or faster than predicted is
 // quarantined: stored, listed with the reason, and used by nothing (a run without warm-up, a
 // shared or throttled GPU, a log of another configuration).
 #ifndef DITUNE_PLANNER_MEASURED_RUNS_H_
 #define DITUNE_PLANNER_MEASURED_RUNS_H_
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +37,7 @@
 #include "core/catalog.h"
 #include "core/cluster.h"
 #include "core/workload.h"
+#include "costmodels/dit_ops.h"
 #include "costmodels/measurement.h"
 #include "costmodels/store.h"
 #include "planner/suite.h"
@@ -34,6 +47,21 @@ namespace ditune {
 inline constexpr double kQuarantineRatio = 3.0;
 // The fit kind of a (GPU, model)'s measured memory overhead: params {"runtime_overhead_gb"}.
 inline constexpr const char* kFitKindMemory = "memory";
+// The fit kind of a GPU's efficiency per op class from profiler traces, keyed "<gpu>":
+// params {"gemm", "attention", "elementwise"}: measured / modelled device time of the class
+// (those measured and within bounds); "weights_s": the modelled device seconds per step of
+// each of the three in the traces' workloads (the mean over the traces), which weigh the
+// normalisation; "relative": true when no trace had a time per step; "origin".
+inline constexpr const char* kFitKindKernelClass = "kernel_class";
+
+// The efficiency multipliers per op class (indexed by OpClass) that the kernel_class fit of
+// `gpu` in `fits` sets, or nullopt when there is none: the fitted ratios, linear attention
+// taking gemm's and a class the fit does not name 1; divided by their mean weighted by
+// "weights_s" when `normalise` (beside a compute scale of the (GPU, model), which already
+// holds their level) or when the fit is relative, so that they move time between classes
+// without changing the total of the traces' workload. Corruption when the params do not read.
+StatusOr<std::optional<std::array<double, kNumOpClasses>>> KernelClassScales(const std::vector<Fit>& fits,
+                                                                             const std::string& gpu, bool normalise);
 
 // One stored xDiT run as a suite row (group "<gpu>/<model>/<h>x<w>[x<frames>]/<steps>"), or
 // the reason it cannot be one.
@@ -45,8 +73,10 @@ struct MeasuredRun {
 std::vector<MeasuredRun> MeasuredXditRuns(const std::vector<Measurement>& measurements, const Catalog& catalog);
 
 // The fits the stored xDiT runs make, over `fits` (the store's others, the mechanisms and
-// factory scales among them): scales of one-GPU runs, mechanisms per GPU with multi-GPU runs,
-// memory overheads. `skipped` receives a line per run left out, with the reason.
+// factory scales among them): class efficiencies of profiler traces, scales of one-GPU runs
+// (measured / modelled with the new class efficiencies normalised, as they will apply beside
+// the scale), mechanisms per GPU with multi-GPU runs, memory overheads. `skipped` receives a
+// line per run or trace left out, with the reason.
 StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measurements, const Catalog& catalog,
                                            const std::vector<Fit>& fits, std::vector<std::string>* skipped = nullptr);
 

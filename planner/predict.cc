@@ -38,6 +38,14 @@ struct ScalePairs {
 
 }  // namespace
 
+Fit UnitComputeScale(const std::string& key) {
+  Fit f;
+  f.kind = kFitKindE2e;
+  f.key = key;
+  f.params = {{"compute_scale", 1.0}};
+  return f;
+}
+
 StatusOr<Fit> ScaleFit(const std::string& key, const std::string& param, const std::vector<double>& modelled,
                        const std::vector<double>& measured, const std::vector<int64_t>& ids) {
   DITUNE_ASSIGN_OR_RETURN(double k, FitScale(modelled, measured));
@@ -80,7 +88,7 @@ StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_
       engine_key = sized;
     }
   }
-  bool text_fitted = false, vae_fitted = false;
+  bool text_fitted = false, vae_fitted = false, scaled = false;
   for (const auto& f : fits) {
     if (!f.active || f.kind != kFitKindE2e) continue;
     if (f.key == key + "/text_encode" || f.key == key + "/vae_decode") {
@@ -92,6 +100,14 @@ StatusOr<CostModels> ModelsFor(const Cluster& cluster, const std::string& model_
     if (f.key == (engine ? engine_key : key)) {
       DITUNE_ASSIGN_OR_RETURN(double k, ScaleParam(f, "compute_scale"));
       m.compute.set_scale(k);
+      scaled = true;
+    }
+  }
+  // The GPU's class efficiencies from profiler traces price xDiT's kernels, not the engine's.
+  if (!engine) {
+    DITUNE_ASSIGN_OR_RETURN(auto classes, KernelClassScales(fits, cluster.gpu->id, /*normalise=*/scaled));
+    if (classes) {
+      for (int c = 0; c < kNumOpClasses; ++c) m.compute.SetClassScale(static_cast<OpClass>(c), (*classes)[c]);
     }
   }
   m.terms.text_measured = text_fitted;

@@ -30,9 +30,12 @@ std::string EngineFitKey(const std::string& gpu, const std::string& backend, int
 // Models for `cluster` with the store's fits. `backend` picks the compute fits
 // (MakeCostModels): cuda for GPUs, ref for the engine's reference kernels on the host.
 // `runtime` says who runs the kernels:
-// - kEager (xDiT and the like): the e2e scales of (cluster GPU, model) apply, if there are
-//   any: the framework's compute scale ("<gpu>/<model>") and the text encoding and VAE
-//   decode scales ("<gpu>/<model>/text_encode", ".../vae_decode");
+// - kEager and kCompiled (xDiT and the like): the e2e scales of (cluster GPU, model) apply,
+//   if there are any: the framework's compute scale ("<gpu>/<model>") and the text encoding
+//   and VAE decode scales ("<gpu>/<model>/text_encode", ".../vae_decode"); and the GPU's
+//   efficiency per op class from profiler traces (KernelClassScales), as measured where no
+//   compute scale of (GPU, model) applies, normalised to a time-weighted mean of 1 beside one
+//   (the scale, fitted with them so, holds the level; they only move time between classes);
 // - kEngine (ditune's engine): the engine's measured launch overhead and its scale
 //   (EngineFitKey: of the cluster's GPU count where one was fitted, else the one-device
 //   one) apply instead of the framework's compute scale, for every model — a scale fitted
@@ -72,6 +75,11 @@ StatusOr<std::map<std::string, Seconds>> EngineKernelTimes(const ModelSpec& mode
 // that cannot be used.
 StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measurements, const Catalog& catalog,
                                            const std::vector<Fit>& fits, std::vector<std::string>* skipped = nullptr);
+
+// The e2e fit of `key` ("<gpu>/<model>") at compute scale 1: in place of the fitted one while
+// a scale is fitted, so that what applies beside a scale (the class efficiencies, normalised)
+// is in force in the modelled time the scale divides.
+Fit UnitComputeScale(const std::string& key);
 
 // An e2e fit of one scale: `param` (e.g. "compute_scale") = the robust ratio measured /
 // modelled (FitScale), with its MAPE after scaling and the measurements it came from.

@@ -87,7 +87,12 @@ StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Cata
                               return f.kind == kFitKindE2e && (!keep_base_scales || calibrated.count(f.key) > 0);
                             }),
              fits.end());
-  const std::vector<Fit> uncalibrated = fits;
+  // At scale 1, present: class efficiencies (KernelClassScales) apply normalised, as they
+  // will beside the fitted scale.
+  std::vector<Fit> uncalibrated = fits;
+  for (const auto& key : calibrated) {
+    uncalibrated.push_back(UnitComputeScale(key));
+  }
   // Calibrate: measured / modelled per calibrate row, pooled (median) per (GPU, model).
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> ratios;  // key -> modelled, measured
   for (const auto& row : rows) {

@@ -10,6 +10,7 @@
 #ifndef DITUNE_SIMULATOR_SIMULATE_H_
 #define DITUNE_SIMULATOR_SIMULATE_H_
 
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -88,6 +89,9 @@ StatusOr<SimResult> Simulate(const SimInput& input, const SimOptions& options = 
 // warm-up forwards of the whole sequence, then one per patch) through its stage's blocks,
 // with the embeddings and final layer on the first stage. Communication is not in it.
 StatusOr<std::map<std::string, Seconds>> ModelledKernelTimes(const SimInput& input, int rank);
+// The same loop's device time per op class (indexed by OpClass): what a profiler trace's
+// kernel time by class is compared with.
+StatusOr<std::array<Seconds, kNumOpClasses>> ModelledClassTimes(const SimInput& input, int rank);
 
 // Writes `engine`'s schedule as a Chrome trace (Perfetto opens it): a process per rank,
 // a thread per stream; representative ranks are replicated to the ranks they stand for.

@@ -6,16 +6,15 @@
 namespace ditune {
 namespace {
 
-// Adds the op's device time to its kernel's; nothing when `by_kernel` is null (the breakdown
-// is off: the planner's searches do not need it).
-void AddByKernel(const OpCost& op, Seconds device, std::map<std::string, Seconds>* by_kernel) {
-  if (by_kernel == nullptr || op.host_only) return;
-  (*by_kernel)[op.kernel.empty() ? "other" : op.kernel] += device;
+// Adds the op's device time to its kernel's and class's; nothing when `breakdown` is null
+// (the breakdown is off: the planner's searches do not need it).
+void AddByKernel(const OpCost& op, Seconds device, KernelBreakdown* breakdown) {
+  if (breakdown != nullptr) breakdown->Add(op, device);
 }
 
 // Sums device and host times of the ops into the phases around the attention op "attn";
 // `attn_device` / `attn_host`, when given, replace the attention op's own times; with
-// `breakdown`, each op's device time also goes to c->by_kernel.
+// `breakdown`, each op's device time also goes to c->kernels.
 void Phases(const ComputeModel& cm, const std::vector<OpCost>& ops, BlockCost* c, bool breakdown,
             const Seconds* attn_device = nullptr, const Seconds* attn_host = nullptr) {
   bool after = false;
@@ -23,7 +22,7 @@ void Phases(const ComputeModel& cm, const std::vector<OpCost>& ops, BlockCost* c
     const bool is_attn = op.name == "attn";
     const Seconds d = is_attn && attn_device != nullptr ? *attn_device : cm.DeviceTime(op);
     const Seconds h = is_attn && attn_host != nullptr ? *attn_host : cm.HostTime(op);
-    if (!is_attn || attn_device == nullptr) AddByKernel(op, d, breakdown ? &c->by_kernel : nullptr);
+    if (!is_attn || attn_device == nullptr) AddByKernel(op, d, breakdown ? &c->kernels : nullptr);
     if (op.name == "attn") {
       c->attn += d;
       c->attn_host += h;
@@ -42,6 +41,12 @@ void Phases(const ComputeModel& cm, const std::vector<OpCost>& ops, BlockCost* c
 int FrameworkOps(double ops) { return std::max(0, static_cast<int>(std::lround(ops))); }
 
 }  // namespace
+
+void KernelBreakdown::Add(const OpCost& op, Seconds device) {
+  if (op.host_only) return;
+  by_kernel[op.kernel.empty() ? "other" : op.kernel] += device;
+  by_class[static_cast<int>(op.cls)] += device;
+}
 
 StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
                        const ParallelConfig& config, const RankLayout& layout, const ComputeModel& compute,
@@ -99,7 +104,7 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   // (by rows or tokens of every frame) leaves whole on each rank: its attention is local, with
   // no all-to-all and no ring.
   const bool sequence_parallel = family != BlockFamily::kTemporal;
-  std::map<std::string, Seconds>* kernels = kernel_breakdown_ ? &c.by_kernel : nullptr;
+  KernelBreakdown* kernels = kernel_breakdown_ ? &c.kernels : nullptr;
   const std::vector<OpCost> ops = BlockOps(model_, family, w);
   bool done = false;
   if (config_.ring > 1 && sequence_parallel) {

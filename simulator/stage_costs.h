@@ -4,6 +4,7 @@
 #ifndef DITUNE_SIMULATOR_STAGE_COSTS_H_
 #define DITUNE_SIMULATOR_STAGE_COSTS_H_
 
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,6 +21,16 @@
 
 namespace ditune {
 
+// Device time of a set of ops per engine kernel (OpCost::kernel; "other" for ops that name
+// none) and per op class: what `ditune run --profile` and a profiler trace's kernel classes
+// are compared with.
+struct KernelBreakdown {
+  std::map<std::string, Seconds> by_kernel;
+  std::array<Seconds, kNumOpClasses> by_class{};
+  // Adds `device` to the op's kernel and class; nothing for a host-only op.
+  void Add(const OpCost& op, Seconds device);
+};
+
 struct BlockCost {
   Seconds pre;        // compute up to and including the QKV projection
   Seconds a2a_in;     // Ulysses: three all-to-alls (Q, K, V) before attention
@@ -31,10 +42,9 @@ struct BlockCost {
   Seconds fsdp;       // fully-sharded weights: the block's all-gather not hidden behind the previous block
   // Host time to issue the ops of each compute phase (eager frameworks).
   Seconds pre_host, attn_host, post_host;
-  // The compute phases' device time per engine kernel (OpCost::kernel; "other" for ops
-  // that name none), when StageCosts was asked for the breakdown: what `ditune run
-  // --profile` compares with the measured kernels.
-  std::map<std::string, Seconds> by_kernel;
+  // The compute phases' device time per engine kernel and op class, when StageCosts was
+  // asked for the breakdown.
+  KernelBreakdown kernels;
 
   Seconds compute() const { return pre + attn + post; }
   Seconds comm() const { return a2a_in + ring_exposed + a2a_out + tp + fsdp; }
@@ -54,8 +64,8 @@ class StageCosts {
   // Work outside the blocks (embeddings, final layer), per forward.
   Seconds Overhead(bool patched) const { return patched ? overhead_patched_ : overhead_full_; }
   Seconds OverheadHost(bool patched) const { return patched ? overhead_host_patched_ : overhead_host_full_; }
-  // With the kernel breakdown: the work outside the blocks per engine kernel.
-  const std::map<std::string, Seconds>& OverheadByKernel(bool patched) const {
+  // With the kernel breakdown: the work outside the blocks per engine kernel and op class.
+  const KernelBreakdown& OverheadKernels(bool patched) const {
     return patched ? overhead_kernels_patched_ : overhead_kernels_full_;
   }
   // The rank's work description for a forward.
@@ -80,7 +90,7 @@ class StageCosts {
   Seconds overhead_full_, overhead_patched_;
   Seconds overhead_host_full_, overhead_host_patched_;
   bool kernel_breakdown_;
-  std::map<std::string, Seconds> overhead_kernels_full_, overhead_kernels_patched_;
+  KernelBreakdown overhead_kernels_full_, overhead_kernels_patched_;
 };
 
 }  // namespace ditune

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/catalog.h"
 #include "costmodels/pipeline_terms.h"
 
@@ -31,6 +33,28 @@ TEST(ComputeModelTest, GoldenDefaults) {
   OpCost view{"v", OpClass::kElementwise, Flops(0), Bytes(0), 3, true};
   EXPECT_EQ(m.DeviceTime(view).value(), 0.0);
   EXPECT_NEAR(m.OpsTime({view, view}).value(), 6 * 15e-6, 1e-12);
+}
+
+// A class scale multiplies the device time of that class's ops only, beside the model's
+// scale, within its bounds; host time is not device time.
+TEST(ComputeModelTest, ClassScaleMultipliesOnlyItsClassWithinBounds) {
+  ComputeModel m = ComputeModel::Defaults(**Cat().Gpu("h100-sxm5-80gb"));
+  OpCost gemm{"g", OpClass::kGemm, Flops(1e12), Bytes(1e8), 1};
+  OpCost attn{"a", OpClass::kAttention, Flops(1e12), Bytes(1e8), 1};
+  const double gemm_s = m.DeviceTime(gemm).value();
+  const double attn_s = m.DeviceTime(attn).value();
+  const double host_s = m.HostTime(attn).value();
+  m.SetClassScale(OpClass::kAttention, 1.4);
+  m.set_scale(2.0);
+  EXPECT_NEAR(m.DeviceTime(attn).value(), attn_s * 1.4 * 2.0, 1e-15);
+  EXPECT_NEAR(m.DeviceTime(gemm).value(), gemm_s * 2.0, 1e-15);
+  EXPECT_EQ(m.HostTime(attn).value(), host_s);
+  m.SetClassScale(OpClass::kAttention, 9.0);
+  EXPECT_EQ(m.class_scale(OpClass::kAttention), kMaxClassScale);
+  m.SetClassScale(OpClass::kAttention, 0.01);
+  EXPECT_EQ(m.class_scale(OpClass::kAttention), kMinClassScale);
+  m.SetClassScale(OpClass::kAttention, std::nan(""));
+  EXPECT_EQ(m.class_scale(OpClass::kAttention), 1.0);
 }
 
 TEST(ComputeModelTest, MoreFlopsPerSecondNeverSlower) {

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -1471,6 +1472,106 @@ TEST(IngestTorchTraceTest, UnlinkedKernelsArePairedWithCommOpsInOrderOnlyWhenCou
   ASSERT_TRUE(unpaired.ok()) << unpaired.status().ToString();
   EXPECT_EQ(Select(*unpaired, MeasurementKind::kCollective, "all_to_all").size(), 0u);
   EXPECT_EQ(CountWarnings(warnings, {"left out 2 NCCL kernels"}), 1) << AllWarnings(warnings);
+}
+
+// A kernel event on the GPU's timeline, launched by the call with `correlation` (or by none
+// the trace holds).
+nlohmann::json Kernel(const std::string& name, double ts, double gpu_us, int correlation,
+                      nlohmann::json args = nlohmann::json::object()) {
+  args["correlation"] = correlation;
+  return {{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", 0},
+          {"tid", 20}, {"ts", ts},        {"dur", gpu_us},  {"args", args}};
+}
+nlohmann::json Launch(double ts, int correlation) {
+  return {{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaLaunchKernel"},       {"pid", 7},
+          {"tid", 7},  {"ts", ts},              {"dur", 5.0}, {"args", {{"correlation", correlation}}}};
+}
+
+// Two ProfilerStep windows of a run of 4 denoising steps per window (xDiT's runner: one
+// generation per profiler step). Each window's kernels are those launched in it: a kernel
+// launched at the end of window 1 that runs in window 2's span is window 1's; one launched
+// before window 1 that runs inside it is no window's; one whose launch the trace does not
+// hold counts by its own start.
+TEST(IngestTorchTraceTest, KernelTimeByClassPerWindowAndPerDenoisingStep) {
+  const std::string gemm = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_cublas";
+  const std::string flash = "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128>>";
+  const std::string ew = "void at::native::vectorized_elementwise_kernel<4, MulFunctor>";
+  const std::string nccl = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)";
+  auto window = [](int n, double ts) {
+    return nlohmann::json{{"ph", "X"},  {"cat", "user_annotation"}, {"name", fmt::format("ProfilerStep#{}", n)},
+                          {"pid", 7},   {"tid", 7},                 {"ts", ts},
+                          {"dur", 1000.0}};
+  };
+  std::vector<nlohmann::json> events = {window(1, 1000), window(2, 2000)};
+  auto add = [&](double launch_ts, double kernel_ts, const std::string& name, double gpu_us,
+                 nlohmann::json args = nlohmann::json::object()) {
+    static int correlation = 5000;
+    ++correlation;
+    events.push_back(Launch(launch_ts, correlation));
+    events.push_back(Kernel(name, kernel_ts, gpu_us, correlation, std::move(args)));
+  };
+  add(500, 510, ew, 10);      // before the windows
+  add(950, 1050, gemm, 30);   // launched before window 1, runs in it: no window's
+  add(1100, 1110, gemm, 300);
+  add(1200, 1410, flash, 800);
+  add(1300, 2210, ew, 40);    // runs after window 1's span: still window 1's
+  add(1400, 2250, nccl, 100, CollectiveArgs("all_to_all", 1024, 1024, 2));
+  add(1990, 2300, gemm, 50);  // launched at the end of window 1
+  add(2100, 2400, gemm, 320);
+  add(2200, 2720, flash, 760);
+  add(2300, 3480, ew, 60);
+  events.push_back(Kernel(ew, 2500, 20, 999999));  // its launch is not in the trace
+  IngestContext ctx = TraceContext();
+  ctx.run = {{"model", "flux.1-dev"}, {"height", 1024}, {"width", 1024}, {"steps", 4},
+             {"config", "ulysses=2"}, {"gpus", 2}};
+  std::vector<std::string> warnings;
+  ctx.warnings = &warnings;
+  auto ms = ParseTorchTrace(InlineTrace(events), ctx, "steps.json");
+  ASSERT_TRUE(ms.ok()) << ms.status().ToString();
+  auto profile = Select(*ms, MeasurementKind::kE2e, "profile");
+  ASSERT_EQ(profile.size(), 1u);
+  const nlohmann::json& p = profile[0].params;
+  // Window 1: gemm 300 + 50, attention 800, other 40, nccl 100; window 2: gemm 320,
+  // attention 760, other 60 + 20. The mean per window, and over its 4 steps.
+  EXPECT_EQ(p.at("windows"), 2);
+  const std::map<std::string, double> per_window = {
+      {"gemm", 335e-6}, {"attention", 780e-6}, {"other", 60e-6}, {"nccl", 50e-6}};
+  for (const auto& [cls, s] : per_window) {
+    EXPECT_NEAR(p.at("window_kernel_s").at(cls).get<double>(), s, 1e-15) << cls;
+    EXPECT_NEAR(p.at("gpu_kernel_s_per_step").at(cls).get<double>(), s / 4, 1e-15) << cls;
+  }
+  // Over the whole trace, every kernel.
+  EXPECT_NEAR(p.at("gpu_kernel_s").at("gemm").get<double>(), 700e-6, 1e-15);
+  EXPECT_NEAR(p.at("gpu_kernel_s").at("other").get<double>(), 130e-6, 1e-15);
+  // The workload it is compared with, as the ingest was told.
+  EXPECT_EQ(p.at("model"), "flux.1-dev");
+  EXPECT_EQ(p.at("config"), "ulysses=2");
+  EXPECT_EQ(p.at("steps"), 4);
+  EXPECT_EQ(profile[0].ranks, 2);
+  EXPECT_EQ(profile[0].device, "h100-sxm5-80gb");
+
+  // Without the steps: per window only, and a warning saying what to pass.
+  ctx.run.erase("steps");
+  warnings.clear();
+  ms = ParseTorchTrace(InlineTrace(events), ctx, "steps.json");
+  ASSERT_TRUE(ms.ok()) << ms.status().ToString();
+  profile = Select(*ms, MeasurementKind::kE2e, "profile");
+  ASSERT_EQ(profile.size(), 1u);
+  EXPECT_NEAR(profile[0].params.at("window_kernel_s").at("attention").get<double>(), 780e-6, 1e-15);
+  EXPECT_FALSE(profile[0].params.contains("gpu_kernel_s_per_step"));
+  EXPECT_EQ(CountWarnings(warnings, {"steps.json", "--steps"}), 1) << AllWarnings(warnings);
+
+  // Without windows: the whole trace only.
+  events.erase(events.begin(), events.begin() + 2);
+  warnings.clear();
+  ms = ParseTorchTrace(InlineTrace(events), ctx, "whole.json");
+  ASSERT_TRUE(ms.ok()) << ms.status().ToString();
+  profile = Select(*ms, MeasurementKind::kE2e, "profile");
+  ASSERT_EQ(profile.size(), 1u);
+  EXPECT_EQ(profile[0].params.at("windows"), 0);
+  EXPECT_FALSE(profile[0].params.contains("window_kernel_s"));
+  EXPECT_NEAR(profile[0].params.at("gpu_kernel_s").at("attention").get<double>(), 1560e-6, 1e-15);
+  EXPECT_EQ(CountWarnings(warnings, {"whole.json", "no ProfilerStep#N windows"}), 1) << AllWarnings(warnings);
 }
 
 TEST(IngestTorchTraceTest, DetectedBeforeTheJsonTimingsOfXditLogs) {

@@ -2,7 +2,9 @@
 // calibration that ships from it.
 #include "planner/learn.h"
 
+#include <array>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -10,6 +12,7 @@
 #include "costmodels/calibration.h"
 #include "planner/factory.h"
 #include "planner/measured_runs.h"
+#include "planner/predict.h"
 #include "simulator/simulate.h"
 #include "simulator/stage_costs.h"
 
@@ -303,6 +306,284 @@ TEST(MeasuredRunsTest, ATracesLaunchTimeIsTheGpusEagerHostTime) {
     EXPECT_NEAR(m->eager_op_us, 30.0, 1e-9);
     EXPECT_EQ(f.measurement_ids.size(), 3u);
   }
+}
+
+// A profiler trace's GPU time by class, as ParseTorchTrace stores it for a run of `model` at
+// 1024x1024 over `steps` steps on one H100 ingested with --model and --steps: per step where
+// `per_step`, else over the whole trace only.
+Measurement ProfileTrace(int64_t id, const std::string& model, int steps, const std::map<std::string, double>& s,
+                         bool per_step = true) {
+  Measurement m;
+  m.id = id;
+  m.source = MeasurementSource::kImport;
+  m.kind = MeasurementKind::kE2e;
+  m.op = "profile";
+  m.backend = "xdit";
+  m.device = "h100-sxm5-80gb";
+  nlohmann::json classes = {{"gemm", s.at("gemm")}, {"attention", s.at("attention")}, {"other", s.at("other")},
+                            {"nccl", 0.0}};
+  m.params = {{"model", model},        {"height", 1024}, {"width", 1024},
+              {"steps", steps},        {"config", ""},   {"gpus", 1},
+              {"source", "torch-profiler"}, {"gpu_kernel_s", classes}};
+  if (per_step) {
+    m.params["windows"] = 1;
+    m.params["gpu_kernel_s_per_step"] = classes;
+  }
+  m.median = m.p10 = m.p90 = Seconds(1.0);
+  return m;
+}
+
+// The device time per step of one H100 running `model` at 1024x1024 by op class, as the
+// models of `fits` price xDiT's kernels (compute scale and class scales included).
+std::array<double, kNumOpClasses> ClassSecondsPerStep(const std::string& model_id, int steps,
+                                                       const std::vector<Fit>& fits) {
+  const ModelSpec* model = *Cat().Model(model_id);
+  const Cluster cluster = *ResolveCluster(ClusterSpec{"h100-sxm5-80gb", 1}, Cat());
+  auto models = ModelsFor(cluster, model_id, fits);
+  EXPECT_TRUE(models.ok()) << models.status().ToString();
+  const Workload w{model_id, 1024, 1024, 1, steps, 1, OutputType::kLatent};
+  SimInput in{model, w, &cluster, ParallelConfig{}, &models->compute, models->comm.get()};
+  auto loop = ModelledClassTimes(in, 0);
+  EXPECT_TRUE(loop.ok()) << loop.status().ToString();
+  std::array<double, kNumOpClasses> out{};
+  for (int c = 0; c < kNumOpClasses; ++c) out[c] = (*loop)[c].value() / steps;
+  return out;
+}
+
+const Fit* FitOf(const std::vector<Fit>& fits, const std::string& kind, const std::string& key) {
+  const Fit* found = nullptr;
+  for (const auto& f : fits) {
+    if (f.kind == kind && f.key == key) found = &f;
+  }
+  return found;
+}
+
+std::vector<Fit> With(std::vector<Fit> base, const std::vector<Fit>& fits) {
+  for (const auto& f : fits) {
+    std::erase_if(base, [&](const Fit& g) { return g.kind == f.kind && g.key == f.key; });
+    base.push_back(f);
+  }
+  return base;
+}
+
+// A trace whose attention kernels took twice their modelled time makes every attention op of
+// that GPU twice as slow (no compute scale of the GPU and model: the ratio applies as measured).
+TEST(MeasuredRunsTest, ATracesClassTimesScaleThatClassOnItsGpu) {
+  auto factory = LoadFactoryFits(Cat());
+  ASSERT_TRUE(factory.ok());
+  ASSERT_EQ(FitOf(*factory, kFitKindE2e, "h100-sxm5-80gb/pixart-alpha"), nullptr);
+  // The modelled device time per step, from the ops of one forward: PixArt's 28 blocks and
+  // the work around them, on catalog curves.
+  const ModelSpec* model = *Cat().Model("pixart-alpha");
+  const Workload w{"pixart-alpha", 1024, 1024, 1, 20, 1, OutputType::kLatent};
+  const ComputeModel defaults = ComputeModel::Defaults(**Cat().Gpu("h100-sxm5-80gb"));
+  const RankWork work = ComputeRankWork(*model, *ComputeTokenGeometry(*model, w), w, ParallelConfig{});
+  std::map<OpClass, double> per_step;
+  std::vector<OpCost> ops = StepOverheadOps(*model, work);
+  for (int b = 0; b < model->num_blocks(); ++b) {
+    for (const auto& op : BlockOps(*model, model->family_of(b), work)) ops.push_back(op);
+  }
+  for (const auto& op : ops) per_step[op.cls] += defaults.DeviceTime(op).value();
+  ASSERT_GT(per_step[OpClass::kAttention], 0);
+  const Measurement trace = ProfileTrace(7, "pixart-alpha", 20,
+                                         {{"gemm", per_step[OpClass::kGemm]},
+                                          {"attention", 2 * per_step[OpClass::kAttention]},
+                                          {"other", per_step[OpClass::kElementwise]}});
+  std::vector<std::string> skipped;
+  auto fits = FitMeasuredRuns({trace}, Cat(), *factory, &skipped);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  EXPECT_TRUE(skipped.empty()) << skipped[0];
+  const Fit* classes = FitOf(*fits, kFitKindKernelClass, "h100-sxm5-80gb");
+  ASSERT_NE(classes, nullptr);
+  EXPECT_NEAR(classes->params.at("attention").get<double>(), 2.0, 1e-9);
+  EXPECT_NEAR(classes->params.at("gemm").get<double>(), 1.0, 1e-9);
+  EXPECT_NEAR(classes->params.at("elementwise").get<double>(), 1.0, 1e-9);
+  EXPECT_EQ(classes->params.at("relative"), false);
+  EXPECT_EQ(classes->measurement_ids, std::vector<int64_t>{7});
+
+  // Every attention op on the H100 now takes twice its time; the other classes as before.
+  const std::vector<Fit> now = With(*factory, *fits);
+  const Cluster h100 = *ResolveCluster(ClusterSpec{"h100-sxm5-80gb", 1}, Cat());
+  auto before = ModelsFor(h100, "pixart-alpha", *factory);
+  auto after = ModelsFor(h100, "pixart-alpha", now);
+  ASSERT_TRUE(before.ok() && after.ok()) << after.status().ToString();
+  for (const auto& op : ops) {
+    const double k = op.cls == OpClass::kAttention ? 2.0 : 1.0;
+    EXPECT_NEAR(after->compute.DeviceTime(op).value(), k * before->compute.DeviceTime(op).value(),
+                1e-12 * before->compute.DeviceTime(op).value())
+        << op.name;
+  }
+  const auto loop_before = ClassSecondsPerStep("pixart-alpha", 20, *factory);
+  const auto loop_after = ClassSecondsPerStep("pixart-alpha", 20, now);
+  EXPECT_NEAR(loop_after[static_cast<int>(OpClass::kAttention)], 2 * per_step[OpClass::kAttention],
+              1e-9 * per_step[OpClass::kAttention]);
+  EXPECT_NEAR(loop_before[static_cast<int>(OpClass::kAttention)], per_step[OpClass::kAttention],
+              1e-9 * per_step[OpClass::kAttention]);
+  EXPECT_NEAR(loop_after[static_cast<int>(OpClass::kGemm)], loop_before[static_cast<int>(OpClass::kGemm)],
+              1e-9 * loop_before[static_cast<int>(OpClass::kGemm)]);
+  // Another GPU is untouched; ditune's engine runs its own kernels.
+  const Cluster a100 = *ResolveCluster(ClusterSpec{"a100-sxm4-80gb", 1}, Cat());
+  auto other = ModelsFor(a100, "pixart-alpha", now);
+  auto engine = ModelsFor(h100, "pixart-alpha", now, "cuda", Runtime::kEngine);
+  ASSERT_TRUE(other.ok() && engine.ok());
+  EXPECT_EQ(other->compute.class_scale(OpClass::kAttention), 1.0);
+  EXPECT_EQ(engine->compute.class_scale(OpClass::kAttention), 1.0);
+  // plan --explain says where they came from.
+  bool said = false;
+  for (const auto& line : CalibrationSources(now, h100, "pixart-alpha")) {
+    said = said || (line.find("attention 2.00x") != std::string::npos &&
+                    line.find("profiler trace (measurement 7)") != std::string::npos);
+  }
+  EXPECT_TRUE(said);
+}
+
+// Beside a compute scale of the GPU and model, the class scales only move time between the
+// classes (their mean weighted by the trace's modelled class times is 1), and the scale a
+// one-GPU run fits is measured over the model with them so: that run is still predicted as
+// measured, and the attention / gemm proportion is the trace's.
+TEST(MeasuredRunsTest, BesideAComputeScaleTheClassScalesRedistributeTime) {
+  auto factory = LoadFactoryFits(Cat());
+  ASSERT_TRUE(factory.ok());
+  ASSERT_NE(FitOf(*factory, kFitKindE2e, "h100-sxm5-80gb/flux.1-dev"), nullptr);
+  const auto modelled = ClassSecondsPerStep("flux.1-dev", 28, *factory);
+  const double gemm = modelled[static_cast<int>(OpClass::kGemm)];
+  const double attn = modelled[static_cast<int>(OpClass::kAttention)];
+  const double ew = modelled[static_cast<int>(OpClass::kElementwise)];
+  // Modelled with the factory scale in force: the fit divides by the model at scale 1.
+  const double k = FitOf(*factory, kFitKindE2e, "h100-sxm5-80gb/flux.1-dev")->params.at("compute_scale").get<double>();
+  const Measurement trace =
+      ProfileTrace(5, "flux.1-dev", 28, {{"gemm", gemm / k}, {"attention", 2 * attn / k}, {"other", ew / k}});
+  std::vector<Measurement> all = {trace, XditRun(3, 1, "", 8.0)};
+  auto fits = FitMeasuredRuns(all, Cat(), *factory);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  const Fit* classes = FitOf(*fits, kFitKindKernelClass, "h100-sxm5-80gb");
+  ASSERT_NE(classes, nullptr);
+  EXPECT_NEAR(classes->params.at("attention").get<double>(), 2.0, 1e-9);
+  EXPECT_NEAR(classes->params.at("gemm").get<double>(), 1.0, 1e-9);
+  const std::vector<Fit> now = With(*factory, *fits);
+  const Cluster h100 = *ResolveCluster(ClusterSpec{"h100-sxm5-80gb", 1}, Cat());
+  auto models = ModelsFor(h100, "flux.1-dev", now);
+  ASSERT_TRUE(models.ok()) << models.status().ToString();
+  const double n_gemm = models->compute.class_scale(OpClass::kGemm);
+  const double n_attn = models->compute.class_scale(OpClass::kAttention);
+  const double n_ew = models->compute.class_scale(OpClass::kElementwise);
+  EXPECT_NEAR(n_attn / n_gemm, 2.0, 1e-9);
+  EXPECT_NEAR(n_ew / n_gemm, 1.0, 1e-9);
+  EXPECT_LT(n_gemm, 1.0);
+  EXPECT_NEAR((gemm * n_gemm + attn * n_attn + ew * n_ew) / (gemm + attn + ew), 1.0, 1e-9);
+  // The one-GPU run sets the level: predicted as measured (host time does not scale).
+  auto rows = MeasuredXditRuns(all, Cat());  // the run; a trace is no run
+  ASSERT_EQ(rows.size(), 1u);
+  ASSERT_TRUE(rows[0].row.has_value());
+  auto predicted = PredictRowLatency(*rows[0].row, Cat(), now);
+  ASSERT_TRUE(predicted.ok());
+  EXPECT_NEAR(**predicted, 8.0, 0.08);
+  // Without the class scales the same run fits another scale: they are not counted twice.
+  auto plain = FitMeasuredRuns({XditRun(3, 1, "", 8.0)}, Cat(), *factory);
+  ASSERT_TRUE(plain.ok());
+  const double with_classes = FitOf(*fits, kFitKindE2e, "h100-sxm5-80gb/flux.1-dev")->params.at("compute_scale");
+  const double without = FitOf(*plain, kFitKindE2e, "h100-sxm5-80gb/flux.1-dev")->params.at("compute_scale");
+  EXPECT_NEAR(with_classes / without, 1.0, 0.05);
+  bool said = false;
+  for (const auto& line : CalibrationSources(now, h100, "flux.1-dev")) {
+    said = said || (line.find("profiler trace") != std::string::npos && line.find("normalised") != std::string::npos);
+  }
+  EXPECT_TRUE(said);
+}
+
+// A class far from its model is quarantined with the reason; the others still count. A trace
+// without its workload, or no trace, changes nothing.
+TEST(MeasuredRunsTest, ClassTimesOutOfBoundsAreQuarantinedAndNoTraceChangesNothing) {
+  auto factory = LoadFactoryFits(Cat());
+  ASSERT_TRUE(factory.ok());
+  const auto modelled = ClassSecondsPerStep("pixart-alpha", 20, *factory);
+  const double gemm = modelled[static_cast<int>(OpClass::kGemm)];
+  const double attn = modelled[static_cast<int>(OpClass::kAttention)];
+  const double ew = modelled[static_cast<int>(OpClass::kElementwise)];
+  std::vector<std::string> skipped;
+  const Measurement far =
+      ProfileTrace(9, "pixart-alpha", 20, {{"gemm", 1.5 * gemm}, {"attention", 5 * attn}, {"other", ew}});
+  auto fits = FitMeasuredRuns({far}, Cat(), *factory, &skipped);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("measurement 9 (profiler trace): attention kernels quarantined: 5x their modelled time "
+                            "is outside [0.25, 4]"),
+            std::string::npos)
+      << skipped[0];
+  const Fit* classes = FitOf(*fits, kFitKindKernelClass, "h100-sxm5-80gb");
+  ASSERT_NE(classes, nullptr);
+  EXPECT_FALSE(classes->params.contains("attention"));
+  EXPECT_NEAR(classes->params.at("gemm").get<double>(), 1.5, 1e-9);
+  auto models = ModelsFor(*ResolveCluster(ClusterSpec{"h100-sxm5-80gb", 1}, Cat()), "pixart-alpha",
+                          With(*factory, *fits));
+  ASSERT_TRUE(models.ok());
+  EXPECT_EQ(models->compute.class_scale(OpClass::kAttention), 1.0);
+  EXPECT_NEAR(models->compute.class_scale(OpClass::kGemm), 1.5, 1e-9);
+
+  // Every class out of bounds: no fit at all.
+  skipped.clear();
+  const Measurement tenth =
+      ProfileTrace(9, "pixart-alpha", 20, {{"gemm", 0.1 * gemm}, {"attention", 0.1 * attn}, {"other", 0.1 * ew}});
+  auto none = FitMeasuredRuns({tenth}, Cat(), *factory, &skipped);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(FitOf(*none, kFitKindKernelClass, "h100-sxm5-80gb"), nullptr);
+  EXPECT_EQ(skipped.size(), 3u);
+
+  // A trace ingested without its workload says what to pass and fits nothing.
+  Measurement bare = ProfileTrace(10, "pixart-alpha", 20, {{"gemm", gemm}, {"attention", 2 * attn}, {"other", ew}});
+  bare.params.erase("model");
+  skipped.clear();
+  auto unnamed = FitMeasuredRuns({bare}, Cat(), *factory, &skipped);
+  ASSERT_TRUE(unnamed.ok());
+  EXPECT_TRUE(unnamed->empty());
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("measurement 10 (profiler trace): its kernel time by class names no workload"),
+            std::string::npos)
+      << skipped[0];
+
+  // Params of the wrong type (a hand-written CSV row) are a reason, not an exception.
+  Measurement typo = ProfileTrace(11, "pixart-alpha", 20, {{"gemm", gemm}, {"attention", attn}, {"other", ew}});
+  typo.params["height"] = "1024";
+  skipped.clear();
+  auto typed = FitMeasuredRuns({typo}, Cat(), *factory, &skipped);
+  ASSERT_TRUE(typed.ok()) << typed.status().ToString();
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("measurement 11 (profiler trace): params.height is not a whole number"), std::string::npos)
+      << skipped[0];
+
+  // No trace: no class fit, and the models are the factory's.
+  auto runs = FitMeasuredRuns({XditRun(3, 1, "", 8.0)}, Cat(), *factory);
+  ASSERT_TRUE(runs.ok());
+  EXPECT_EQ(FitOf(*runs, kFitKindKernelClass, "h100-sxm5-80gb"), nullptr);
+  const auto plain = ClassSecondsPerStep("pixart-alpha", 20, With(*factory, *runs));
+  for (int c = 0; c < kNumOpClasses; ++c) EXPECT_EQ(plain[c], modelled[c]) << c;
+}
+
+// Without a time per step (no ProfilerStep windows) a trace gives the classes' proportions:
+// relative scales, normalised wherever they apply.
+TEST(MeasuredRunsTest, AWholeTraceGivesRelativeClassScales) {
+  auto factory = LoadFactoryFits(Cat());
+  ASSERT_TRUE(factory.ok());
+  const auto modelled = ClassSecondsPerStep("pixart-alpha", 20, *factory);
+  const double gemm = modelled[static_cast<int>(OpClass::kGemm)];
+  const double attn = modelled[static_cast<int>(OpClass::kAttention)];
+  const double ew = modelled[static_cast<int>(OpClass::kElementwise)];
+  // Some number of generations, attention twice its modelled share of the others.
+  auto fits = FitMeasuredRuns(
+      {ProfileTrace(4, "pixart-alpha", 20, {{"gemm", 37 * gemm}, {"attention", 74 * attn}, {"other", 37 * ew}}, false)},
+      Cat(), *factory);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  const Fit* classes = FitOf(*fits, kFitKindKernelClass, "h100-sxm5-80gb");
+  ASSERT_NE(classes, nullptr);
+  EXPECT_EQ(classes->params.at("relative"), true);
+  auto models = ModelsFor(*ResolveCluster(ClusterSpec{"h100-sxm5-80gb", 1}, Cat()), "pixart-alpha",
+                          With(*factory, *fits));
+  ASSERT_TRUE(models.ok());
+  const double n_gemm = models->compute.class_scale(OpClass::kGemm);
+  const double n_attn = models->compute.class_scale(OpClass::kAttention);
+  const double n_ew = models->compute.class_scale(OpClass::kElementwise);
+  EXPECT_NEAR(n_attn / n_gemm, 2.0, 1e-9);
+  EXPECT_NEAR((gemm * n_gemm + attn * n_attn + ew * n_ew) / (gemm + attn + ew), 1.0, 1e-9);
 }
 
 TEST(MeasuredRunsTest, RunsThatCannotBePricedSayWhy) {
