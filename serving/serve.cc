@@ -42,8 +42,16 @@ Status CheckTypesServe(const RequestStream& stream, const Evaluation& e) {
   return Status::Ok();
 }
 
-// The stream a query serves, at its own rate.
-StatusOr<RequestStream> QueryStream(const ServeQuery& q) { return StreamAt(q.source, q.source.rate_rps); }
+// The stream a query serves, at its own rate: InvalidArgument when no request arrives.
+StatusOr<RequestStream> QueryStream(const ServeQuery& q) {
+  DITUNE_ASSIGN_OR_RETURN(RequestStream s, StreamAt(q.source, q.source.rate_rps));
+  if (s.requests.empty()) {
+    return Status::InvalidArgument(fmt::format("no request arrives in {:g} s at {:g} per second: raise --rate or "
+                                               "--duration",
+                                               q.source.duration.value(), q.source.rate_rps));
+  }
+  return s;
+}
 
 // Mean service time over the stream's requests on type `t`; infinity when it cannot serve
 // some of them.
@@ -191,7 +199,6 @@ StatusOr<SearchAnswer> SearchLayouts(const ServeQuery& q) {
   const Cluster& cluster = q.pricing.cluster;
   const int n = cluster.gpus(), per_node = cluster.gpus_per_node();
   DITUNE_ASSIGN_OR_RETURN(RequestStream stream, QueryStream(q));
-  if (stream.requests.empty()) return Status::InvalidArgument("no requests arrive: raise --rate or --duration");
   SearchAnswer answer;
   // Replica sizes: the divisors of a node, then whole nodes doubling.
   std::vector<int> sizes;

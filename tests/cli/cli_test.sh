@@ -269,6 +269,8 @@ expect serve-too-big 2 "takes 16 GPUs; the cluster has 8" -- serve --model flux.
 expect serve-bad-layout 2 "COUNTx\(CONFIG\)" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --rate 1 \
   --layout "4*(ulysses=2)"
 expect serve-no-source 2 "exactly one of --rate R" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --layout "1x()"
+expect serve-no-requests 2 "no request arrives in 1 s at 0.001 per second" -- serve --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 8 --rate 0.001 --duration 1 --layout "1x()"
 expect serve-no-goal 2 "give --layout SPEC" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --rate 1
 expect serve-bad-policy 2 "valid policies are fcfs, size-aware, dynamic" -- serve --model flux.1-dev --gpu h100-sxm5-80gb \
   --gpus 8 --rate 1 --layout "1x()" --policy random
@@ -286,7 +288,7 @@ expect plan-xdit-flags-for-ditune 2 "--xdit-flags plans for xDiT" -- plan --mode
   --gpus 4 --executor ditune --xdit-flags
 expect launch-ditune-gpu 0 "^mpirun -np 4 ditune run --backend cuda --config" -- launch --auto --model flux.1-dev \
   --gpu h100-sxm5-80gb --gpus 4 --executor ditune --dry-run
-expect launch-runs 0 "^launched --(ulysses|ring|pipefusion_parallel)_degree" -- launch --auto --model pixart-alpha --gpu h100-sxm5-80gb \
+expect launch-runs 0 "^launched --((ulysses|ring|pipefusion_parallel)_degree|use_cfg_parallel)" -- launch --auto --model pixart-alpha --gpu h100-sxm5-80gb \
   --gpus 2 -- echo launched
 if ! command -v nvidia-smi >/dev/null; then
   expect launch-no-gpus 2 "no NVIDIA GPU detected" -- launch --auto --model flux.1-dev -- echo x
