@@ -98,10 +98,15 @@ class GraphBuilder {
   // by a host task first: the host runs ahead of the device within the forward, and starts
   // a forward once the previous forward's inputs have arrived (the received patch, the
   // previous step), so it runs at most one forward ahead.
-  int Forward(int s, bool patched, int step, std::vector<int> deps, double scale = 1.0) {
+  // With `host_waits` false the host does not wait for the inputs at all, only for text
+  // encoding: PipeFusion's patch loop takes each received patch with a NCCL request's wait(),
+  // which orders the device stream after the transfer and returns on the host at once
+  // (xDiT's PipelineGroupCoordinator.get_pipeline_recv_data), so the host issues patch after
+  // patch, step after step, as fast as it can.
+  int Forward(int s, bool patched, int step, std::vector<int> deps, double scale = 1.0, bool host_waits = true) {
     constexpr int kChunks = 4;
     const std::string tag = patched ? "fwd_patch" : "fwd";
-    std::vector<int> host_deps = prev_inputs_[s];
+    std::vector<int> host_deps = host_waits ? prev_inputs_[s] : std::vector<int>{text_task_[s]};
     prev_inputs_[s] = deps;
     int last = -1;
     Seconds compute(0), comm(0), host(0);
@@ -189,7 +194,9 @@ class GraphBuilder {
         for (int s = 0; s < N; ++s) {
           std::vector<int> deps = {in, text_ready[s], skip_in[s]};
           // A warm-up forward costs the exposed fraction of a synchronous one (Mechanisms).
-          int f = Forward(s, patched, k, deps, patched ? 1.0 : in_.compute->mechanisms().pipefusion_warmup);
+          // Patched forwards: the host never blocks on a received patch (see Forward).
+          int f = Forward(s, patched, k, deps, patched ? 1.0 : in_.compute->mechanisms().pipefusion_warmup,
+                          /*host_waits=*/!patched || in_.compute->runtime() == Runtime::kEngine);
           for (const auto& [from, to, count] : skips) {
             if (from == s) {
               skip_in[to] = Add(comm_[s], P2p(s, to, costs_.Activation(patched) * count), {f}, TaskKind::kComm,

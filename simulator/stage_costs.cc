@@ -155,13 +155,20 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   const double width = static_cast<double>(model_.hidden) / config_.tp;
   const double qkv_one = kElementBytes * w.batch * tokens * width;  // one of Q, K, V on this rank
   const int rep = 0;  // rank 0 represents its groups: every group of a dimension is alike
-  if (config_.ulysses > 1 && sequence_parallel) {
+  // ditune's own engine runs Ring without the library's wrapper: it permutes only for an
+  // all-to-all.
+  const bool usp_wrapper = config_.ulysses > 1 || (config_.ring > 1 && compute_.runtime() != Runtime::kEngine);
+  if (usp_wrapper && sequence_parallel) {
     // Each all-to-all needs its tensor permuted into contiguous per-rank chunks before and
     // after: two memory-bound copies, and in an eager framework Mechanisms::ulysses_ops
     // framework ops (the sequence-parallel library xDiT uses: reshape, transpose, contiguous,
     // empty_like, the collective, reshape, transpose, contiguous, reshape: nine by count),
     // for Q, K, V and the output.
-    const int a2a_ops = FrameworkOps(mech.ulysses_ops);
+    // xDiT runs every sequence-parallel attention through that library's hybrid layer
+    // (xFuserLongContextAttention: SeqAllToAll4D on Q, K, V, the ring, SeqAllToAll4D on the
+    // output), Ring alone included: with a Ulysses group of one, yunchang's all_to_all_4D
+    // skips only the collective and still makes both contiguous copies and the reshapes.
+    const int a2a_ops = FrameworkOps(mech.ulysses_ops) - (config_.ulysses > 1 ? 0 : 1);
     OpCost qkv_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * 3.0 * qkv_one), 3 * a2a_ops};
     OpCost out_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * qkv_one), a2a_ops};
     qkv_copies.kernel = out_copies.kernel = kernel_names::kCopy;
@@ -171,6 +178,8 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
     c.post_host += compute_.HostTime(out_copies);
     AddByKernel(qkv_copies, compute_.DeviceTime(qkv_copies), kernels);
     AddByKernel(out_copies, compute_.DeviceTime(out_copies), kernels);
+  }
+  if (config_.ulysses > 1 && sequence_parallel) {
     const auto group = layout_.GroupOf(rep, Axis::kUlysses);
     const double share = comm_.Sharing(group, layout_.Groups(Axis::kUlysses));
     c.a2a_in = comm_.Time(Collective::kAllToAll, Bytes(qkv_one), group, share) * 3;

@@ -104,6 +104,42 @@ TEST(SimulateTest, GoldenUlysses) {
   EXPECT_NEAR(r->steady.exposed_comm.value(), 57 * 4 * a2a, 1e-9);
 }
 
+// xDiT's Ring goes through the same hybrid layer as Ulysses: with a Ulysses group of one,
+// yunchang's all_to_all_4D skips the collective but still permutes Q, K, V and the output
+// into contiguous copies, around Mechanisms::ulysses_ops - 1 framework ops each. ditune's own
+// engine runs Ring without that wrapper.
+TEST(SimulateTest, GoldenRingPaysTheUlyssesWrapper) {
+  Fixture f("flux.1-dev", "h100-sxm5-80gb", 2, "ring=2", 1024, 1024, 28);
+  f.compute = FlatCompute(*f.cluster.gpu);
+  const double op_s = 10e-6;
+  f.compute.set_launch_overhead(Seconds(op_s));
+  const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
+  const RankWork w = ComputeRankWork(*f.model, t, f.workload, f.config);
+  auto layout = *RankLayout::Create(f.config, 8);
+  StageCosts costs(*f.model, t, f.workload, f.config, layout, f.compute, f.comm);
+  const Mechanisms& m = f.compute.mechanisms();
+  // The single block's ops, its attention as two chunks (one framework op each) and one
+  // merge, then the wrapper: 4 x (ulysses_ops - 1) ops.
+  double ops = 0, other_device = 0;
+  for (const auto& op : BlockOps(*f.model, BlockFamily::kSingle, w)) {
+    ops += op.name == "attn" ? 2 : op.kernels;
+    if (op.name != "attn") other_device += f.compute.DeviceTime(op).value();
+  }
+  ops += std::lround(m.ring_merge_ops) + 4 * (std::lround(m.ulysses_ops) - 1);
+  const BlockCost& b = costs.Block(f.model->num_blocks() - 1, false);
+  EXPECT_NEAR((b.pre_host + b.attn_host + b.post_host).value(), ops * op_s, 1e-12);
+  // Device: two copies (read and write) of Q, K, V and the output, at 1e12 bytes/s.
+  const double qkv_one = 2.0 * (2048 + 256) * 3072;
+  EXPECT_NEAR((b.pre + b.post).value() - other_device, 2 * 2 * 4 * qkv_one / 1e12, 1e-12);
+  EXPECT_EQ(b.a2a_in.value() + b.a2a_out.value(), 0.0);  // no collective
+  // The engine: neither the copies nor their ops.
+  f.compute.SetRuntime(Runtime::kEngine);
+  StageCosts engine(*f.model, t, f.workload, f.config, layout, f.compute, f.comm);
+  EXPECT_NEAR((engine.Block(f.model->num_blocks() - 1, false).pre + engine.Block(f.model->num_blocks() - 1, false).post)
+                  .value(),
+              other_device, 1e-12);
+}
+
 TEST(SimulateTest, GoldenPipeline) {
   // PipeFusion without communication cost or warm-up: stage s takes c_s per patch; with
   // M >= N patches the pipeline never starves, so S steps take S x M x c0 plus the other
@@ -121,6 +157,69 @@ TEST(SimulateTest, GoldenPipeline) {
   EXPECT_NEAR(r->dit.value(), 10 * 4 * c0 + 3 * c, 1e-9 * r->dit.value());
   EXPECT_EQ(r->warmup.value(), 0.0);
   EXPECT_GT(r->imbalance, 0.0);  // stage 0 carries the embeddings
+}
+
+// xDiT's PipeFusion takes a received patch with a NCCL request's wait(): the device stream
+// waits for the transfer, the host does not. A host-bound stage therefore issues its
+// patches back to back, step after step, and the loop takes what stage 0's host needs to
+// issue them plus the last patch's device time through the stages. A host that waited for
+// each patch to arrive would also wait, every step, for each latent's round trip through
+// the stages (host issue and device time at each stage), longer than its own issue here.
+TEST(SimulateTest, GoldenPipelineHostNeverWaitsForAPatch) {
+  Fixture f("pixart-alpha", "l40-48gb", 4, "pipefusion=4,patches=4,warmup=0", 1024, 1024, 10);
+  f.compute = FlatCompute(*f.cluster.gpu);
+  for (OpClass c : {OpClass::kGemm, OpClass::kAttention, OpClass::kLinearAttention, OpClass::kElementwise}) {
+    f.compute.SetFit(c, PiecewiseLatencyModel({{1, 1e30, 0.0, 2e15}}));
+  }
+  f.compute.set_launch_overhead(Seconds(10e-6));  // eager: 10 µs a framework op
+  FreeComm(&f.comm);
+  SimOptions full;
+  full.extrapolate = false;
+  auto r = Simulate(f.Input(), full);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
+  auto layout = *RankLayout::Create(f.config, 8);
+  StageCosts costs(*f.model, t, f.workload, f.config, layout, f.compute, f.comm);
+  const BlockCost& b = costs.Block(0, true);
+  const double host = 7 * (b.pre_host + b.attn_host + b.post_host).value();  // one patch, 7 blocks
+  const double device = 7 * b.total().value();
+  const double h0 = host + costs.OverheadHost(true).value();
+  const double d0 = device + costs.Overhead(true).value();
+  ASSERT_GT(host, 2 * device);  // host-bound: the stages' devices wait for their hosts
+  // Stage 0's host issues 10 steps x 4 patches; the last one then runs on the four devices.
+  EXPECT_NEAR(r->dit.value(), 10 * 4 * h0 + d0 + 3 * device, 1e-9 * r->dit.value());
+  // The round trip a waiting host would add every step: 4 x (host + device) > 4 x host.
+  EXPECT_LT(r->dit.value(), 10 * 4 * (host + device));
+}
+
+// Where the patches travel slowly, a host that waited for each received patch would start
+// issuing only once it arrived; xDiT's host does not wait (a NCCL request's wait() orders the
+// device stream only), so no patch forward's host task is held back by a transfer.
+TEST(SimulateTest, APipelineHostIsNeverHeldBackByATransfer) {
+  Fixture f("pixart-alpha", "l40-48gb", 4, "pipefusion=4,patches=4,warmup=1", 1024, 1024, 6);
+  f.compute = FlatCompute(*f.cluster.gpu);
+  f.compute.set_launch_overhead(Seconds(10e-6));
+  FreeComm(&f.comm);
+  for (LinkTier t : {LinkTier::kIntra, LinkTier::kCrossSocket, LinkTier::kInterNode}) {
+    f.comm.SetFit(Collective::kSendRecv, t, PiecewiseLatencyModel({{1, 1e30, 0.05, 1e30}}));  // 50 ms a patch
+  }
+  SimOptions full;
+  full.extrapolate = false;
+  Engine e;
+  auto r = Simulate(f.Input(), full, &e);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  int patched_host_tasks = 0;
+  for (int i = 0; i < e.num_tasks(); ++i) {
+    const TaskSpec& t = e.task(i);
+    if (t.kind != TaskKind::kHost || t.step < 1) continue;  // the patched steps after the warm-up
+    ++patched_host_tasks;
+    const int held = e.last_dep(i);
+    ASSERT_FALSE(held >= 0 && e.task(held).kind == TaskKind::kComm)
+        << "host task " << t.name << " of step " << t.step << " waited for " << e.task(held).name;
+  }
+  EXPECT_GT(patched_host_tasks, 0);
+  // The transfers bound the loop: each step's patches cross three stage boundaries and return.
+  EXPECT_GT(r->dit.value(), 5 * 4 * 0.05);
 }
 
 TEST(SimulateTest, ExtrapolationIsExact) {
