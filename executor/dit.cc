@@ -118,25 +118,25 @@ Vec DitModel::Conditioning(float t, OpTimers* timers) const {
     e[i] = std::cos(t * f);
     e[128 + i] = std::sin(t * f);
   }
-  Vec h = Silu(e * io_.at("t1"));
-  return Silu(h * io_.at("t2"));
+  Vec h = Silu(VecMul(e, io_.at("t1")));
+  return Silu(VecMul(h, io_.at("t2")));
 }
 
 Mat DitModel::ProjectText(const Mat& text, OpTimers* timers) const {
   Scoped s(Slot(timers, &OpTimers::gemm));
-  return text * io_.at("text");
+  return MatMul(text, io_.at("text"));
 }
 
 Mat DitModel::Embed(const Mat& latent_rows, OpTimers* timers) const {
   Scoped s(Slot(timers, &OpTimers::gemm));
-  return latent_rows * io_.at("patch");
+  return MatMul(latent_rows, io_.at("patch"));
 }
 
 Mat DitModel::Final(const Mat& x, const Vec& c, OpTimers* timers) const {
   Scoped s(Slot(timers, &OpTimers::gemm));
   const int64_t H = spec_.hidden;
-  Vec m = c * io_.at("fmod");
-  return NormModulate(x, Chunk(m, 0, H), Chunk(m, 1, H)) * io_.at("out");
+  Vec m = VecMul(c, io_.at("fmod"));
+  return MatMul(NormModulate(x, Chunk(m, 0, H), Chunk(m, 1, H)), io_.at("out"));
 }
 
 Status DitModel::Block(int index, const Vec& c, Mat* x, Mat* ctx, const ParallelHooks& hooks, OpTimers* timers) const {
@@ -157,31 +157,31 @@ Status DitModel::Block(int index, const Vec& c, Mat* x, Mat* ctx, const Parallel
   };
   switch (bw.family) {
     case BlockFamily::kCross: {
-      const Vec m = c * w.at("mod");
+      const Vec m = VecMul(c, w.at("mod"));
       Mat q, k, v;
       SelfQkv(bw, m, *x, &q, &k, &v, timers);
       DITUNE_ASSIGN_OR_RETURN(Mat o, attend(q, k, v, 0));
-      Mat y = o * w.at("wo");
+      Mat y = MatMul(o, w.at("wo"));
       DITUNE_RETURN_IF_ERROR(reduce(&y));
       AddGated(x, Chunk(m, 2, H), y);
       return CrossTail(bw, m, x, *ctx, reduce, timers);
     }
     case BlockFamily::kJoint: {
-      const Vec m = c * w.at("mod");
-      const Vec mt = c * w.at("tmod");
+      const Vec m = VecMul(c, w.at("mod"));
+      const Vec mt = VecMul(c, w.at("tmod"));
       const int64_t T = ctx->rows(), n = x->rows();
       Mat q(T + n, H / tp_), k(T + n, H / tp_), v(T + n, H / tp_);
       {
         Scoped s(Slot(timers, &OpTimers::gemm));
         const Mat hi = NormModulate(*x, Chunk(m, 0, H), Chunk(m, 1, H));
         const Mat ht = NormModulate(*ctx, Chunk(mt, 0, Ht), Chunk(mt, 1, Ht));
-        q << ht * w.at("tq"), hi * w.at("wq");
-        k << ht * w.at("tk"), hi * w.at("wk");
-        v << ht * w.at("tv"), hi * w.at("wv");
+        q << MatMul(ht, w.at("tq")), MatMul(hi, w.at("wq"));
+        k << MatMul(ht, w.at("tk")), MatMul(hi, w.at("wk"));
+        v << MatMul(ht, w.at("tv")), MatMul(hi, w.at("wv"));
       }
       DITUNE_ASSIGN_OR_RETURN(Mat o, attend(q, k, v, T));
-      Mat yi = o.bottomRows(n) * w.at("wo");
-      Mat yt = o.topRows(T) * w.at("to");
+      Mat yi = MatMul(o.bottomRows(n), w.at("wo"));
+      Mat yt = MatMul(o.topRows(T), w.at("to"));
       DITUNE_RETURN_IF_ERROR(reduce(&yi));
       DITUNE_RETURN_IF_ERROR(reduce(&yt));
       AddGated(x, Chunk(m, 2, H), yi);
@@ -189,8 +189,8 @@ Status DitModel::Block(int index, const Vec& c, Mat* x, Mat* ctx, const Parallel
       Mat fi, ft;
       {
         Scoped s(Slot(timers, &OpTimers::gemm));
-        fi = Gelu(NormModulate(*x, Chunk(m, 3, H), Chunk(m, 4, H)) * w.at("w1")) * w.at("w2");
-        ft = Gelu(NormModulate(*ctx, Chunk(mt, 3, Ht), Chunk(mt, 4, Ht)) * w.at("t1")) * w.at("t2");
+        fi = MatMul(Gelu(MatMul(NormModulate(*x, Chunk(m, 3, H), Chunk(m, 4, H)), w.at("w1"))), w.at("w2"));
+        ft = MatMul(Gelu(MatMul(NormModulate(*ctx, Chunk(mt, 3, Ht), Chunk(mt, 4, Ht)), w.at("t1"))), w.at("t2"));
       }
       DITUNE_RETURN_IF_ERROR(reduce(&fi));
       DITUNE_RETURN_IF_ERROR(reduce(&ft));
@@ -199,7 +199,7 @@ Status DitModel::Block(int index, const Vec& c, Mat* x, Mat* ctx, const Parallel
       return Status::Ok();
     }
     case BlockFamily::kSingle: {
-      const Vec m = c * w.at("mod");
+      const Vec m = VecMul(c, w.at("mod"));
       const int64_t T = ctx->rows(), n = x->rows();
       Mat seq(T + n, H);
       seq << *ctx, *x;
@@ -207,13 +207,14 @@ Status DitModel::Block(int index, const Vec& c, Mat* x, Mat* ctx, const Parallel
       {
         Scoped s(Slot(timers, &OpTimers::gemm));
         const Mat h = NormModulate(seq, Chunk(m, 0, H), Chunk(m, 1, H));
-        q = h * w.at("wq");
-        k = h * w.at("wk");
-        v = h * w.at("wv");
-        a = Gelu(h * w.at("w1"));
+        q = MatMul(h, w.at("wq"));
+        k = MatMul(h, w.at("wk"));
+        v = MatMul(h, w.at("wv"));
+        a = Gelu(MatMul(h, w.at("w1")));
       }
       DITUNE_ASSIGN_OR_RETURN(Mat o, attend(q, k, v, T));
-      Mat y = o * w.at("oa") + a * w.at("om");
+      Mat y = MatMul(o, w.at("oa"));
+      MatMulInto(a, w.at("om"), &y, /*accumulate=*/true);
       DITUNE_RETURN_IF_ERROR(reduce(&y));
       AddGated(&seq, Chunk(m, 2, H), y);
       *ctx = seq.topRows(T);
@@ -232,9 +233,9 @@ void DitModel::SelfQkv(const BlockWeights& bw, const Vec& m, const Mat& x, Mat* 
   Scoped s(Slot(timers, &OpTimers::gemm));
   const int64_t H = spec_.hidden;
   const Mat h = NormModulate(x, Chunk(m, 0, H), Chunk(m, 1, H));
-  *q = h * bw.w.at("wq");
-  *k = h * bw.w.at("wk");
-  *v = h * bw.w.at("wv");
+  *q = MatMul(h, bw.w.at("wq"));
+  *k = MatMul(h, bw.w.at("wk"));
+  *v = MatMul(h, bw.w.at("wv"));
 }
 
 Status DitModel::CrossTail(const BlockWeights& bw, const Vec& m, Mat* x, const Mat& ctx,
@@ -246,14 +247,16 @@ Status DitModel::CrossTail(const BlockWeights& bw, const Vec& m, Mat* x, const M
   {
     Scoped s(Slot(timers, &OpTimers::attention));
     const Mat h2 = NormModulate(*x, Vec::Zero(H), Vec::Zero(H));
-    y2 = Attention(h2 * w.at("xq"), ctx * w.at("xk"), ctx * w.at("xv"), heads_local(), spec_.head_dim) * w.at("xo");
+    y2 = MatMul(Attention(MatMul(h2, w.at("xq")), MatMul(ctx, w.at("xk")), MatMul(ctx, w.at("xv")), heads_local(),
+                              spec_.head_dim),
+                    w.at("xo"));
   }
   DITUNE_RETURN_IF_ERROR(reduce(&y2));
   *x += y2;
   Mat y3;
   {
     Scoped s(Slot(timers, &OpTimers::gemm));
-    y3 = Gelu(NormModulate(*x, Chunk(m, 3, H), Chunk(m, 4, H)) * w.at("w1")) * w.at("w2");
+    y3 = MatMul(Gelu(MatMul(NormModulate(*x, Chunk(m, 3, H), Chunk(m, 4, H)), w.at("w1"))), w.at("w2"));
   }
   DITUNE_RETURN_IF_ERROR(reduce(&y3));
   AddGated(x, Chunk(m, 5, H), y3);

@@ -6,26 +6,58 @@
 #include <limits>
 #include <random>
 
+#include "executor/cpu_isa.h"
+
 namespace ditune::exec {
+
+Mat MatMul(const ConstMatRef& a, const ConstMatRef& b) {
+  Mat c;
+  MatMulInto(a, b, &c);
+  return c;
+}
+
+Vec VecMul(const Vec& a, const ConstMatRef& b) {
+  Vec c(b.cols());
+  CpuGemmArgs g;
+  g.a = a.data();
+  g.lda = a.cols();
+  g.b = b.data();
+  g.ldb = b.outerStride();
+  g.c = c.data();
+  g.ldc = c.cols();
+  g.m = 1;
+  g.k = a.cols();
+  g.n = b.cols();
+  CpuKernels().gemm(g);
+  return c;
+}
+
+void MatMulInto(const ConstMatRef& a, const ConstMatRef& b, Mat* c, bool accumulate) {
+  if (!accumulate) c->resize(a.rows(), b.cols());
+  CpuGemmArgs g;
+  g.a = a.data();
+  g.lda = a.outerStride();
+  g.b = b.data();
+  g.ldb = b.outerStride();
+  g.c = c->data();
+  g.ldc = c->cols();
+  g.m = a.rows();
+  g.k = a.cols();
+  g.n = b.cols();
+  g.accumulate = accumulate;
+  CpuKernels().gemm(g);
+}
 
 Mat NormModulate(const Mat& x, const Vec& shift, const Vec& scale) {
   Mat y(x.rows(), x.cols());
-  const float eps = 1e-6f;
-  for (Eigen::Index i = 0; i < x.rows(); ++i) {
-    const float mean = x.row(i).mean();
-    const float var = (x.row(i).array() - mean).square().mean();
-    const float inv = 1.0f / std::sqrt(var + eps);
-    y.row(i) = ((x.row(i).array() - mean) * inv * (1.0f + scale.array()) + shift.array()).matrix();
-  }
+  CpuKernels().norm_modulate(x.data(), x.cols(), y.data(), y.cols(), x.rows(), x.cols(), shift.data(), scale.data());
   return y;
 }
 
 Mat Gelu(const Mat& x) {
-  // Eigen's packet tanh: a scalar std::tanh per element would make the activation, not the
-  // GEMMs, the cost of the MLP.
-  const float c = std::sqrt(2.0f / static_cast<float>(M_PI));
-  const auto a = x.array();
-  return (0.5f * a * (1.0f + (c * (a + 0.044715f * a.cube())).tanh())).matrix();
+  Mat y(x.rows(), x.cols());
+  CpuKernels().gelu(x.data(), y.data(), x.size());
+  return y;
 }
 
 Vec Silu(const Vec& x) {
@@ -37,29 +69,23 @@ OnlineSoftmax::OnlineSoftmax(int64_t queries, int h, int d)
       l(Mat::Zero(queries, h)), acc(Mat::Zero(queries, static_cast<int64_t>(h) * d)) {}
 
 void OnlineSoftmax::Add(const Mat& q, const Mat& k, const Mat& v, int64_t block_rows) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  Mat work(q.rows(), std::min(block_rows, k.rows()));  // one workspace for every block
-  for (int64_t start = 0; start < k.rows(); start += block_rows) {
-    const int64_t n = std::min(block_rows, k.rows() - start);
-    for (int h = 0; h < heads; ++h) {
-      const auto qh = q.middleCols(static_cast<int64_t>(h) * head_dim, head_dim);
-      const auto kh = k.block(start, static_cast<int64_t>(h) * head_dim, n, head_dim);
-      const auto vh = v.block(start, static_cast<int64_t>(h) * head_dim, n, head_dim);
-      auto s = work.leftCols(n);  // queries x n
-      s.noalias() = qh * kh.transpose();
-      s *= scale;
-      for (int64_t i = 0; i < s.rows(); ++i) {
-        const float block_max = s.row(i).maxCoeff();
-        const float new_max = std::max(m(i, h), block_max);
-        const float correction = std::isinf(m(i, h)) ? 0.0f : std::exp(m(i, h) - new_max);
-        s.row(i) = (s.row(i).array() - new_max).exp().matrix();
-        l(i, h) = l(i, h) * correction + s.row(i).sum();
-        acc.block(i, static_cast<int64_t>(h) * head_dim, 1, head_dim) *= correction;
-        m(i, h) = new_max;
-      }
-      acc.middleCols(static_cast<int64_t>(h) * head_dim, head_dim).noalias() += s * vh;
-    }
-  }
+  CpuAttentionArgs a;
+  a.q = q.data();
+  a.ldq = q.cols();
+  a.k = k.data();
+  a.ldk = k.cols();
+  a.v = v.data();
+  a.ldv = v.cols();
+  a.queries = q.rows();
+  a.keys = k.rows();
+  a.heads = heads;
+  a.head_dim = head_dim;
+  a.m = m.data();
+  a.l = l.data();
+  a.acc = acc.data();
+  a.ld_acc = acc.cols();
+  a.key_block = block_rows;
+  CpuKernels().attention(a);
 }
 
 Mat OnlineSoftmax::Finish() const {

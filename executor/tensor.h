@@ -1,4 +1,6 @@
-// The CPU executor's tensors and kernels: fp32, row-major (tokens x features), Eigen.
+// The CPU executor's tensors and kernels: fp32, row-major (tokens x features), Eigen. The
+// products, attention, norm and activation run on the kernels built for this CPU's
+// instruction set (cpu_isa.h); the rest is Eigen built for the baseline.
 #ifndef DITUNE_EXECUTOR_TENSOR_H_
 #define DITUNE_EXECUTOR_TENSOR_H_
 
@@ -10,6 +12,17 @@ namespace ditune::exec {
 
 using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Vec = Eigen::Matrix<float, 1, Eigen::Dynamic>;
+
+// Row or column blocks of a Mat bind without a copy (any leading dimension).
+using ConstMatRef = Eigen::Ref<const Mat>;
+
+// a b.
+Mat MatMul(const ConstMatRef& a, const ConstMatRef& b);
+// The row vector a b.
+Vec VecMul(const Vec& a, const ConstMatRef& b);
+// *c = a b, or *c += a b with accumulate (then *c must already be a.rows() x b.cols()).
+// *c must not alias a or b.
+void MatMulInto(const ConstMatRef& a, const ConstMatRef& b, Mat* c, bool accumulate = false);
 
 // LayerNorm over features (no affine), then x * (1 + scale) + shift (adaLN modulation).
 Mat NormModulate(const Mat& x, const Vec& shift, const Vec& scale);
@@ -30,7 +43,8 @@ struct OnlineSoftmax {
 
   OnlineSoftmax(int64_t queries, int h, int d);
   // Folds one block of keys/values (kv x heads*head_dim) into the state for queries `q`.
-  // `block_rows` bounds the working set: keys are consumed in chunks of that many rows.
+  // `block_rows` bounds the working set: keys are consumed in tiles of at most that many
+  // rows (and at most the kernel's own tile, cpu_kernels_isa.cc).
   void Add(const Mat& q, const Mat& k, const Mat& v, int64_t block_rows = 256);
   // The attention output (queries x heads*head_dim).
   Mat Finish() const;
