@@ -53,7 +53,7 @@ int RunSimulate(int argc, char** argv) {
   opt.terms = models->terms;
   const bool trace = args->count("trace") > 0;
   opt.extrapolate = !trace;  // a trace shows every step
-  Engine engine;
+  TaskScheduler engine;
   auto r = Simulate(in, opt, &engine);
   if (!r.ok()) return Fail("simulate", r.status());
   if (trace) {

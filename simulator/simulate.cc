@@ -18,7 +18,7 @@ namespace {
 class GraphBuilder {
  public:
   GraphBuilder(const SimInput& in, const SimOptions& opt, const RankLayout& layout, const StageCosts& costs,
-               Engine* e)
+               TaskScheduler* e)
       : in_(in), opt_(opt), layout_(layout), costs_(costs), e_(*e), c_(in.config) {
     stages_ = std::max(1, c_.pipefusion);
     if (stages_ > 1) pp_groups_ = layout.Groups(Axis::kPipeFusion);
@@ -286,7 +286,7 @@ class GraphBuilder {
   const SimOptions& opt_;
   const RankLayout& layout_;
   const StageCosts& costs_;
-  Engine& e_;
+  TaskScheduler& e_;
   const ParallelConfig& c_;
   int stages_ = 1;
   std::vector<int> rep_, host_, compute_, comm_, first_block_, block_count_;
@@ -317,7 +317,7 @@ struct RunStats {
   Seconds period;       // its start minus the previous step's, when periodic
 };
 
-RunStats Collect(const Engine& e, const GraphBuilder& g, int warmup_steps) {
+RunStats Collect(const TaskScheduler& e, const GraphBuilder& g, int warmup_steps) {
   RunStats r;
   const int N = g.stages();
   Seconds text_end(0), dit_end = e.end(g.dit_end()), warm_end(0);
@@ -410,7 +410,7 @@ RunStats Collect(const Engine& e, const GraphBuilder& g, int warmup_steps) {
 }
 
 StatusOr<RunStats> RunOnce(const SimInput& in, const SimOptions& opt, const RankLayout& layout,
-                           const StageCosts& costs, int steps, Engine* engine) {
+                           const StageCosts& costs, int steps, TaskScheduler* engine) {
   GraphBuilder g(in, opt, layout, costs, engine);
   g.Build(steps);
   DITUNE_RETURN_IF_ERROR(engine->Run());
@@ -422,7 +422,7 @@ StatusOr<RunStats> RunOnce(const SimInput& in, const SimOptions& opt, const Rank
 
 }  // namespace
 
-StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, Engine* engine_out) {
+StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, TaskScheduler* engine_out) {
   if (in.model == nullptr || in.cluster == nullptr || in.compute == nullptr || in.comm == nullptr) {
     return Status::Internal("Simulate: incomplete input");
   }
@@ -441,8 +441,8 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, Engine* 
                                : 0;
   SimResult res;
   RunStats full;
-  Engine local;
-  Engine* engine = engine_out != nullptr ? engine_out : &local;
+  TaskScheduler local;
+  TaskScheduler* engine = engine_out != nullptr ? engine_out : &local;
   // Extrapolation: simulate K steps and check, on a step before the last few (which drain
   // the pipeline), that every task starts exactly one period after its counterpart in the
   // step before. Every steady step has the same tasks and durations, so a schedule that

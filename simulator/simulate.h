@@ -1,6 +1,6 @@
 // Simulates one generation of a workload on a cluster under a parallel configuration:
 // per-rank task graphs (text encoding, warm-up steps, denoising steps, VAE decode) run on
-// the event engine with a compute and a communication stream per rank.
+// the task scheduler with a compute and a communication stream per rank.
 //
 // Ranks that differ only in their Ulysses, Ring, tensor-parallel, CFG or data-parallel
 // coordinate do identical work at identical times (every group of a dimension is alike and
@@ -25,7 +25,7 @@
 #include "costmodels/compute_model.h"
 #include "costmodels/memory_model.h"
 #include "costmodels/pipeline_terms.h"
-#include "simulator/engine.h"
+#include "simulator/task_scheduler.h"
 
 namespace ditune {
 
@@ -80,9 +80,9 @@ struct SimResult {
   int tasks = 0;
 };
 
-// `engine`, when given, receives the simulated task graph (for traces); with
+// `scheduler`, when given, receives the simulated task graph (for traces); with
 // extrapolation it holds the steps that were simulated.
-StatusOr<SimResult> Simulate(const SimInput& input, const SimOptions& options = {}, Engine* engine = nullptr);
+StatusOr<SimResult> Simulate(const SimInput& input, const SimOptions& options = {}, TaskScheduler* scheduler = nullptr);
 
 // The modelled device time of rank `rank`'s denoising loop per engine kernel
 // (OpCost::kernel names; "other" for ops that name none): its forwards (PipeFusion: the
@@ -93,9 +93,9 @@ StatusOr<std::map<std::string, Seconds>> ModelledKernelTimes(const SimInput& inp
 // kernel time by class is compared with.
 StatusOr<std::array<Seconds, kNumOpClasses>> ModelledClassTimes(const SimInput& input, int rank);
 
-// Writes `engine`'s schedule as a Chrome trace (Perfetto opens it): a process per rank,
+// Writes `scheduler`'s schedule as a Chrome trace (Perfetto opens it): a process per rank,
 // a thread per stream; representative ranks are replicated to the ranks they stand for.
-Status WriteChromeTrace(const Engine& engine, const SimInput& input, const std::string& path);
+Status WriteChromeTrace(const TaskScheduler& scheduler, const SimInput& input, const std::string& path);
 
 }  // namespace ditune
 

@@ -10,7 +10,7 @@
 
 namespace ditune {
 
-Status WriteChromeTrace(const Engine& e, const SimInput& in, const std::string& path) {
+Status WriteChromeTrace(const TaskScheduler& e, const SimInput& in, const std::string& path) {
   DITUNE_ASSIGN_OR_RETURN(RankLayout layout, RankLayout::Create(in.config, in.cluster->gpus_per_node()));
   // Representative rank of each stage -> the ranks it stands for.
   std::map<int, std::vector<int>> members;

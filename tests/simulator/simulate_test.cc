@@ -205,7 +205,7 @@ TEST(SimulateTest, APipelineHostIsNeverHeldBackByATransfer) {
   }
   SimOptions full;
   full.extrapolate = false;
-  Engine e;
+  TaskScheduler e;
   auto r = Simulate(f.Input(), full, &e);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   int patched_host_tasks = 0;
@@ -240,7 +240,7 @@ TEST(SimulateTest, EveryForwardScheduledOnce) {
   Fixture f("flux.1-dev", "h100-sxm5-80gb", 8, "pipefusion=4,patches=8,ulysses=2", 1024, 1024, 6);
   SimOptions opt;
   opt.extrapolate = false;
-  Engine e;
+  TaskScheduler e;
   auto r = Simulate(f.Input(), opt, &e);
   ASSERT_TRUE(r.ok());
   // Warm-up (1 step): one whole forward per stage; then 5 steps x 8 patches per stage.
@@ -318,7 +318,7 @@ TEST(SimulateTest, ChromeTraceHasATrackPerRankAndStream) {
   Fixture f("sd3-medium", "h100-sxm5-80gb", 4, "pipefusion=2,ulysses=2", 1024, 1024, 4, OutputType::kDecoded);
   SimOptions opt;
   opt.extrapolate = false;
-  Engine e;
+  TaskScheduler e;
   ASSERT_TRUE(Simulate(f.Input(), opt, &e).ok());
   const std::string path = std::string(DITUNE_TEST_TMP_DIR) + "/trace.json";
   std::filesystem::create_directories(DITUNE_TEST_TMP_DIR);

@@ -1,12 +1,12 @@
-// A discrete-event engine for per-rank task graphs.
+// The scheduler of per-rank task graphs: a discrete-event simulation on the EventQueue.
 //
 // Streams execute their tasks one at a time in submission order (like CUDA streams). A
 // task starts when every dependency has finished, its stream has finished the task before
 // it, and, if it names a resource (a shared link), one of the resource's slots is free.
 // Completions are processed from an EventQueue (a heap keyed by (time, sequence)), so equal
 // times resolve in submission order and every run gives the same schedule.
-#ifndef DITUNE_SIMULATOR_ENGINE_H_
-#define DITUNE_SIMULATOR_ENGINE_H_
+#ifndef DITUNE_SIMULATOR_TASK_SCHEDULER_H_
+#define DITUNE_SIMULATOR_TASK_SCHEDULER_H_
 
 #include <cstdint>
 #include <string>
@@ -33,7 +33,7 @@ struct TaskSpec {
   int step = -1;  // denoising step, -1 outside the loop
 };
 
-class Engine {
+class TaskScheduler {
  public:
   // A stream of rank `rank`; `name` labels it in traces ("compute", "comm").
   int AddStream(int rank, std::string name);
@@ -79,4 +79,4 @@ class Engine {
 
 }  // namespace ditune
 
-#endif  // DITUNE_SIMULATOR_ENGINE_H_
+#endif  // DITUNE_SIMULATOR_TASK_SCHEDULER_H_

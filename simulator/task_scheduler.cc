@@ -1,4 +1,4 @@
-#include "simulator/engine.h"
+#include "simulator/task_scheduler.h"
 
 #include <algorithm>
 
@@ -8,17 +8,17 @@
 
 namespace ditune {
 
-int Engine::AddStream(int rank, std::string name) {
+int TaskScheduler::AddStream(int rank, std::string name) {
   streams_.push_back({rank, std::move(name), {}, 0, false});
   return static_cast<int>(streams_.size()) - 1;
 }
 
-int Engine::AddResource(std::string name, int slots) {
+int TaskScheduler::AddResource(std::string name, int slots) {
   resources_.push_back({std::move(name), std::max(1, slots)});
   return static_cast<int>(resources_.size()) - 1;
 }
 
-int Engine::AddTask(TaskSpec task) {
+int TaskScheduler::AddTask(TaskSpec task) {
   const int id = static_cast<int>(tasks_.size());
   if (task.stream >= 0 && task.stream < static_cast<int>(streams_.size())) {
     streams_[task.stream].tasks.push_back(id);
@@ -27,7 +27,7 @@ int Engine::AddTask(TaskSpec task) {
   return id;
 }
 
-Status Engine::Run() {
+Status TaskScheduler::Run() {
   const int n = num_tasks();
   start_.assign(n, Seconds(0));
   end_.assign(n, Seconds(0));

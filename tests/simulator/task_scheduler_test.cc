@@ -1,4 +1,4 @@
-#include "simulator/engine.h"
+#include "simulator/task_scheduler.h"
 
 #include <gtest/gtest.h>
 
@@ -14,8 +14,8 @@ TaskSpec T(int stream, double seconds, std::vector<int> deps = {}, int resource 
   return t;
 }
 
-TEST(EngineTest, StreamsRunInOrderAndOverlapEachOther) {
-  Engine e;
+TEST(TaskSchedulerTest, StreamsRunInOrderAndOverlapEachOther) {
+  TaskScheduler e;
   const int a = e.AddStream(0, "compute");
   const int b = e.AddStream(0, "comm");
   const int t0 = e.AddTask(T(a, 2));
@@ -31,8 +31,8 @@ TEST(EngineTest, StreamsRunInOrderAndOverlapEachOther) {
   EXPECT_EQ(e.last_dep(t3), t1);
 }
 
-TEST(EngineTest, ResourceSlotsSerialiseSharers) {
-  Engine e;
+TEST(TaskSchedulerTest, ResourceSlotsSerialiseSharers) {
+  TaskScheduler e;
   const int link = e.AddResource("pcie", 1);
   const int s0 = e.AddStream(0, "comm");
   const int s1 = e.AddStream(1, "comm");
@@ -41,7 +41,7 @@ TEST(EngineTest, ResourceSlotsSerialiseSharers) {
   ASSERT_TRUE(e.Run().ok());
   EXPECT_EQ(e.start(x).value(), 0);
   EXPECT_EQ(e.start(y).value(), 4);  // ties go to the earlier task, every run
-  Engine two;
+  TaskScheduler two;
   const int wide = two.AddResource("nvlink", 2);
   const int u0 = two.AddStream(0, "comm");
   const int u1 = two.AddStream(1, "comm");
@@ -51,20 +51,20 @@ TEST(EngineTest, ResourceSlotsSerialiseSharers) {
   EXPECT_EQ(two.start(z).value(), 0);
 }
 
-TEST(EngineTest, BadGraphsAreErrors) {
-  Engine e;
+TEST(TaskSchedulerTest, BadGraphsAreErrors) {
+  TaskScheduler e;
   const int s = e.AddStream(0, "compute");
   e.AddTask(T(s, 1, {1}));  // depends on a later task
   e.AddTask(T(s, 1));
   EXPECT_EQ(e.Run().code(), Status::Code::kInternal);
-  Engine order;
+  TaskScheduler order;
   const int a = order.AddStream(0, "compute");
   const int b = order.AddStream(0, "comm");
   const int first = order.AddTask(T(a, 1));
   const int other = order.AddTask(T(b, 1, {first}));
   order.AddTask(T(a, 1, {other}));
   EXPECT_TRUE(order.Run().ok());
-  Engine bad_stream;
+  TaskScheduler bad_stream;
   bad_stream.AddTask(T(3, 1));
   EXPECT_FALSE(bad_stream.Run().ok());
 }
