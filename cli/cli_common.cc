@@ -5,6 +5,9 @@
 #include "core/validate.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -200,6 +203,17 @@ std::string FormatTable(const std::vector<std::string>& header,
 StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path) {
   DITUNE_ASSIGN_OR_RETURN(const Catalog* catalog, Catalog::Default());
   return OpenCalibrationStore(*catalog, path);
+}
+
+Status WriteOutputFile(const std::string& flag, const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  if (!out) {
+    return Status::InvalidArgument(fmt::format("--{} '{}': cannot write there ({})", flag, path, std::strerror(errno)));
+  }
+  out << text;
+  out.close();
+  if (!out) return Status::IOError(fmt::format("--{} '{}': writing failed ({})", flag, path, std::strerror(errno)));
+  return Status::Ok();
 }
 
 }  // namespace ditune::cli

@@ -54,6 +54,10 @@ int Fail(const std::string& command, const Status& status);
 // shipped in the data directory (planner/factory.h).
 StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path);
 
+// Writes `text` to `path`, the value of --`flag`: InvalidArgument naming the flag and the path
+// when it cannot be opened, IOError when writing fails.
+Status WriteOutputFile(const std::string& flag, const std::string& path, const std::string& text);
+
 // A plain text table: a header row, then rows; columns padded to their widest cell.
 std::string FormatTable(const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& rows);

@@ -1,9 +1,6 @@
 // `ditune serve WORKLOAD CLUSTER (--rate R [--mix SPEC] [--duration S] [--seed N] | --trace FILE.csv)
 //  (--layout SPEC | --slo SECONDS [--percentile P]) [--policy P] [--max-batch B] [--executor E]
 //  [--json] [--plot FILE.svg] [--csv FILE] [--db PATH]`.
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -18,15 +15,6 @@ namespace ditune::cli {
 namespace {
 
 using namespace ditune::serving;  // NOLINT: the command is a thin layer over this library
-
-Status WriteText(const std::string& flag, const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) return Status::InvalidArgument(fmt::format("--{} '{}': cannot write there ({})", flag, path, std::strerror(errno)));
-  out << text;
-  out.close();
-  if (!out) return Status::IOError(fmt::format("--{} '{}': writing failed ({})", flag, path, std::strerror(errno)));
-  return Status::Ok();
-}
 
 // The query the flags describe (without the layout).
 StatusOr<ServeQuery> ReadQuery(const cxxopts::ParseResult& args, const Catalog& catalog, const std::vector<Fit>* fits) {
@@ -153,7 +141,7 @@ int RunServe(int argc, char** argv) {
   }
 
   if (eval && args->count("csv")) {
-    if (Status st = WriteText("csv", (*args)["csv"].as<std::string>(), RequestsCsv(*eval)); !st.ok()) return Fail("serve", st);
+    if (Status st = WriteOutputFile("csv", (*args)["csv"].as<std::string>(), RequestsCsv(*eval)); !st.ok()) return Fail("serve", st);
   }
   if (eval && args->count("plot")) {
     // The layout, or the search's finalists: the candidates side by side.
@@ -171,7 +159,7 @@ int RunServe(int argc, char** argv) {
     const Workload& w = q.pricing.base;
     const std::string title = fmt::format("{} on {} x {}: latency and utilisation against load", w.model_id,
                                           q.pricing.cluster.gpus(), q.pricing.cluster.gpu->id);
-    if (Status st = WriteText("plot", (*args)["plot"].as<std::string>(),
+    if (Status st = WriteOutputFile("plot", (*args)["plot"].as<std::string>(),
                               LoadSvg(curves, q.slo ? std::optional<double>(q.slo->value()) : std::nullopt, q.percentile,
                                       q.source.rate_rps, title));
         !st.ok()) {

@@ -57,17 +57,6 @@ StatusOr<std::vector<int>> IntList(const std::string& flag, const std::string& s
   return out;
 }
 
-Status WriteFile(const std::string& flag, const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) {
-    return Status::InvalidArgument(fmt::format("--{} '{}': cannot write there ({})", flag, path, std::strerror(errno)));
-  }
-  out << text;
-  out.close();
-  if (!out) return Status::IOError(fmt::format("--{} '{}': writing failed ({})", flag, path, std::strerror(errno)));
-  return Status::Ok();
-}
-
 }  // namespace
 
 int RunWhatIf(int argc, char** argv) {
@@ -153,7 +142,7 @@ int RunWhatIf(int argc, char** argv) {
   if (!rows.ok()) return Fail("whatif", rows.status());
 
   if (args->count("csv")) {
-    Status st = WriteFile("csv", (*args)["csv"].as<std::string>(), WhatIfCsv(*rows));
+    Status st = WriteOutputFile("csv", (*args)["csv"].as<std::string>(), WhatIfCsv(*rows));
     if (!st.ok()) return Fail("whatif", st);
   }
   if (args->count("plot")) {
@@ -161,7 +150,7 @@ int RunWhatIf(int argc, char** argv) {
                                           workload->frames > 1 ? fmt::format("{}x{}x{}", workload->height, workload->width, workload->frames)
                                                                : fmt::format("{}x{}", workload->height, workload->width),
                                           workload->steps);
-    Status st = WriteFile("plot", (*args)["plot"].as<std::string>(), WhatIfSvg(*rows, title));
+    Status st = WriteOutputFile("plot", (*args)["plot"].as<std::string>(), WhatIfSvg(*rows, title));
     if (!st.ok()) return Fail("whatif", st);
   }
   std::optional<SloAnswer> slo;
