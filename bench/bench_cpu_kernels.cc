@@ -18,7 +18,9 @@
 #include "core/catalog.h"
 #include "executor/comm.h"
 #include "executor/cpu_isa.h"
-#include "executor/parallel.h"
+#include "executor/device.h"
+#include "executor/engine.h"
+#include "executor/kernels.h"
 #include "executor/tensor.h"
 
 namespace ditune::exec {
@@ -102,14 +104,20 @@ void BM_DitStep(benchmark::State& state, CpuIsa isa, const char* model, int size
     return;
   }
   auto catalog = Catalog::Load(DITUNE_DATA_DIR);
-  auto comm = CreateComm("local", nullptr, nullptr);
-  if (!catalog.ok() || !comm.ok()) {
-    state.SkipWithError("catalog or comm");
+  auto device = CreateDevice("cpu");
+  if (!catalog.ok() || !device.ok()) {
+    state.SkipWithError("catalog or device");
     return;
   }
+  auto kernels = CreateKernels("cpu", device->get());
   const ModelSpec& m = **catalog->Model(model);
   Workload w{model, size, size, 1, 1, 1, OutputType::kLatent};
-  auto runner = ParallelRunner::Create(m, w, *ParseParallelConfig(""), comm->get(), 42);
+  auto work = EngineWorkFor(m, w, ParallelConfig{}, 0);
+  if (!kernels.ok() || !work.ok()) {
+    state.SkipWithError("kernels or work");
+    return;
+  }
+  auto runner = DitEngine::Create(m, w, *work, kernels->get(), EngineOptions{});
   if (!runner.ok()) {
     state.SkipWithError(runner.status().ToString().c_str());
     return;

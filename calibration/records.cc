@@ -46,26 +46,6 @@ Measurement DitMeasurement(const ModelSpec& model, const Workload& w, const Para
   return meas;
 }
 
-Measurement CpuRunMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
-                              const exec::RunMeasurement& m, const std::string& run_id, nlohmann::json extra) {
-  return DitMeasurement(model, w, config, ranks, "cpu", "cpu", m.latency_median_s, m.latency_p10_s, m.latency_p90_s,
-                        m.iters, run_id, std::move(extra));
-}
-
-RunRecord CpuRunRecord(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
-                       const std::string& comm, double predicted_s, const exec::RunMeasurement& m,
-                       const std::string& run_id) {
-  RunRecord rec;
-  rec.run_id = run_id;
-  rec.plan = PlanJson(model, w, config, ranks);
-  rec.plan["backend"] = "cpu";
-  rec.plan["comm"] = comm;
-  rec.predicted_s = predicted_s;
-  rec.measured_s = m.latency_median_s;
-  for (const auto& r : m.ranks) rec.per_rank_s.push_back(r.dit_median_s);
-  return rec;
-}
-
 RunRecord EngineRunRecord(const ModelSpec& model, const Workload& w, const ParallelConfig& config,
                           const std::string& backend, const std::string& device, const std::string& comm,
                           double predicted_s, const exec::EngineRunResult& r, const std::string& run_id) {

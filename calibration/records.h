@@ -14,7 +14,6 @@
 #include "costmodels/measurement.h"
 #include "costmodels/store.h"
 #include "executor/engine_run.h"
-#include "executor/run.h"
 
 namespace ditune::calibration {
 
@@ -27,16 +26,6 @@ std::string NewRunId(const std::string& tag);
 Measurement DitMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
                            const std::string& backend, const std::string& device, double median_s, double p10_s,
                            double p90_s, int iters, const std::string& run_id, nlohmann::json extra);
-
-// A CPU executor run (backend and device "cpu").
-Measurement CpuRunMeasurement(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
-                              const exec::RunMeasurement& m, const std::string& run_id, nlohmann::json extra);
-
-// The record of a CPU executor run over `comm` ("mpi", "local"): its plan, the predicted DiT
-// loop and the measured one with every rank's median.
-RunRecord CpuRunRecord(const ModelSpec& model, const Workload& w, const ParallelConfig& config, int ranks,
-                       const std::string& comm, double predicted_s, const exec::RunMeasurement& m,
-                       const std::string& run_id);
 
 // The record of one run of ditune's engine: the plan it ran (workload, config, ranks,
 // backend, device, and `comm` when it ran across ranks), its predicted DiT loop and the

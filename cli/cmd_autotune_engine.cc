@@ -1,4 +1,4 @@
-// `mpirun -np N ditune autotune --backend cuda|ref WORKLOAD [--gpu ID]`: the DiT engine's
+// `mpirun -np N ditune autotune [--backend cpu|cuda|ref] WORKLOAD [--gpu ID]`: the DiT engine's
 // autotuning — every valid configuration for the launched ranks priced as the engine runs it,
 // the best K run for real across the ranks (NCCL on GPUs where built, else MPI staged through
 // the host), each run recorded, the fits rebuilt (the engine scale of this many ranks comes
@@ -34,12 +34,12 @@ int AutotuneOnEngine(const cxxopts::ParseResult& args, exec::Comm& mpi_world, co
   const ModelSpec& model = **(*catalog)->Model(workload->model_id);
 
   // The cluster: the launched ranks, on --gpu or the catalog GPU this rank's device is (the
-  // host, "cpu", for the ref kernels).
+  // host, "cpu", for the kernels that run there).
   ClusterSpec spec;
   spec.gpus = mpi_world.size();
   if (args.count("gpu")) {
     spec.gpu_id = args["gpu"].as<std::string>();
-  } else if (backend == "ref") {
+  } else if (backend != "cuda") {
     spec.gpu_id = "cpu";
   } else {
     auto device = exec::CreateDevice(backend);
@@ -54,9 +54,9 @@ int AutotuneOnEngine(const cxxopts::ParseResult& args, exec::Comm& mpi_world, co
   if (args.count("inter")) spec.inter_id = args["inter"].as<std::string>();
   auto cluster = ResolveCluster(spec, **catalog);
   if (!cluster.ok()) return fail(cluster.status());
-  // As `run` prices them: the ref kernels on the host by their own sweep, on a catalog GPU as
-  // the cuda engine there.
-  const std::string priced_as = backend == "ref" && !cluster->gpu->is_cpu ? "cuda" : backend;
+  // As `run` prices them: the host's kernels on the host by their own sweep (the cpu kernels
+  // by the catalog's CPU figures until swept), on a catalog GPU as the cuda engine there.
+  const std::string priced_as = EnginePricedAs(backend, *cluster->gpu);
 
   auto store = OpenStore(args.count("db") ? args["db"].as<std::string>() : Store::DefaultPath());
   if (!store.ok()) return fail(store.status());

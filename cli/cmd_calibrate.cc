@@ -198,7 +198,7 @@ int Ingest(int argc, char** argv) {
     Status st = CheckFittable(m);
     if (st.ok() && !(*catalog)->Gpu(m.device).ok()) {
       st = Status::InvalidArgument(fmt::format("device '{}' is not a catalog GPU id (see `ditune hardware`; 'cpu' "
-                                               "for this machine's CPU executor)",
+                                               "for this machine's cores)",
                                                m.device));
     }
     if (st.ok() && !m.link.empty() && !(*catalog)->Link(m.link).ok()) {
@@ -305,8 +305,8 @@ int ComputeCmd(int argc, char** argv) {
   cxxopts::Options options("ditune calibrate compute",
                            "Time this backend's GEMM, attention and elementwise kernels and fit the compute model");
   options.add_options()("reps", "timed repetitions per size", cxxopts::value<int>()->default_value("9"))
-      ("backend", "cpu: the CPU executor's Eigen kernels; cuda: the GPU kernels of the DiT engine (fits for the "
-                  "catalog GPU this device is); ref: the engine's reference kernels on the host",
+      ("backend", "the engine's kernels: cpu (this host's cores, fp32), cuda (the GPU's, fits for the catalog GPU "
+                  "this device is) or ref (the reference kernels on the host)",
        cxxopts::value<std::string>()->default_value("cpu"))
       ("gpu", "catalog GPU id the cuda measurements are for (default: from the device's name)",
        cxxopts::value<std::string>())
@@ -325,18 +325,11 @@ int ComputeCmd(int argc, char** argv) {
   if (reps < 1 || reps > 1000) {
     return Fail("calibrate compute", Status::InvalidArgument(fmt::format("--reps {}: give 1 to 1000", reps)));
   }
-  if (backend == "cpu" && args->count("gpu")) {
-    return Fail("calibrate compute", Status::InvalidArgument(
-                                         "--gpu names the catalog GPU of --backend cuda or ref measurements; the cpu "
-                                         "backend measures this machine ('cpu')"));
-  }
   auto store = OpenStoreFromArgs(*args);
   if (!store.ok()) return Fail("calibrate compute", store.status());
   StatusOr<std::vector<Measurement>> ms = Status::Internal("no sweep ran");
-  if (backend == "cpu") {
-    ms = exec::ComputeSweep(reps, TerminalProgress("compute sweep"));
-  } else {
-    auto device = exec::CreateDevice(backend == "ref" ? "cpu" : backend);
+  {
+    auto device = exec::CreateDevice(backend == "cuda" ? "cuda" : "cpu");
     if (!device.ok()) return Fail("calibrate compute", device.status());
     auto kernels = exec::CreateKernels(backend, device->get());
     if (!kernels.ok()) return Fail("calibrate compute", kernels.status());

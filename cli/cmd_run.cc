@@ -1,261 +1,244 @@
-// `ditune run [--plan FILE | --config SPEC | --auto] WORKLOAD [--iters N] [--warmup N]`:
-// runs the plan on the CPU executor (one process, or every rank of `mpirun -np N`), measures
-// it, compares it with the prediction and records both in the store. `--backend cuda|ref`
-// runs the DiT engine on one device instead (cmd_run_engine.cc).
-#include <unistd.h>
-
-#include <optional>
-#include <fstream>
-#include <iostream>
-#include <sstream>
+// `ditune run [--plan FILE | --config SPEC | --auto] WORKLOAD [--backend cpu|cuda|ref]`: ditune's
+// DiT engine runs the plan on the chosen kernels — the whole model on one device; with
+// --emulate-rank R exactly rank R's share of a multi-device plan; or, under mpirun, every rank
+// of the plan exchanging for real (MPI in host memory, or NCCL between GPUs) — measured by the
+// one timing protocol (executor/engine_run.h), then compared with the prediction and recorded
+// (run_report.cc).
+#include <algorithm>
+#include <memory>
+#include <string>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
-#include "calibration/cpu_loop.h"
-#include "calibration/records.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/run_common.h"
+#include "core/validate.h"
+#include "costmodels/calibration.h"
 #include "costmodels/store.h"
-#include "executor/emulated_comm.h"
-#include "executor/run.h"
-#include "planner/plan.h"
+#include "executor/comm_wait.h"
+#include "executor/device.h"
+#include "executor/engine_run.h"
+#include "planner/launch.h"
 #include "planner/predict.h"
 
 namespace ditune::cli {
+namespace {
 
-using calibration::CpuCluster;
-using calibration::PredictOnCpu;
+constexpr const char* kCmd = "run";
 
-StatusOr<ParallelConfig> ReadRunConfig(const cxxopts::ParseResult& args, const Workload& workload) {
-  if (args.count("config")) return ParseParallelConfig(args["config"].as<std::string>());
-  if (!args.count("plan")) return Status::InvalidArgument("give --config SPEC or --plan FILE");
-  std::ifstream in(args["plan"].as<std::string>());
-  if (!in) return Status::NotFound(fmt::format("cannot open plan '{}'", args["plan"].as<std::string>()));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return PlanConfigFromJson(ss.str(), "--plan " + args["plan"].as<std::string>(), workload);
-}
-
-int RunRun(int argc, char** argv) {
-  cxxopts::Options options("ditune run", "Run a plan on the CPU executor, or on one device with the DiT engine, and "
-                                         "measure it");
+void AddRunOptions(cxxopts::Options& options) {
   AddWorkloadOptions(options);
   AddClusterOptions(options);
   options.add_options()
       ("config", "configuration to run", cxxopts::value<std::string>())
       ("plan", "a plan from `ditune plan --json`: run its best configuration", cxxopts::value<std::string>())
-      ("auto", "plan for the launched ranks and run the best configuration the executor implements")
-      ("emulate-rank", "run only rank R's share of the configuration in this one process, its communication "
-                       "charged from the model of the CLUSTER flags' links", cxxopts::value<int>())
+      ("auto", "price every configuration for the launched ranks as the engine runs it and run the best")
+      ("emulate-rank", "run only rank R's share of the configuration in this one process, its transfers left out "
+                       "and its communication charged from the model of the CLUSTER flags' links",
+       cxxopts::value<int>())
       ("iters", "timed iterations", cxxopts::value<int>()->default_value("3"))
       ("warmup", "untimed iterations first", cxxopts::value<int>()->default_value("1"))
       ("seed", "weights and inputs seed", cxxopts::value<uint64_t>()->default_value("42"))
-      ("profile", "engine (--backend cuda|ref): after the timed iterations, one more with every kernel timed on the "
-                  "device; prints each kernel's time against the model's price of it")
-      ("trace", "engine: write the profiled loop's kernels as a Chrome trace (open it in Perfetto; implies "
-                "--profile; under mpirun each rank writes FILE's stem.rankR beside it)",
+      ("profile", "after the timed iterations, one more with every kernel timed on the device; prints each "
+                  "kernel's time against the model's price of it")
+      ("trace", "write the profiled loop's kernels as a Chrome trace (open it in Perfetto; implies --profile; "
+                "under mpirun each rank writes FILE's stem.rankR beside it)",
        cxxopts::value<std::string>())
-      ("comm", "engine backends across ranks (under mpirun): nccl (GPU memory, one GPU per rank) or mpi (staged "
-               "through the host; ranks may share a GPU); default nccl for cuda where built, else mpi. Under "
-               "mpirun a rank waits DITUNE_COMM_TIMEOUT_S seconds (default 600, 0: forever) on its peers before it "
+      ("comm", "transport between the ranks (under mpirun): nccl (GPU memory, one GPU per rank) or mpi (host "
+               "memory; GPU ranks staged through it and may share a GPU); default nccl for cuda where built, else "
+               "mpi. A rank waits DITUNE_COMM_TIMEOUT_S seconds (default 600, 0: forever) on its peers before it "
                "ends the job",
        cxxopts::value<std::string>())
       ("db", "calibration database", cxxopts::value<std::string>())
       ("json", "one JSON document on stdout")
-      ("backend", "cpu: the CPU executor (Eigen, any number of MPI ranks); cuda: the DiT engine on this process's GPU; "
-                  "ref: the engine's reference kernels on the host (bf16, slow; for checking)",
+      ("backend", "the engine's kernels: cpu (this host's cores, fp32, the kernels built for its instruction set), "
+                  "cuda (this process's GPU, bf16) or ref (the reference kernels on the host: bf16, every access "
+                  "checked, slow)",
        cxxopts::value<std::string>()->default_value("cpu"));
+}
+
+// The configuration to run: --config, --plan, or with --auto the best the engine's price
+// finds for the `ranks` launched ranks on `gpu_id`.
+StatusOr<ParallelConfig> ChooseConfig(const cxxopts::ParseResult& args, const Catalog& catalog,
+                                      const Workload& workload, const std::vector<Fit>& fits,
+                                      const std::string& backend, const std::string& gpu_id, int ranks) {
+  if (!args.count("auto")) return ReadRunConfig(args, workload);
+  ClusterSpec spec{gpu_id, ranks};
+  DITUNE_ASSIGN_OR_RETURN(Cluster cluster, ResolveCluster(spec, catalog));
+  const std::string priced_as = EnginePricedAs(backend, *cluster.gpu);
+  if (priced_as == "ref" && !HasComputeFits(fits, "cpu", "ref")) {
+    return Status::InvalidArgument(
+        "--auto: the ref kernels on this host are not calibrated: run `ditune calibrate compute --backend ref` first");
+  }
+  DITUNE_ASSIGN_OR_RETURN(auto ranked, RankEngineConfigs(catalog, workload, cluster, fits, priced_as));
+  if (ranked.empty()) {
+    return Status::Infeasible(fmt::format("no configuration of {} fits {} launched rank(s) on {}", workload.model_id,
+                                          ranks, gpu_id));
+  }
+  return ranked.front().config;
+}
+
+}  // namespace
+
+int RunRun(int argc, char** argv) {
+  cxxopts::Options options("ditune run", "Run a plan with ditune's DiT engine, measure it, compare it with the "
+                                         "prediction and record both");
+  AddRunOptions(options);
   bool help = false;
-  auto args = Parse(options, argc, argv, &help);
-  if (!args.ok()) return Fail("run", args.status());
+  auto parsed = Parse(options, argc, argv, &help);
+  if (!parsed.ok()) return Fail(kCmd, parsed.status());
   if (help) return 0;
+  const cxxopts::ParseResult& args = *parsed;
   // Checked here too, so that a bad value fails the same whether or not this run has peers.
-  if (auto timeout = exec::CommTimeoutFromEnv(); !timeout.ok()) return Fail("run", timeout.status());
-  const std::string backend = (*args)["backend"].as<std::string>();
-  if (backend != "cpu") {
-    if (backend != "cuda" && backend != "ref") {
-      return Fail("run", Status::InvalidArgument(fmt::format("--backend '{}': valid: cpu, cuda, ref", backend)));
+  if (auto timeout = exec::CommTimeoutFromEnv(); !timeout.ok()) return Fail(kCmd, timeout.status());
+  const std::string backend = args["backend"].as<std::string>();
+  if (backend != "cpu" && backend != "cuda" && backend != "ref") {
+    return Fail(kCmd, Status::InvalidArgument(fmt::format("--backend '{}': valid: cpu, cuda, ref", backend)));
+  }
+  if (args.count("config") + args.count("plan") + args.count("auto") != 1) {
+    return Fail(kCmd, Status::InvalidArgument("give exactly one of --config SPEC, --plan FILE, --auto"));
+  }
+  const bool emulate = args.count("emulate-rank") > 0;
+  if (emulate && args.count("auto")) {
+    return Fail(kCmd, Status::InvalidArgument(
+                          "--auto plans for the launched ranks; --emulate-rank runs one rank of --config or --plan"));
+  }
+  if (emulate && args.count("comm")) {
+    return Fail(kCmd, Status::InvalidArgument("--comm is for runs across ranks; --emulate-rank runs one rank alone"));
+  }
+  if (args.count("comm")) {
+    const std::string c = args["comm"].as<std::string>();
+    if (c != "mpi" && c != "nccl") return Fail(kCmd, Status::InvalidArgument(fmt::format("--comm '{}': valid: mpi, nccl", c)));
+    if (c == "nccl" && backend != "cuda") {
+      return Fail(kCmd, Status::InvalidArgument("--comm nccl moves GPU memory: it needs --backend cuda"));
     }
-    return RunOnEngine(*args, backend);
   }
-  if (args->count("profile") || args->count("trace")) {
-    return Fail("run", Status::InvalidArgument(fmt::format(
-                           "--{} times the engine's kernels: it needs --backend cuda or ref",
-                           args->count("profile") ? "profile" : "trace")));
+  const int iters = args["iters"].as<int>(), warmup = args["warmup"].as<int>();
+  if (iters < 1 || iters > 10000 || warmup < 0 || warmup > 1000) {
+    return Fail(kCmd, Status::InvalidArgument("--iters must be 1 to 10000 and --warmup 0 to 1000"));
   }
-  if (args->count("comm")) {
-    return Fail("run", Status::InvalidArgument(
-                           "--comm chooses the engine's transport (--backend cuda|ref); the CPU executor uses MPI "
-                           "under mpirun"));
+
+  // The ranks mpirun launched (every process of them runs this): the MPI world they share.
+  std::unique_ptr<exec::Comm> launched;
+  if (!emulate && exec::DefaultCommBackend() == "mpi") {
+    auto w = exec::CreateComm("mpi", &argc, &argv);
+    if (!w.ok()) return Fail(kCmd, w.status());
+    launched = std::move(*w);
   }
-  const bool emulate = args->count("emulate-rank") > 0;
-  double charged = 0;  // modelled communication seconds of an emulated rank
-  std::unique_ptr<exec::Comm> world_owner;
-  if (!emulate) {
-    auto world = exec::CreateComm(exec::DefaultCommBackend(), &argc, &argv);
-    if (!world.ok()) return Fail("run", world.status());
-    world_owner = std::move(*world);
-  } else {
-    // The world is sized by the configuration; it is built once that is known (below).
-    world_owner = exec::NewEmulatedWorld(0, 1, {}, &charged);
-  }
-  exec::Comm* comm_ptr = world_owner.get();
-  const bool root = comm_ptr->rank() == 0;
-  auto fail = [&](const Status& st) {
-    if (root) return Fail("run", st);
-    return st.ExitCode();
-  };
+  const bool root = launched == nullptr || launched->rank() == 0;
+  auto fail = [&](const Status& st) { return root ? Fail(kCmd, st) : st.ExitCode(); };
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return fail(catalog.status());
-  auto workload = ReadWorkload(*args, **catalog);
+  auto workload = ReadWorkload(args, **catalog);
   if (!workload.ok()) return fail(workload.status());
   const ModelSpec& model = **(*catalog)->Model(workload->model_id);
-  const int given = static_cast<int>(args->count("config") + args->count("plan") + args->count("auto"));
-  if (given != 1) return fail(Status::InvalidArgument("give exactly one of --config SPEC, --plan FILE, --auto"));
-  if (!emulate) {
-    for (const char* flag : {"gpu", "gpus", "gpus-per-node", "nodes", "intra", "inter"}) {
-      if (args->count(flag)) {
-        return fail(Status::InvalidArgument(fmt::format(
-            "--{}: the CPU executor runs on the launched ranks; the CLUSTER flags describe the GPUs and links whose "
-            "communication --emulate-rank models",
-            flag)));
-      }
-    }
-  }
-  exec::Comm& comm = *comm_ptr;
   // Every rank reads the store; only rank 0 writes it.
-  auto store = OpenStore(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
+  auto store = OpenStore(args.count("db") ? args["db"].as<std::string>() : Store::DefaultPath());
   if (!store.ok()) return fail(store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return fail(fits.status());
-
-  ParallelConfig config;
-  if (args->count("config") || args->count("plan")) {
-    auto c = ReadRunConfig(*args, *workload);
-    if (!c.ok()) return fail(c.status());
-    config = *c;
-  } else {
-    auto cluster = CpuCluster(**catalog, comm.size());
-    if (!cluster.ok()) return fail(cluster.status());
-    PlanOptions po;
-    po.top_k = 1000;
-    auto plan = MakePlan(**catalog, *workload, *cluster, *fits, po);
-    if (!plan.ok()) return fail(plan.status());
-    if (plan->ranked.empty()) return fail(Status::Infeasible("no configuration of this workload fits the CPU ranks"));
-    config = plan->ranked.front().config;
+  const int ranks = launched != nullptr ? launched->size() : 1;
+  std::string auto_gpu;  // --auto: the catalog GPU the launched ranks are
+  if (args.count("auto")) {
+    std::string device_name = "host";
+    if (backend == "cuda" && !args.count("gpu")) {
+      auto device = exec::CreateDevice(backend);
+      if (!device.ok()) return fail(device.status());
+      device_name = (*device)->props().name;
+    }
+    auto id = RunGpuId(args, **catalog, backend, device_name);
+    if (!id.ok()) return fail(id.status());
+    auto_gpu = *id;
   }
-  std::optional<Cluster> emulated_cluster;
-  std::unique_ptr<CommModel> emulated_comm_model;
-  if (emulate) {
-    const int r = (*args)["emulate-rank"].as<int>();
-    const int n = config.world_size();
-    if (r < 0 || r >= n) {
-      return fail(Status::InvalidArgument(fmt::format("--emulate-rank {}: '{}' has ranks 0 to {}", r, Label(config), n - 1)));
-    }
-    ClusterSpec spec{"cpu", n};
-    spec.intra_id = "shm";
-    if (args->count("gpu")) {
-      auto read = ReadClusterSpec(*args);
-      if (!read.ok()) return fail(read.status());
-      spec = *read;
-    }
-    if (spec.gpus != n) {
-      return fail(Status::InvalidArgument(fmt::format("--gpus {} but '{}' needs {}", spec.gpus, Label(config), n)));
-    }
-    auto cl = ResolveCluster(spec, **catalog);
-    if (!cl.ok()) return fail(cl.status());
-    emulated_cluster = *cl;
-    auto models = ModelsFor(*emulated_cluster, model.id, *fits);
-    if (!models.ok()) return fail(models.status());
-    emulated_comm_model = std::move(models->comm);
-    CommModel* cm = emulated_comm_model.get();
-    exec::CommCost cost = [cm](const std::string& op, double bytes, int size) {
-      std::vector<int> g(static_cast<size_t>(size));
-      for (int i = 0; i < size; ++i) g[static_cast<size_t>(i)] = i;
-      auto c = ParseCollective(op);
-      return c.ok() ? cm->Time(*c, Bytes(bytes), g).value() : 0.0;
-    };
-    world_owner = exec::NewEmulatedWorld(r, n, cost, &charged);
-    comm_ptr = world_owner.get();
+  auto config = ChooseConfig(args, **catalog, *workload, *fits, backend, auto_gpu, ranks);
+  if (!config.ok()) return fail(config.status());
+  const int n = config->world_size();
+  const int rank = emulate ? args["emulate-rank"].as<int>() : 0;
+  if (rank < 0 || rank >= n) {
+    return fail(Status::InvalidArgument(
+        fmt::format("--emulate-rank {}: '{}' has ranks 0 to {}", rank, Label(*config), n - 1)));
   }
-  exec::Comm& run_comm = *comm_ptr;
+  if (!emulate && n != ranks) {
+    return fail(Status::InvalidArgument(
+        launched != nullptr
+            ? fmt::format("'{}' needs {} ranks; {} were launched", Label(*config), n, ranks)
+            : fmt::format("'{}' needs {} ranks: launch `mpirun -np {} ditune run ...`, or measure one rank of it "
+                          "with --emulate-rank R (0 to {})",
+                          Label(*config), n, n, n - 1)));
+  }
   auto tokens = ComputeTokenGeometry(model, *workload);
-  Status valid = ValidateConfig({&model, *tokens, workload->steps, workload->batch, run_comm.size()}, config);
+  if (!tokens.ok()) return fail(tokens.status());
+  Status valid = ValidateConfig({&model, *tokens, workload->steps, workload->batch, n}, *config);
   if (!valid.ok()) return fail(valid);
-  auto predicted = PredictOnCpu(**catalog, *workload, config, run_comm.size(), *fits);
-  if (!predicted.ok()) return fail(predicted.status());
-
-  exec::RunOptions ro;
-  ro.iters = (*args)["iters"].as<int>();
-  ro.warmup = (*args)["warmup"].as<int>();
-  ro.seed = (*args)["seed"].as<uint64_t>();
-  if (ro.iters < 1 || ro.iters > 10000 || ro.warmup < 0 || ro.warmup > 1000) {
-    return fail(Status::InvalidArgument("--iters must be 1 to 10000 and --warmup 0 to 1000"));
+  if (args.count("gpu") || args.count("gpus")) {
+    // The CLUSTER flags the prediction prices: a mistake in them stops the run before it starts.
+    auto cluster = RunCluster(args, **catalog, args.count("gpu") ? args["gpu"].as<std::string>() : "cpu", *config);
+    if (!cluster.ok()) return fail(cluster.status());
   }
-  auto m = exec::MeasureRun(model, *workload, config, &run_comm, ro);
-  if (!m.ok()) {
-    // Every rank validated the same input above; a failure in the run itself (a peer that
-    // stalled past DITUNE_COMM_TIMEOUT_S, a failed transfer) must not leave the others waiting.
-    const Status::Code code = m.status().code();
-    if (comm.size() > 1 && code != Status::Code::kInvalidArgument && code != Status::Code::kNotSupported) {
-      comm.Abort(m.status().ToString());
+
+  // Every rank of the plan, one process each: the world they exchange over.
+  std::unique_ptr<exec::Comm> nccl;
+  exec::Comm* world = n > 1 ? launched.get() : nullptr;
+  if (world != nullptr) {
+    const auto built = exec::CommBackends();
+    const bool nccl_built = std::find(built.begin(), built.end(), "nccl") != built.end();
+    const std::string comm = args.count("comm") ? args["comm"].as<std::string>()
+                                                : (backend == "cuda" && nccl_built ? "nccl" : "mpi");
+    if (comm == "nccl") {
+      auto w = exec::CreateComm("nccl", nullptr, nullptr);
+      if (!w.ok()) return fail(w.status());
+      nccl = std::move(*w);
+      world = nccl.get();
     }
-    return fail(m.status());
+  }
+
+  exec::EngineRunOptions ro;
+  ro.kernels = backend;
+  ro.rank = rank;
+  ro.iters = iters;
+  ro.warmup = warmup;
+  ro.engine.seed = args["seed"].as<uint64_t>();
+  ro.world = world;
+  ro.profile = args.count("profile") > 0 || args.count("trace") > 0;
+  // Every rank writes its own timeline; a path that cannot take it fails before the run.
+  std::string trace_path;
+  if (args.count("trace")) {
+    const int me = world != nullptr ? world->rank() : rank;
+    trace_path = exec::RankTracePath(args["trace"].as<std::string>(), me, world != nullptr ? world->size() : 1);
+    Status st = exec::WriteKernelTrace({}, me, trace_path);
+    if (world != nullptr && world->host() != nullptr) {
+      // Every rank stops if one cannot write, rather than the others waiting for it.
+      float refused = st.ok() ? 0.0f : 1.0f;
+      Status agreed = world->host()->AllReduceSum(&refused, 1);
+      if (!agreed.ok()) return fail(agreed);
+      if (st.ok() && refused > 0) {
+        st = Status::InvalidArgument(fmt::format(
+            "--trace: {:.0f} rank(s) cannot write their trace beside {} (that rank's message names it)", refused,
+            args["trace"].as<std::string>()));
+      }
+    }
+    if (!st.ok()) return fail(st);
+  }
+  auto r = exec::MeasureEngineRun(model, *workload, *config, ro);
+  if (!r.ok()) {
+    // Every rank validates the same input before any transfer; a failure after that (a peer
+    // that stalled past DITUNE_COMM_TIMEOUT_S, a failed transfer) must not leave the others
+    // waiting in a collective.
+    if (world != nullptr && r.status().code() != Status::Code::kInvalidArgument &&
+        r.status().code() != Status::Code::kNotSupported) {
+      world->Abort(r.status().ToString());
+    }
+    return fail(r.status());
+  }
+  if (!trace_path.empty()) {
+    Status st = exec::WriteKernelTrace(r->profile_events, world != nullptr ? world->rank() : rank, trace_path);
+    if (!st.ok()) return fail(st);
   }
   if (!root) return 0;
-  if (emulate) {
-    // One rank's real compute plus its modelled communication; nothing is recorded.
-    const double comm_s = charged / (ro.warmup + ro.iters);
-    const auto& me = m->ranks.front();
-    std::cout << fmt::format(
-        "{} {}x{}, {} steps: rank {} of '{}' emulated on one process: compute {:.4f} s (measured: gemm {:.4f}, "
-        "attention {:.4f}) + communication {:.4f} s (modelled over {}) = {:.4f} s\n",
-        model.id, workload->height, workload->width, workload->steps, (*args)["emulate-rank"].as<int>(),
-        Label(config), m->latency_median_s, me.gemm_s, me.attention_s, comm_s, emulated_cluster->spec.intra_id,
-        m->latency_median_s + comm_s);
-    return 0;
-  }
-
-  const std::string run_id = calibration::NewRunId(std::to_string(comm.size()));
-  const RunRecord rec =
-      calibration::CpuRunRecord(model, *workload, config, comm.size(), std::string(comm.backend()), *predicted, *m,
-                                run_id);
-  const Measurement meas = calibration::CpuRunMeasurement(model, *workload, config, comm.size(), *m, run_id,
-                                                          {{"backend", "cpu"}, {"comm", comm.backend()}});
-  Status st = (*store)->RecordRuns({rec}, {meas}).status();
-  if (!st.ok()) return fail(st);
-
-  if (args->count("json")) {
-    nlohmann::json ranks = nlohmann::json::array();
-    for (const auto& r : m->ranks) {
-      ranks.push_back({{"rank", r.rank}, {"dit_s", r.dit_median_s}, {"step_s", r.step_median_s}, {"gemm_s", r.gemm_s},
-                       {"attention_s", r.attention_s}, {"comm_s", r.comm_s}});
-    }
-    std::cout << nlohmann::json{{"run_id", run_id}, {"config", ToString(config)}, {"ranks", comm.size()},
-                                {"measured_s", m->latency_median_s}, {"p10_s", m->latency_p10_s},
-                                {"p90_s", m->latency_p90_s}, {"predicted_s", *predicted}, {"imbalance", m->imbalance},
-                                {"per_rank", ranks}}
-                     .dump(2)
-              << "\n";
-    return 0;
-  }
-  std::cout << fmt::format("{} {}x{}, {} steps, batch {} on {} CPU rank(s) ({}): {}\n", model.id, workload->height,
-                           workload->width, workload->steps, workload->batch, comm.size(), comm.backend(), Label(config));
-  std::cout << fmt::format("DiT (slowest rank, median of {}): {:.4f} s  [p10 {:.4f}, p90 {:.4f}]; predicted {:.4f} s "
-                           "({:+.1f}%); imbalance {:.1f}%\n",
-                           m->iters, m->latency_median_s, m->latency_p10_s, m->latency_p90_s, *predicted,
-                           100 * (*predicted / m->latency_median_s - 1), 100 * m->imbalance);
-  std::cout << "text encoding and VAE decode: not run by the CPU executor (latent output)\n";
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& r : m->ranks) {
-    rows.push_back({std::to_string(r.rank), fmt::format("{:.4f}", r.dit_median_s), fmt::format("{:.2f}", 1e3 * r.step_median_s),
-                    fmt::format("{:.4f}", r.gemm_s), fmt::format("{:.4f}", r.attention_s), fmt::format("{:.4f}", r.comm_s)});
-  }
-  std::cout << FormatTable({"rank", "DiT s", "step ms", "gemm s", "attention s", "comm s"}, rows);
-  std::cout << "recorded as " << run_id << " in " << (*store)->path() << "\n";
-  return 0;
+  const RunReport report{&model,   *workload, *config, backend, rank, emulate, n, world, trace_path,
+                         RunGpuId(args, **catalog, backend, r->device_name)};
+  return ReportRun(args, **catalog, *fits, store->get(), report, *r);
 }
 
 }  // namespace ditune::cli

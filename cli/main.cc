@@ -22,7 +22,7 @@ constexpr Command kCommands[] = {
     {"whatif", ditune::cli::RunWhatIf, "sweep GPU types, counts, links and sizes; meet a latency objective"},
     {"serve", ditune::cli::RunServe, "serve a request stream on replicas: latency percentiles, fewest GPUs for an SLO"},
     {"launch", ditune::cli::RunLaunch, "detect the GPUs, choose the configuration, start the job with it"},
-    {"run", ditune::cli::RunRun, "run a plan on the CPU executor (or under mpirun), measure and record it"},
+    {"run", ditune::cli::RunRun, "run a plan with ditune's DiT engine (cpu, cuda or ref kernels; under mpirun every rank), measure and record it"},
     {"autotune", ditune::cli::RunAutotune, "predict, run the best candidates for real, refit, predict again"},
     {"simulate", ditune::cli::RunSimulate, "predict one generation's latency, breakdown and memory"},
     {"validate", ditune::cli::RunValidate, "predict a suite of published runs and report the error"},

@@ -7,6 +7,7 @@
 
 #include "executor/comm.h"
 #include "executor/cpu_device.h"
+#include "executor/cpu_kernels.h"
 #include "executor/device.h"
 #include "executor/kernels.h"
 #include "executor/local_comm.h"
@@ -90,7 +91,7 @@ StatusOr<std::unique_ptr<Device>> CreateDevice(std::string_view backend) {
 }
 
 std::vector<std::string> KernelBackends() {
-  std::vector<std::string> b = {"ref"};
+  std::vector<std::string> b = {"ref", "cpu"};
 #ifdef DITUNE_HAVE_CUDA
   b.push_back("cuda");
 #endif
@@ -99,6 +100,7 @@ std::vector<std::string> KernelBackends() {
 
 StatusOr<std::unique_ptr<Kernels>> CreateKernels(std::string_view backend, Device* device) {
   if (backend == "ref") return NewRefKernels(device);
+  if (backend == "cpu") return NewCpuKernels(device);
 #ifdef DITUNE_HAVE_CUDA
   if (backend == "cuda") {
     DITUNE_ASSIGN_OR_RETURN(const GpuModule* gpu, LoadGpuModule());

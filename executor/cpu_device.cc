@@ -85,6 +85,7 @@ class CpuDevice : public Device {
     props_.compute_units = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
     props_.bf16 = false;
     props_.async = false;
+    props_.host_memory = true;
   }
   const DeviceProps& props() const override { return props_; }
   Stream* stream() override { return &stream_; }

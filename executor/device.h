@@ -22,6 +22,7 @@ struct DeviceProps {
   int compute_units = 0;      // cores or SMs
   bool bf16 = false;          // native bf16 arithmetic
   bool async = false;         // streams run asynchronously to the host
+  bool host_memory = false;   // buffers are the process's own memory (a host communicator reads them)
 };
 
 // A point on a stream's timeline.

@@ -38,7 +38,7 @@ class StagedShift : public Request {
     DITUNE_RETURN_IF_ERROR(inner_->Wait());
     inner_.reset();
     if (dst_ == nullptr || in_.empty()) return Status::Ok();  // a send
-    return k_->UploadBf16(in_.data(), dst_, static_cast<int64_t>(in_.size()));
+    return k_->Upload(in_.data(), dst_, static_cast<int64_t>(in_.size()));
   }
 
  private:
@@ -66,7 +66,7 @@ class StagedGather : public Request {
     for (int j = 0; j < ranks_; ++j) {
       if (j == rank_) continue;
       DITUNE_RETURN_IF_ERROR(
-          k_->UploadBf16(host_.data() + j * count_, static_cast<char*>(dst_) + j * count_ * 2, count_));
+          k_->Upload(host_.data() + j * count_, static_cast<char*>(dst_) + j * count_ * k_->element_bytes(), count_));
     }
     return Status::Ok();
   }
@@ -99,7 +99,7 @@ class TimedRequest : public Request {
 
 Status DeviceComm::Even(const char* what, int64_t count) const {
   if (count < 0) return Status::InvalidArgument(fmt::format("{} of {} elements", what, count));
-  if (direct() && count % 2 != 0) {
+  if (direct() && k_->element_bytes() == 2 && count % 2 != 0) {
     return Status::Internal(fmt::format("{} of {} bf16 elements over {}: device transfers move pairs", what, count,
                                         comm_->backend()));
   }
@@ -112,12 +112,12 @@ Status DeviceComm::AllToAll(const void* send, void* recv, int64_t count) {
   const int64_t n = count * size();
   if (direct()) {
     DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
-    return comm_->AllToAll(static_cast<const float*>(send), static_cast<float*>(recv), static_cast<size_t>(count / 2));
+    return comm_->AllToAll(static_cast<const float*>(send), static_cast<float*>(recv), Words(count));
   }
   std::vector<float> out(static_cast<size_t>(n)), in(static_cast<size_t>(n));
-  DITUNE_RETURN_IF_ERROR(k_->DownloadBf16(send, out.data(), n));
+  DITUNE_RETURN_IF_ERROR(k_->Download(send, out.data(), n));
   DITUNE_RETURN_IF_ERROR(comm_->AllToAll(out.data(), in.data(), static_cast<size_t>(count)));
-  return k_->UploadBf16(in.data(), recv, n);
+  return k_->Upload(in.data(), recv, n);
 }
 
 Status DeviceComm::AllGather(const void* send, void* recv, int64_t count) {
@@ -125,12 +125,12 @@ Status DeviceComm::AllGather(const void* send, void* recv, int64_t count) {
   Timed t(&seconds_);
   if (direct()) {
     DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
-    return comm_->AllGather(static_cast<const float*>(send), static_cast<float*>(recv), static_cast<size_t>(count / 2));
+    return comm_->AllGather(static_cast<const float*>(send), static_cast<float*>(recv), Words(count));
   }
   std::vector<float> out(static_cast<size_t>(count)), in(static_cast<size_t>(count * size()));
-  DITUNE_RETURN_IF_ERROR(k_->DownloadBf16(send, out.data(), count));
+  DITUNE_RETURN_IF_ERROR(k_->Download(send, out.data(), count));
   DITUNE_RETURN_IF_ERROR(comm_->AllGather(out.data(), in.data(), static_cast<size_t>(count)));
-  return k_->UploadBf16(in.data(), recv, count * size());
+  return k_->Upload(in.data(), recv, count * size());
 }
 
 Status DeviceComm::AllReduceSum(void* data, int64_t count) {
@@ -138,12 +138,13 @@ Status DeviceComm::AllReduceSum(void* data, int64_t count) {
   Timed t(&seconds_);
   if (direct()) {
     DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
+    if (k_->element_bytes() == 4) return comm_->AllReduceSum(static_cast<float*>(data), static_cast<size_t>(count));
     return comm_->AllReduceSumBf16(data, static_cast<size_t>(count));
   }
   std::vector<float> v(static_cast<size_t>(count));
-  DITUNE_RETURN_IF_ERROR(k_->DownloadBf16(data, v.data(), count));
+  DITUNE_RETURN_IF_ERROR(k_->Download(data, v.data(), count));
   DITUNE_RETURN_IF_ERROR(comm_->AllReduceSum(v.data(), v.size()));
-  return k_->UploadBf16(v.data(), data, count);
+  return k_->Upload(v.data(), data, count);
 }
 
 StatusOr<std::unique_ptr<Request>> DeviceComm::SendRecv(const void* send, void* recv, int64_t count, int to, int from,
@@ -152,13 +153,13 @@ StatusOr<std::unique_ptr<Request>> DeviceComm::SendRecv(const void* send, void* 
   Timed t(&seconds_);
   if (direct()) {
     DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
-    DITUNE_ASSIGN_OR_RETURN(auto r, comm_->SendRecv(static_cast<const float*>(send), static_cast<size_t>(count / 2), to,
-                                                    static_cast<float*>(recv), static_cast<size_t>(count / 2), from, tag));
+    DITUNE_ASSIGN_OR_RETURN(auto r, comm_->SendRecv(static_cast<const float*>(send), Words(count), to,
+                                                    static_cast<float*>(recv), Words(count), from, tag));
     return std::unique_ptr<Request>(new TimedRequest(std::move(r), &seconds_));
   }
   auto shift = std::make_unique<StagedShift>(k_, recv, std::vector<float>(static_cast<size_t>(count)),
                                              std::vector<float>(static_cast<size_t>(count)), &seconds_);
-  DITUNE_RETURN_IF_ERROR(k_->DownloadBf16(send, shift->out(), count));
+  DITUNE_RETURN_IF_ERROR(k_->Download(send, shift->out(), count));
   DITUNE_ASSIGN_OR_RETURN(auto r, comm_->SendRecv(shift->out(), static_cast<size_t>(count), to, shift->in(),
                                                   static_cast<size_t>(count), from, tag));
   shift->Start(std::move(r));
@@ -172,12 +173,12 @@ StatusOr<std::unique_ptr<Request>> DeviceComm::IAllGatherInPlace(void* data, int
     // What the kernels wrote into this rank's chunk must be complete, and nothing queued may
     // still read the others'.
     DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
-    DITUNE_ASSIGN_OR_RETURN(auto r, comm_->IAllGatherInPlace(static_cast<float*>(data), static_cast<size_t>(count / 2)));
+    DITUNE_ASSIGN_OR_RETURN(auto r, comm_->IAllGatherInPlace(static_cast<float*>(data), Words(count)));
     return std::unique_ptr<Request>(new TimedRequest(std::move(r), &seconds_));
   }
   auto gather = std::make_unique<StagedGather>(k_, data, count, rank(), size(), &seconds_);
   DITUNE_RETURN_IF_ERROR(
-      k_->DownloadBf16(static_cast<const char*>(data) + rank() * count * 2, gather->host() + rank() * count, count));
+      k_->Download(static_cast<const char*>(data) + rank() * count * k_->element_bytes(), gather->host() + rank() * count, count));
   DITUNE_ASSIGN_OR_RETURN(auto r, comm_->IAllGatherInPlace(gather->host(), static_cast<size_t>(count)));
   gather->Start(std::move(r));
   return std::unique_ptr<Request>(std::move(gather));
@@ -188,13 +189,13 @@ StatusOr<std::unique_ptr<Request>> DeviceComm::Isend(const void* data, int64_t c
   Timed t(&seconds_);
   if (direct()) {
     DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
-    DITUNE_ASSIGN_OR_RETURN(auto r, comm_->Isend(static_cast<const float*>(data), static_cast<size_t>(count / 2), peer, tag));
+    DITUNE_ASSIGN_OR_RETURN(auto r, comm_->Isend(static_cast<const float*>(data), Words(count), peer, tag));
     return std::unique_ptr<Request>(new TimedRequest(std::move(r), &seconds_));
   }
   // The host copy is the send buffer: the device data is free at once.
   auto send = std::make_unique<StagedShift>(k_, nullptr, std::vector<float>(static_cast<size_t>(count)),
                                             std::vector<float>(), &seconds_);
-  DITUNE_RETURN_IF_ERROR(k_->DownloadBf16(data, send->out(), count));
+  DITUNE_RETURN_IF_ERROR(k_->Download(data, send->out(), count));
   DITUNE_ASSIGN_OR_RETURN(auto r, comm_->Isend(send->out(), static_cast<size_t>(count), peer, tag));
   send->Start(std::move(r));
   return std::unique_ptr<Request>(std::move(send));
@@ -206,7 +207,7 @@ StatusOr<std::unique_ptr<Request>> DeviceComm::Irecv(void* data, int64_t count, 
   if (direct()) {
     // Kernels queued to read `data` must finish before the transfer overwrites it.
     DITUNE_RETURN_IF_ERROR(comm_->OrderAfter(k_->device()));
-    DITUNE_ASSIGN_OR_RETURN(auto r, comm_->Irecv(static_cast<float*>(data), static_cast<size_t>(count / 2), peer, tag));
+    DITUNE_ASSIGN_OR_RETURN(auto r, comm_->Irecv(static_cast<float*>(data), Words(count), peer, tag));
     return std::unique_ptr<Request>(new TimedRequest(std::move(r), &seconds_));
   }
   auto recv = std::make_unique<StagedShift>(k_, data, std::vector<float>(),

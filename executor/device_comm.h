@@ -50,7 +50,17 @@ class DeviceComm {
   double seconds() const { return seconds_; }
 
  private:
-  bool direct() const { return comm_->device_memory(); }
+  // The communicator moves the kernels' buffers as they are: device memory over a device
+  // communicator (bf16 pairs moved as 4-byte words), or float buffers in host memory over a
+  // host one. Otherwise every transfer is staged through host floats.
+  bool direct() const {
+    return comm_->device_memory() ||
+           (k_->element_bytes() == 4 && k_->device()->props().host_memory);
+  }
+  // The 4-byte words `count` act elements take.
+  size_t Words(int64_t count) const {
+    return static_cast<size_t>(k_->element_bytes() == 4 ? count : count / 2);
+  }
   Status Even(const char* what, int64_t count) const;
 
   Comm* comm_;

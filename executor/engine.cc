@@ -11,12 +11,11 @@
 #include "core/rank_layout.h"
 #include "core/rank_share.h"
 #include "executor/device_comm.h"
-#include "executor/dit.h"
+#include "executor/model_inputs.h"
 
 namespace ditune::exec {
 namespace {
 
-constexpr int64_t kBf16 = 2;
 constexpr int kTagActivation = 21, kTagLatent = 22;
 
 // A stable stream id per (block, weight name) for the device-side generator.
@@ -85,8 +84,9 @@ struct DitEngine::Impl {
   EngineWork work;
   Kernels* k = nullptr;
   Device* d = nullptr;
+  int64_t eb = 2;  // bytes of an act element (Kernels::element_bytes)
   EngineOptions opt;
-  std::unique_ptr<DitModel> host;  // embeddings, final layer, conditioning (and the weights to upload)
+  std::unique_ptr<ModelInputs> inputs;  // prompts, conditioning, input and output layers (host)
   bool gated = false;              // MLPs gated (SwiGLU)
   bool extras = false;
   bool unified = false;            // text and image rows share one residual buffer per sequence
@@ -149,15 +149,15 @@ struct DitEngine::Impl {
       if (b) DITUNE_RETURN_IF_ERROR(d->stream()->Synchronize());
       b.reset();
       DITUNE_ASSIGN_OR_RETURN(b, d->Alloc(std::max<int64_t>(bytes, 64)));
-      DITUNE_RETURN_IF_ERROR(k->Zero(b->data(), b->bytes() / kBf16));
+      DITUNE_RETURN_IF_ERROR(k->Zero(b->data(), b->bytes() / eb));
     }
     return b->data();
   }
   StatusOr<std::unique_ptr<Buffer>> Weight(int block, const std::string& name, int64_t rows, int64_t cols,
                                            float stddev) {
-    DITUNE_ASSIGN_OR_RETURN(auto b, d->Alloc(rows * cols * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(auto b, d->Alloc(rows * cols * eb));
     DITUNE_RETURN_IF_ERROR(k->FillRandom(b->data(), rows * cols, stddev, opt.seed, WeightStream(block, name)));
-    weight_bytes += rows * cols * kBf16;
+    weight_bytes += rows * cols * eb;
     return b;
   }
   // This tensor-parallel rank's slice of a weight the generator draws whole: the full matrix
@@ -172,10 +172,10 @@ struct DitEngine::Impl {
     if (tpd == 1) return Weight(block, name, rows, full_cols, stddev);
     const int t = coords[Axis::kTp];
     const int64_t full_rows = row_split ? rows * tpd : rows;
-    DITUNE_ASSIGN_OR_RETURN(auto whole, d->Alloc(full_rows * full_cols * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(auto whole, d->Alloc(full_rows * full_cols * eb));
     DITUNE_RETURN_IF_ERROR(k->FillRandom(whole->data(), full_rows * full_cols, stddev, opt.seed, WeightStream(block, name)));
     const int64_t cols = row_split ? full_cols : full_cols / tpd;
-    DITUNE_ASSIGN_OR_RETURN(auto b, d->Alloc(rows * cols * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(auto b, d->Alloc(rows * cols * eb));
     if (row_split) {
       DITUNE_RETURN_IF_ERROR(k->Copy(b->data(), cols, At(whole->data(), t * rows * full_cols), full_cols, rows, cols));
     } else {
@@ -189,19 +189,18 @@ struct DitEngine::Impl {
     }
     // The whole matrix is freed on return: let the copies finish first.
     DITUNE_RETURN_IF_ERROR(d->stream()->Synchronize());
-    weight_bytes += rows * cols * kBf16;
+    weight_bytes += rows * cols * eb;
     return b;
   }
   StatusOr<std::unique_ptr<Buffer>> Upload(const Mat& host_m) {
-    DITUNE_ASSIGN_OR_RETURN(auto b, d->Alloc(host_m.size() * kBf16));
-    DITUNE_RETURN_IF_ERROR(k->UploadBf16(host_m.data(), b->data(), host_m.size()));
-    weight_bytes += host_m.size() * kBf16;
+    DITUNE_ASSIGN_OR_RETURN(auto b, d->Alloc(host_m.size() * eb));
+    DITUNE_RETURN_IF_ERROR(k->Upload(host_m.data(), b->data(), host_m.size()));
+    weight_bytes += host_m.size() * eb;
     return b;
   }
-  static void* At(void* p, int64_t elems, int64_t elem_bytes = kBf16) { return static_cast<char*>(p) + elems * elem_bytes; }
-  static const void* At(const void* p, int64_t elems, int64_t elem_bytes = kBf16) {
-    return static_cast<const char*>(p) + elems * elem_bytes;
-  }
+  // The act element `elems` past p.
+  void* At(void* p, int64_t elems) const { return static_cast<char*>(p) + elems * eb; }
+  const void* At(const void* p, int64_t elems) const { return static_cast<const char*>(p) + elems * eb; }
 
   // ---- set-up ----
   Status Load() {
@@ -224,11 +223,10 @@ struct DitEngine::Impl {
     (void)has_joint;
     const int tpd = work.steady.tp;
     const int64_t Hl = H / tpd, Ml = M / tpd, Mtl = M * Ht / H / tpd;
-    host = std::make_unique<DitModel>(*m, opt.seed, opt.weights_from_cpu_model ? work.first_block : 0,
-                                      opt.weights_from_cpu_model ? work.blocks : 0, tpd, coords[Axis::kTp]);
-    lat = host->latent_width();
+    inputs = std::make_unique<ModelInputs>(*m, opt.seed);
+    lat = inputs->latent_width();
     for (const char* name : {"patch", "out", "fmod", "text"}) {
-      DITUNE_ASSIGN_OR_RETURN(io[name], Upload(host->io_weights().at(name)));
+      DITUNE_ASSIGN_OR_RETURN(io[name], Upload(inputs->io_weight(name)));
     }
     auto sd = [](int64_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); };
     auto small = [](int64_t fan_in) { return 0.1f / std::sqrt(static_cast<float>(fan_in)); };
@@ -239,88 +237,43 @@ struct DitEngine::Impl {
       BlockW bw;
       bw.family = m->family_of(b);
       auto& w = bw.w;
-      if (opt.weights_from_cpu_model) {
-        const auto& cw = host->weights(i).w;
-        auto cat = [&](std::initializer_list<const char*> names) {
-          int64_t cols = 0;
-          for (const char* name : names) cols += cw.at(name).cols();
-          Mat out(cw.at(*names.begin()).rows(), cols);
-          int64_t c0 = 0;
-          for (const char* name : names) {
-            out.middleCols(c0, cw.at(name).cols()) = cw.at(name);
-            c0 += cw.at(name).cols();
-          }
-          return out;
-        };
-        if (gated) return Status::NotSupported("the CPU model's MLPs are not gated: run without architecture extras");
-        switch (bw.family) {
-          case BlockFamily::kCross: {
-            DITUNE_ASSIGN_OR_RETURN(w["mod"], Upload(cw.at("mod")));
-            DITUNE_ASSIGN_OR_RETURN(w["wqkv"], Upload(cat({"wq", "wk", "wv"})));
-            DITUNE_ASSIGN_OR_RETURN(w["xkv"], Upload(cat({"xk", "xv"})));
-            for (const char* name : {"wo", "xq", "xo", "w1", "w2"}) {
-              DITUNE_ASSIGN_OR_RETURN(w[name], Upload(cw.at(name)));
-            }
-            break;
-          }
-          case BlockFamily::kJoint: {
-            DITUNE_ASSIGN_OR_RETURN(w["wqkv"], Upload(cat({"wq", "wk", "wv"})));
-            DITUNE_ASSIGN_OR_RETURN(w["tqkv"], Upload(cat({"tq", "tk", "tv"})));
-            for (const char* name : {"mod", "tmod", "wo", "to", "w1", "w2", "t1", "t2"}) {
-              DITUNE_ASSIGN_OR_RETURN(w[name], Upload(cw.at(name)));
-            }
-            break;
-          }
-          case BlockFamily::kSingle: {
-            DITUNE_ASSIGN_OR_RETURN(w["wqkv1"], Upload(cat({"wq", "wk", "wv", "w1"})));
-            for (const char* name : {"mod", "oa", "om"}) {
-              DITUNE_ASSIGN_OR_RETURN(w[name], Upload(cw.at(name)));
-            }
-            break;
-          }
-          case BlockFamily::kSpatial:
-          case BlockFamily::kTemporal:
-            break;  // ExecutorRunsModel refuses these models before weights are made
+      switch (bw.family) {
+        case BlockFamily::kCross: {
+          DITUNE_ASSIGN_OR_RETURN(w["mod"], Weight(b, "mod", H, 6 * H, small(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["wqkv"], TpWeight(b, "wqkv", H, {H, H, H}, false, sd(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["wo"], TpWeight(b, "wo", Hl, {H}, true, sd(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["xq"], TpWeight(b, "xq", H, {H}, false, sd(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["xkv"], TpWeight(b, "xkv", Ht, {H, H}, false, sd(Ht)));
+          DITUNE_ASSIGN_OR_RETURN(w["xo"], TpWeight(b, "xo", Hl, {H}, true, sd(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["w1"], TpWeight(b, "w1", H, mlp_parts(M), false, sd(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["w2"], TpWeight(b, "w2", Ml, {H}, true, sd(M)));
+          break;
         }
-      } else {
-        switch (bw.family) {
-          case BlockFamily::kCross: {
-            DITUNE_ASSIGN_OR_RETURN(w["mod"], Weight(b, "mod", H, 6 * H, small(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["wqkv"], TpWeight(b, "wqkv", H, {H, H, H}, false, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["wo"], TpWeight(b, "wo", Hl, {H}, true, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["xq"], TpWeight(b, "xq", H, {H}, false, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["xkv"], TpWeight(b, "xkv", Ht, {H, H}, false, sd(Ht)));
-            DITUNE_ASSIGN_OR_RETURN(w["xo"], TpWeight(b, "xo", Hl, {H}, true, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["w1"], TpWeight(b, "w1", H, mlp_parts(M), false, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["w2"], TpWeight(b, "w2", Ml, {H}, true, sd(M)));
-            break;
-          }
-          case BlockFamily::kJoint: {
-            DITUNE_ASSIGN_OR_RETURN(w["mod"], Weight(b, "mod", H, 6 * H, small(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["tmod"], Weight(b, "tmod", H, 6 * Ht, small(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["wqkv"], TpWeight(b, "wqkv", H, {H, H, H}, false, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["tqkv"], TpWeight(b, "tqkv", Ht, {H, H, H}, false, sd(Ht)));
-            DITUNE_ASSIGN_OR_RETURN(w["wo"], TpWeight(b, "wo", Hl, {H}, true, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["to"], TpWeight(b, "to", Hl, {Ht}, true, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["w1"], TpWeight(b, "w1", H, mlp_parts(M), false, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["w2"], TpWeight(b, "w2", Ml, {H}, true, sd(M)));
-            DITUNE_ASSIGN_OR_RETURN(w["t1"], TpWeight(b, "t1", Ht, mlp_parts(M * Ht / H), false, sd(Ht)));
-            DITUNE_ASSIGN_OR_RETURN(w["t2"], TpWeight(b, "t2", Mtl, {Ht}, true, sd(M * Ht / H)));
-            break;
-          }
-          case BlockFamily::kSingle: {
-            DITUNE_ASSIGN_OR_RETURN(w["mod"], Weight(b, "mod", H, 3 * H, small(H)));
-            std::vector<int64_t> parts{H, H, H};
-            for (int64_t part : mlp_parts(M)) parts.push_back(part);
-            DITUNE_ASSIGN_OR_RETURN(w["wqkv1"], TpWeight(b, "wqkv1", H, parts, false, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["oa"], TpWeight(b, "oa", Hl, {H}, true, sd(H)));
-            DITUNE_ASSIGN_OR_RETURN(w["om"], TpWeight(b, "om", Ml, {H}, true, sd(M)));
-            break;
-          }
-          case BlockFamily::kSpatial:
-          case BlockFamily::kTemporal:
-            break;  // ExecutorRunsModel refuses these models before weights are made
+        case BlockFamily::kJoint: {
+          DITUNE_ASSIGN_OR_RETURN(w["mod"], Weight(b, "mod", H, 6 * H, small(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["tmod"], Weight(b, "tmod", H, 6 * Ht, small(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["wqkv"], TpWeight(b, "wqkv", H, {H, H, H}, false, sd(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["tqkv"], TpWeight(b, "tqkv", Ht, {H, H, H}, false, sd(Ht)));
+          DITUNE_ASSIGN_OR_RETURN(w["wo"], TpWeight(b, "wo", Hl, {H}, true, sd(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["to"], TpWeight(b, "to", Hl, {Ht}, true, sd(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["w1"], TpWeight(b, "w1", H, mlp_parts(M), false, sd(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["w2"], TpWeight(b, "w2", Ml, {H}, true, sd(M)));
+          DITUNE_ASSIGN_OR_RETURN(w["t1"], TpWeight(b, "t1", Ht, mlp_parts(M * Ht / H), false, sd(Ht)));
+          DITUNE_ASSIGN_OR_RETURN(w["t2"], TpWeight(b, "t2", Mtl, {Ht}, true, sd(M * Ht / H)));
+          break;
         }
+        case BlockFamily::kSingle: {
+          DITUNE_ASSIGN_OR_RETURN(w["mod"], Weight(b, "mod", H, 3 * H, small(H)));
+          std::vector<int64_t> parts{H, H, H};
+          for (int64_t part : mlp_parts(M)) parts.push_back(part);
+          DITUNE_ASSIGN_OR_RETURN(w["wqkv1"], TpWeight(b, "wqkv1", H, parts, false, sd(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["oa"], TpWeight(b, "oa", Hl, {H}, true, sd(H)));
+          DITUNE_ASSIGN_OR_RETURN(w["om"], TpWeight(b, "om", Ml, {H}, true, sd(M)));
+          break;
+        }
+        case BlockFamily::kSpatial:
+        case BlockFamily::kTemporal:
+          break;  // ExecutorRunsModel refuses these models before weights are made
       }
       blocks.push_back(std::move(bw));
     }
@@ -435,9 +388,9 @@ struct DitEngine::Impl {
                     x.nt + x.ni, x.b, x.heads_attn);
     }
     const int64_t Ha = static_cast<int64_t>(x.heads_attn) * D;
-    DITUNE_ASSIGN_OR_RETURN(void* q, Scratch("attn_q", x.b * x.qa * Ha * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch("attn_kv", x.b * x.kva * 2 * Ha * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* out, Scratch("attn_o", x.b * x.qa * Ha * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* q, Scratch("attn_q", x.b * x.qa * Ha * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch("attn_kv", x.b * x.kva * 2 * Ha * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* out, Scratch("attn_o", x.b * x.qa * Ha * eb));
     return Attend(q, Ha, x.qa * Ha, kv, Ha, 2 * Ha, x.kva * 2 * Ha, out, Ha, x.qa * Ha, x.qa, x.kva, x.b,
                   x.heads_attn);
   }
@@ -495,7 +448,7 @@ struct DitEngine::Impl {
     const int64_t b = x.b, nt = x.nt, ni = x.ni, Hl = x.Hl;
     // Keys per sequence, of which text: the buffer's rows, sized where Generate zeroes it.
     const int64_t rows = KvRows(cur_block, x.T, x.N), Tk = rows - x.N;
-    DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", cur_block), b * rows * 2 * Hl * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", cur_block), b * rows * 2 * Hl * eb));
     auto& pending = kv_pending[static_cast<size_t>(cur_block)];
     if (pending) {
       // The other ranks' rows of the previous step, before this step's land beside them.
@@ -508,8 +461,8 @@ struct DitEngine::Impl {
     if (distri_in_turn && !kv_sync) {
       // One rank's share: the others' rows as the last step left them (the buffer is only
       // read), its own fresh; its fresh rows collect in the next step's buffer.
-      DITUNE_ASSIGN_OR_RETURN(void* fresh, Scratch(fmt::format("fresh_kv{}", cur_block), b * rows * 2 * Hl * kBf16));
-      DITUNE_ASSIGN_OR_RETURN(void* view, Scratch("kv_view", b * rows * 2 * Hl * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(void* fresh, Scratch(fmt::format("fresh_kv{}", cur_block), b * rows * 2 * Hl * eb));
+      DITUNE_ASSIGN_OR_RETURN(void* view, Scratch("kv_view", b * rows * 2 * Hl * eb));
       DITUNE_RETURN_IF_ERROR(k->Copy(view, 2 * Hl, kv, 2 * Hl, b * rows, 2 * Hl));
       DITUNE_RETURN_IF_ERROR(put_fresh(view));
       DITUNE_RETURN_IF_ERROR(put_fresh(fresh));
@@ -564,7 +517,7 @@ struct DitEngine::Impl {
     const bool replicated = nt > 0 && nt == x.T;
     const int64_t kvr = replicated ? nt + u * ni : u * L;
     const int64_t block = b * kvr * 2 * Ha;
-    DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch("sp_kv", block * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch("sp_kv", block * eb));
     for (int64_t i = 0; i < b; ++i) {
       int64_t row = 0;
       for (int j = 0; j < u; ++j) {
@@ -589,8 +542,8 @@ struct DitEngine::Impl {
       DITUNE_ASSIGN_OR_RETURN(void* l2, Scratch("sp_lse2", calls * lse_per_call * 4));
       lse = static_cast<float*>(l1);
       lse2 = static_cast<float*>(l2);
-      DITUNE_ASSIGN_OR_RETURN(out2, Scratch("sp_out2", u * b * L * Ha * kBf16));
-      DITUNE_ASSIGN_OR_RETURN(kv_next, Scratch("sp_kv2", block * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(out2, Scratch("sp_out2", u * b * L * Ha * eb));
+      DITUNE_ASSIGN_OR_RETURN(kv_next, Scratch("sp_kv2", block * eb));
     }
     // Every chunk's queries over keys [key0, key0 + keys) of a K/V block.
     auto attend = [&](const void* kvb, int64_t key0, int64_t keys, void* dst, int64_t ld_dst, int64_t dst_chunk,
@@ -656,8 +609,8 @@ struct DitEngine::Impl {
     const int u = work.config.ulysses;
     if (!parallel || u == 1) return Chunks{qkv, ld, Hl, 0};
     const int64_t Ha = Hl / u;
-    DITUNE_ASSIGN_OR_RETURN(void* send, Scratch("sp_send", u * b * L * 3 * Ha * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* recv, Scratch("sp_recv", u * b * L * 3 * Ha * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* send, Scratch("sp_send", u * b * L * 3 * Ha * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* recv, Scratch("sp_recv", u * b * L * 3 * Ha * eb));
     for (int j = 0; j < u; ++j) {
       for (int c = 0; c < 3; ++c) {
         DITUNE_RETURN_IF_ERROR(
@@ -676,7 +629,7 @@ struct DitEngine::Impl {
   StatusOr<OutChunks> AttentionOut(void* o, int64_t ldo, int64_t b, int64_t L, int64_t Hl) {
     const int u = work.config.ulysses;
     if (!parallel || u == 1) return OutChunks{o, ldo, 0};
-    DITUNE_ASSIGN_OR_RETURN(void* out, Scratch("sp_out", b * L * Hl * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* out, Scratch("sp_out", b * L * Hl * eb));
     return OutChunks{out, Hl / u, b * L * (Hl / u)};
   }
   // The exchange back: each owner's rows of `out` (chunk layout), head group j from rank j,
@@ -684,7 +637,7 @@ struct DitEngine::Impl {
   Status UlyssesOut(const void* out, void* o, int64_t ldo, int64_t b, int64_t L, int64_t Hl) {
     const int u = work.config.ulysses;
     const int64_t Ha = Hl / u;
-    DITUNE_ASSIGN_OR_RETURN(void* back, Scratch("sp_send", u * b * L * 3 * Ha * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* back, Scratch("sp_send", u * b * L * 3 * Ha * eb));
     DITUNE_RETURN_IF_ERROR(ulysses->AllToAll(out, back, b * L * Ha));
     for (int j = 0; j < u; ++j) {
       DITUNE_RETURN_IF_ERROR(k->Copy(At(o, j * Ha), ldo, At(back, j * b * L * Ha), Ha, b * L, Ha));
@@ -708,7 +661,7 @@ struct DitEngine::Impl {
       return Status::Internal("sequence-parallel attention needs the sequences back to back");
     }
     const int64_t rows = KvRows(cur_block, x.T, x.N), Tk = rows - x.N;
-    DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", cur_block), b * rows * w * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", cur_block), b * rows * w * eb));
     DITUNE_ASSIGN_OR_RETURN(const Chunks ch, UlyssesIn(qkv, ld, b, L, Hl));
     // Text split over the ranks (its length divides) sits at each share's rows; replicated
     // text is the same on every rank, and is written from this rank's rows only.
@@ -731,8 +684,8 @@ struct DitEngine::Impl {
     if (r > 1) {
       // This rank's fresh block, packed [k | v] (u chunks of b L rows), and a second for the shifts.
       const int64_t block = u * b * L * w;
-      DITUNE_ASSIGN_OR_RETURN(void* cur, Scratch("pf_ring", block * kBf16));
-      DITUNE_ASSIGN_OR_RETURN(void* nxt, Scratch("pf_ring2", block * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(void* cur, Scratch("pf_ring", block * eb));
+      DITUNE_ASSIGN_OR_RETURN(void* nxt, Scratch("pf_ring2", block * eb));
       for (int j = 0; j < u; ++j) {
         DITUNE_RETURN_IF_ERROR(k->Copy(At(cur, j * b * L * w), w, At(ch.data, j * ch.stride + ch.koff), ch.ld, b * L, w));
       }
@@ -782,10 +735,10 @@ struct DitEngine::Impl {
 
   // MLP of `rows` contiguous rows of width `width`: out = act(h W1) W2.
   Status Mlp(const void* h, int64_t rows, int64_t width, int64_t inner, const void* w1, const void* w2, void* out) {
-    DITUNE_ASSIGN_OR_RETURN(void* a, Scratch("mlp_a", rows * (gated ? 2 : 1) * inner * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* a, Scratch("mlp_a", rows * (gated ? 2 : 1) * inner * eb));
     if (gated) {
       DITUNE_RETURN_IF_ERROR(Mm(h, width, 0, w1, 2 * inner, a, 2 * inner, 0, rows, width, 2 * inner, 1));
-      DITUNE_ASSIGN_OR_RETURN(void* g, Scratch("mlp_g", rows * inner * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(void* g, Scratch("mlp_g", rows * inner * eb));
       DITUNE_RETURN_IF_ERROR(k->Activate(Activation::kSwiGlu, a, 2 * inner, g, inner, rows, inner));
       return Mm(g, inner, 0, w2, width, out, width, 0, rows, inner, width, 1);
     }
@@ -807,13 +760,13 @@ struct DitEngine::Impl {
     Residual s;
     const int64_t b = rw.batch, nt = HasText() ? rw.txt_tokens : 0, ni = rw.img_tokens;
     if (unified) {
-      DITUNE_ASSIGN_OR_RETURN(s.seq, Scratch("x", b * (nt + ni) * H * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(s.seq, Scratch("x", b * (nt + ni) * H * eb));
       s.seq_stride = s.txt_stride = s.img_stride = (nt + ni) * H;
       s.txt = s.seq;
       s.img = At(s.seq, nt * H);
     } else {
-      DITUNE_ASSIGN_OR_RETURN(s.txt, Scratch("x_txt", b * nt * Ht * kBf16));
-      DITUNE_ASSIGN_OR_RETURN(s.img, Scratch("x_img", b * ni * H * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(s.txt, Scratch("x_txt", b * nt * Ht * eb));
+      DITUNE_ASSIGN_OR_RETURN(s.img, Scratch("x_img", b * ni * H * eb));
       s.txt_stride = nt * Ht;
       s.img_stride = ni * H;
     }
@@ -830,10 +783,10 @@ struct DitEngine::Impl {
   Status Cross(BlockW& bw, const float* mod, const void* xkv, const Dims& x, Residual& s) {
     const int64_t rows = x.b * x.ni, Hl = x.Hl;
     void* X = s.img;  // cross blocks: no text rows, sequences contiguous
-    DITUNE_ASSIGN_OR_RETURN(void* h, Scratch("h", rows * H * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* qkv, Scratch("qkv", rows * 3 * Hl * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* o, Scratch("o", rows * Hl * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* y, Scratch("y", rows * H * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* h, Scratch("h", rows * H * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* qkv, Scratch("qkv", rows * 3 * Hl * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* o, Scratch("o", rows * Hl * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* y, Scratch("y", rows * H * eb));
     DITUNE_RETURN_IF_ERROR(Norm(X, H, h, H, rows, H, mod, mod + H));
     DITUNE_RETURN_IF_ERROR(Mm(h, H, 0, bw.p("wqkv"), 3 * Hl, qkv, 3 * Hl, 0, rows, H, 3 * Hl, 1));
     DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkv, 3 * Hl, x.ni * 3 * Hl, o, Hl, x.ni * Hl));
@@ -857,12 +810,12 @@ struct DitEngine::Impl {
   Status Joint(BlockW& bw, const float* mod, const float* tmod, const Dims& x, Residual& s) {
     const int64_t b = x.b, ni = x.ni, nt = x.nt, Hl = x.Hl, L = nt + ni;
     const int64_t ldt = unified ? H : Ht;  // the text rows' leading dimension in the stream
-    DITUNE_ASSIGN_OR_RETURN(void* hi, Scratch("h", b * ni * H * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* ht, Scratch("ht", b * nt * Ht * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* qkv, Scratch("qkv", b * L * 3 * Hl * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* o, Scratch("o", b * L * Hl * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* yi, Scratch("y", b * ni * H * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* yt, Scratch("yt", b * nt * Ht * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* hi, Scratch("h", b * ni * H * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* ht, Scratch("ht", b * nt * Ht * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* qkv, Scratch("qkv", b * L * 3 * Hl * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* o, Scratch("o", b * L * Hl * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* yi, Scratch("y", b * ni * H * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* yt, Scratch("yt", b * nt * Ht * eb));
     for (int64_t i = 0; i < b; ++i) {
       DITUNE_RETURN_IF_ERROR(Norm(At(s.img, i * s.img_stride), H, At(hi, i * ni * H), H, ni, H, mod, mod + H));
       DITUNE_RETURN_IF_ERROR(Norm(At(s.txt, i * s.txt_stride), ldt, At(ht, i * nt * Ht), Ht, nt, Ht, tmod, tmod + Ht));
@@ -902,16 +855,16 @@ struct DitEngine::Impl {
   Status Single(BlockW& bw, const float* mod, const Dims& x, Residual& s) {
     const int64_t L = x.nt + x.ni, rows = x.b * L, Hl = x.Hl, Ml = x.Ml;
     const int64_t W1 = 3 * Hl + (gated ? 2 : 1) * Ml;  // [q | k | v | mlp-in]
-    DITUNE_ASSIGN_OR_RETURN(void* h, Scratch("h", rows * H * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* qkvm, Scratch("qkvm", rows * W1 * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* o, Scratch("o", rows * Hl * kBf16));
-    DITUNE_ASSIGN_OR_RETURN(void* y, Scratch("y", rows * H * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* h, Scratch("h", rows * H * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* qkvm, Scratch("qkvm", rows * W1 * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* o, Scratch("o", rows * Hl * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* y, Scratch("y", rows * H * eb));
     DITUNE_RETURN_IF_ERROR(Norm(s.seq, H, h, H, rows, H, mod, mod + H));
     DITUNE_RETURN_IF_ERROR(Mm(h, H, 0, bw.p("wqkv1"), W1, qkvm, W1, 0, rows, H, W1, 1));
     const void* act = At(qkvm, 3 * Hl);
     int64_t ld_act = W1;
     if (gated) {
-      DITUNE_ASSIGN_OR_RETURN(void* g, Scratch("mlp_g", rows * Ml * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(void* g, Scratch("mlp_g", rows * Ml * eb));
       DITUNE_RETURN_IF_ERROR(k->Activate(Activation::kSwiGlu, At(qkvm, 3 * Hl), W1, g, Ml, rows, Ml));
       act = g;
       ld_act = Ml;
@@ -954,7 +907,7 @@ struct DitEngine::Impl {
     auto group = std::make_unique<RequestGroup>();
     for (size_t i = 0; i < parts.size(); ++i) {
       const Part& part = parts[i];
-      DITUNE_ASSIGN_OR_RETURN(void* buf, Scratch(fmt::format("handoff{}_{}", slot, i), part.rows * part.cols * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(void* buf, Scratch(fmt::format("handoff{}_{}", slot, i), part.rows * part.cols * eb));
       DITUNE_RETURN_IF_ERROR(k->Copy(buf, part.cols, part.data, part.cols, part.rows, part.cols));
       DITUNE_ASSIGN_OR_RETURN(auto r, pp_fwd->Isend(buf, part.rows * part.cols, stage + 1, kTagActivation));
       group->Add(std::move(r));
@@ -1022,18 +975,18 @@ struct DitEngine::Impl {
     // unconditional one).
     const int first_prompt = coords[Axis::kDp] * P;
     const int cfg_branch = work.config.cfg == 2 ? coords[Axis::kCfg] : 0;
-    // Prompt embeddings of every sequence (prompt i, branch j at i B + j), as the CPU executor's.
-    DITUNE_ASSIGN_OR_RETURN(void* emb, Scratch("emb", bmax * T * m->text_hidden * kBf16));
+    // Prompt embeddings of every sequence (prompt i, branch j at i B + j) (model_inputs.h).
+    DITUNE_ASSIGN_OR_RETURN(void* emb, Scratch("emb", bmax * T * m->text_hidden * eb));
     for (int i = 0; i < P; ++i) {
       for (int j = 0; j < B; ++j) {
         const Mat e = PromptEmbedding(*m, opt.seed, first_prompt + i, (B == 2 ? j : cfg_branch) == 1);
-        DITUNE_RETURN_IF_ERROR(k->UploadBf16(e.data(), At(emb, (i * B + j) * T * m->text_hidden), e.size()));
+        DITUNE_RETURN_IF_ERROR(k->Upload(e.data(), At(emb, (i * B + j) * T * m->text_hidden), e.size()));
       }
     }
     // Initial noise: the rows of the whole latent this rank holds (exact runs: all of it).
     DITUNE_ASSIGN_OR_RETURN(auto xf_buf, d->Alloc(P * R * lat * 4));
     auto* xf = static_cast<float*>(xf_buf->data());
-    DITUNE_ASSIGN_OR_RETURN(void* xb, Scratch("latent_bf16", P * R * lat * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* xb, Scratch("latent_act", P * R * lat * eb));
     row_patches = pipeline ? work.steady.patches : 1;
     shares = sp * work.config.distrifusion;
     share_rows = R / row_patches;
@@ -1042,17 +995,17 @@ struct DitEngine::Impl {
       for (const Segment& g : ImageSegments(seq_index, 0, R)) {
         const float* rows = full.data() + g.global * lat;
         DITUNE_RETURN_IF_ERROR(k->UploadF32(rows, xf + (i * R + g.local) * lat, g.rows * lat));
-        DITUNE_RETURN_IF_ERROR(k->UploadBf16(rows, At(xb, (i * R + g.local) * lat), g.rows * lat));
+        DITUNE_RETURN_IF_ERROR(k->Upload(rows, At(xb, (i * R + g.local) * lat), g.rows * lat));
       }
     }
     // Conditioning of every step, computed before the loop (the host never stalls the device).
-    DITUNE_ASSIGN_OR_RETURN(void* cond, Scratch("cond", S * H * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* cond, Scratch("cond", S * H * eb));
     for (int s = 0; s < S; ++s) {
       const float sigma = 1.0f - static_cast<float>(s) / S;
-      const Vec c = host->Conditioning(sigma * 1000.0f, nullptr);
-      DITUNE_RETURN_IF_ERROR(k->UploadBf16(c.data(), At(cond, s * H), H));
+      const Vec c = inputs->Conditioning(sigma * 1000.0f);
+      DITUNE_RETURN_IF_ERROR(k->Upload(c.data(), At(cond, s * H), H));
     }
-    DITUNE_ASSIGN_OR_RETURN(void* pred, Scratch("pred", bmax * R * lat * kBf16));
+    DITUNE_ASSIGN_OR_RETURN(void* pred, Scratch("pred", bmax * R * lat * eb));
     kv_pending.clear();
     fwd_pending.clear();
     back_pending.clear();
@@ -1063,14 +1016,14 @@ struct DitEngine::Impl {
       // The K/V buffers start empty every generation (warm-up steps fill them).
       for (int i = 0; i < work.blocks; ++i) {
         const int64_t n_kv = bmax * KvRows(i, T, tokens.image_tokens()) * KvWidth();
-        DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", i), n_kv * kBf16));
+        DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", i), n_kv * eb));
         DITUNE_RETURN_IF_ERROR(k->Zero(kv, n_kv));
       }
     }
     const bool cfg_gather = parallel && work.config.cfg == 2;
     void* pred_all = nullptr;
     if (cfg_gather) {
-      DITUNE_ASSIGN_OR_RETURN(pred_all, Scratch("pred_all", 2 * bmax * R * lat * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(pred_all, Scratch("pred_all", 2 * bmax * R * lat * eb));
     }
     DITUNE_RETURN_IF_ERROR(d->stream()->Synchronize());
 
@@ -1100,13 +1053,13 @@ struct DitEngine::Impl {
       float* fmod = mods + work.blocks * per_block;
       if (last_stage) DITUNE_RETURN_IF_ERROR(Modulation(c, io.at("fmod")->data(), 2 * H, fmod));
       // Text embedding of every sequence, and the cross blocks' text K/V, once per step.
-      DITUNE_ASSIGN_OR_RETURN(void* ctx, Scratch("ctx", b * T * Ht * kBf16));
+      DITUNE_ASSIGN_OR_RETURN(void* ctx, Scratch("ctx", b * T * Ht * eb));
       DITUNE_RETURN_IF_ERROR(Mm(emb, m->text_hidden, 0, io.at("text")->data(), Ht, ctx, Ht, 0, b * T, m->text_hidden, Ht, 1));
       std::vector<void*> xkv(work.blocks, nullptr);
       for (int i = 0; i < work.blocks; ++i) {
         if (blocks[i].family != BlockFamily::kCross) continue;
         const int64_t Hl = H / rw.tp;
-        DITUNE_ASSIGN_OR_RETURN(xkv[i], Scratch(fmt::format("xkv{}", i), b * T * 2 * Hl * kBf16));
+        DITUNE_ASSIGN_OR_RETURN(xkv[i], Scratch(fmt::format("xkv{}", i), b * T * 2 * Hl * eb));
         DITUNE_RETURN_IF_ERROR(Mm(ctx, Ht, 0, blocks[i].p("xkv"), 2 * Hl, xkv[i], 2 * Hl, 0, b * T, Ht, 2 * Hl, 1));
       }
       for (int p = 0; p < patches; ++p) {
@@ -1163,7 +1116,7 @@ struct DitEngine::Impl {
           }
         }
         if (last_stage) {
-          DITUNE_ASSIGN_OR_RETURN(void* h, Scratch("h", b * ni * H * kBf16));
+          DITUNE_ASSIGN_OR_RETURN(void* h, Scratch("h", b * ni * H * eb));
           for (int64_t i = 0; i < b; ++i) {
             DITUNE_RETURN_IF_ERROR(Norm(At(st.img, i * st.img_stride), H, At(h, i * ni * H), H, ni, H, fmod, fmod + H));
           }
@@ -1288,6 +1241,7 @@ StatusOr<std::unique_ptr<DitEngine>> DitEngine::Create(const ModelSpec& model, c
     i.distri_in_turn = true;
   }
   i.k = kernels;
+  i.eb = kernels->element_bytes();
   i.d = kernels->device();
   i.opt = options;
   i.extras = options.architecture_extras;
@@ -1335,7 +1289,7 @@ StatusOr<EngineResult> DitEngine::Generate() { return impl_->Generate(); }
 int64_t DitEngine::weight_bytes() const { return impl_->weight_bytes; }
 
 int64_t EngineBytes(const ModelSpec& model, const Workload& workload, const EngineWork& work,
-                    const EngineOptions& options) {
+                    const EngineOptions& options, int64_t element_bytes) {
   const double H = model.hidden, Ht = model.text_stream_hidden, M = model.mlp_hidden;
   const double tp = work.steady.tp;
   const double up = options.architecture_extras && model.mlp_gated ? 2 : 1;
@@ -1402,7 +1356,7 @@ int64_t EngineBytes(const ModelSpec& model, const Workload& workload, const Engi
   const double f32 = work.blocks * (6 * H + 6 * Ht) + 2 * H + 2 * b * qa * rw.heads;
   // Each step's conditioning vector.
   const double cond = static_cast<double>(workload.steps) * H;
-  return static_cast<int64_t>(kElementBytes * (weights + transient + act + cond) + 4 * f32);
+  return static_cast<int64_t>(static_cast<double>(element_bytes) * (weights + transient + act + cond) + 4 * f32);
 }
 
 }  // namespace ditune::exec

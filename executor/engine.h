@@ -2,9 +2,9 @@
 // (kernels.h), so the same code runs on the GPU (cuda kernels) and on the host (ref
 // kernels, which check every access and count the FLOPs).
 //
-// On one device the engine computes the model exactly as the CPU executor does (same
-// weights when taken from it, the same blocks, the flow-matching Euler loop with
-// classifier-free guidance), in bf16 with fp32 accumulation. For rank R of a multi-device
+// On one device the engine computes the whole model (the flow-matching Euler loop with
+// classifier-free guidance) in the kernels' activation type: bf16 with fp32 accumulation on
+// the ref and cuda kernels, fp32 on the cpu kernels. For rank R of a multi-device
 // plan it runs exactly rank R's kernels at rank R's shapes — the RankWork the cost models
 // price (costmodels/dit_ops.h): its tokens, heads, tensor-parallel widths, blocks, patches,
 // prompts and CFG branches. Without a communicator the transfers are left out: the values
@@ -62,15 +62,14 @@ StatusOr<EngineWork> EngineWorkFor(const ModelSpec& model, const Workload& workl
                                    int rank);
 
 struct EngineOptions {
+  // Weights are drawn on the device from the counter-based generator (random_hash.h), the
+  // same on every backend; the inputs (model_inputs.h) on the host.
   uint64_t seed = 42;
-  // Block weights from the CPU executor's model (uploaded: for comparing backends on small
-  // models), or drawn on the device from the counter-based generator (any size).
-  bool weights_from_cpu_model = false;
-  // The catalog architecture's parts the CPU model leaves out: query-key RMS norm with
-  // rotary embedding in joint and single blocks, gated MLPs where the model has them. On for
-  // timing runs; off to compute what the CPU executor computes.
+  // The catalog architecture's finer parts: query-key RMS norm with rotary embedding in
+  // joint and single blocks, gated MLPs where the model has them. On for timing runs; off
+  // for the plain blocks.
   bool architecture_extras = true;
-  float guidance = 4.0f;  // as the CPU executor
+  float guidance = 4.0f;
   // DistriFusion without a communicator: compute every rank's share in turn on this device,
   // each over K/V buffers whose other rows are from the step before — what the ranks compute
   // together, with the same kernels on the same rows (for checking the real runs).
@@ -108,10 +107,11 @@ class DitEngine {
   std::unique_ptr<Impl> impl_;
 };
 
-// Device bytes the engine needs for `work` (bf16 weights of the rank's blocks plus the
-// largest activations), for refusing a run that cannot fit before allocating.
+// Device bytes the engine needs for `work` on kernels whose act elements are `element_bytes`
+// wide (the weights of the rank's blocks plus the largest activations), for refusing a run
+// that cannot fit before allocating.
 int64_t EngineBytes(const ModelSpec& model, const Workload& workload, const EngineWork& work,
-                    const EngineOptions& options);
+                    const EngineOptions& options, int64_t element_bytes);
 
 }  // namespace ditune::exec
 

@@ -16,12 +16,13 @@ StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workloa
   }
   const int rank = world != nullptr ? world->rank() : options.rank;
   DITUNE_ASSIGN_OR_RETURN(EngineWork work, EngineWorkFor(model, workload, config, rank));
-  const std::string device_backend = options.kernels == "ref" ? "cpu" : options.kernels;
+  const std::string device_backend = options.kernels == "cuda" ? "cuda" : "cpu";
   DITUNE_ASSIGN_OR_RETURN(auto device, CreateDevice(device_backend));
-  // Headroom for what the engine does not count: the GEMM library's workspace and plans, the
-  // stream-ordered allocator's pool, the runtime.
-  constexpr int64_t kHeadroom = int64_t{1} << 30;
-  const int64_t need = EngineBytes(model, workload, work, options.engine) + kHeadroom;
+  DITUNE_ASSIGN_OR_RETURN(auto kernels, CreateKernels(options.kernels, device.get()));
+  // Headroom for what the engine does not count: on a GPU the GEMM library's workspace and
+  // plans, the stream-ordered allocator's pool, the runtime; in host memory the allocator's.
+  const int64_t headroom = device->props().host_memory ? int64_t{64} << 20 : int64_t{1} << 30;
+  const int64_t need = EngineBytes(model, workload, work, options.engine, kernels->element_bytes()) + headroom;
   Status fits = Status::Ok();
   if (need > device->props().memory_bytes) {
     fits = Status::InvalidArgument(fmt::format(
@@ -43,7 +44,6 @@ StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workloa
     }
   }
   DITUNE_RETURN_IF_ERROR(fits);
-  DITUNE_ASSIGN_OR_RETURN(auto kernels, CreateKernels(options.kernels, device.get()));
   std::unique_ptr<ProfilingKernels> profiler;
   if (options.profile) profiler = std::make_unique<ProfilingKernels>(kernels.get());
   Kernels* run_kernels = profiler != nullptr ? profiler.get() : kernels.get();

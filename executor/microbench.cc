@@ -7,25 +7,11 @@
 
 #include "costmodels/comm_model.h"
 #include "costmodels/dit_ops.h"
-#include "executor/tensor.h"
 
 namespace ditune::exec {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-template <typename F>
-double MedianSeconds(int reps, F&& f) {
-  f();  // warm-up: caches, allocations
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto start = Clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 Measurement Op(const std::string& op, double flops, double bytes, double seconds, int reps, nlohmann::json params) {
   Measurement m;
@@ -148,13 +134,15 @@ StatusOr<std::vector<Measurement>> KernelSweep(Kernels* kernels, const std::stri
   for (auto [r, c] : norms) elems = std::max(elems, 12 * r * c);
   int64_t lse_elems = 0;  // attention merge: two log-sum-exp vectors of rows x heads
   for (auto [r, c] : norms) lse_elems = std::max(lse_elems, 2 * r * c / MergeHeadDim(c));
-  DITUNE_ASSIGN_OR_RETURN(auto buf, d->Alloc(elems * 2));
+  const int64_t eb = kernels->element_bytes();
+  DITUNE_ASSIGN_OR_RETURN(auto buf, d->Alloc(elems * eb));
   DITUNE_ASSIGN_OR_RETURN(auto vec, d->Alloc(2 * 16384 * 4));
   DITUNE_ASSIGN_OR_RETURN(auto lse, d->Alloc(lse_elems * 4));
   DITUNE_RETURN_IF_ERROR(kernels->FillRandom(buf->data(), elems, 0.5f, 11, 1));
-  DITUNE_RETURN_IF_ERROR(kernels->Zero(vec->data(), 2 * 16384 * 2));
-  DITUNE_RETURN_IF_ERROR(kernels->Zero(lse->data(), lse_elems * 2));
-  auto at = [&](int64_t e) { return static_cast<char*>(buf->data()) + 2 * e; };
+  // The f32 vectors zeroed as act elements of the same bytes.
+  DITUNE_RETURN_IF_ERROR(kernels->Zero(vec->data(), 2 * 16384 * 4 / eb));
+  DITUNE_RETURN_IF_ERROR(kernels->Zero(lse->data(), lse_elems * 4 / eb));
+  auto at = [&](int64_t e) { return static_cast<char*>(buf->data()) + eb * e; };
   // Host time to issue kernels back to back (a GPU's stream is asynchronous): what the
   // engine's host spends per kernel while the device runs ahead.
   const std::vector<int> launches = big ? std::vector<int>{32, 128, 512} : std::vector<int>{};
@@ -272,62 +260,6 @@ StatusOr<std::vector<Measurement>> KernelSweep(Kernels* kernels, const std::stri
   return out;
 }
 
-StatusOr<std::vector<Measurement>> ComputeSweep(int reps, const Progress& progress) {
-  if (reps < 1) return Status::InvalidArgument("reps must be >= 1");
-  TuneAllocator();
-  std::vector<Measurement> out;
-  struct G {
-    int m, k, n;
-  };
-  std::vector<G> gemms;
-  for (int m : {16, 64, 256, 1024, 4096}) {
-    for (int k : {64, 256}) gemms.push_back({m, k, 4 * k});
-  }
-  struct A {
-    int q, kv, heads, d;
-  };
-  std::vector<A> attns;
-  for (int d : {16, 32, 64}) {
-    for (auto [q, kv] : std::vector<std::pair<int, int>>{{64, 64}, {256, 256}, {512, 1024}, {1024, 1024}, {2048, 2048}, {256, 4096}}) {
-      attns.push_back({q, kv, 64 / d, d});
-    }
-  }
-  const std::vector<std::pair<int, int>> norms = {{64, 64}, {1024, 64}, {4096, 64}, {4096, 256}, {16384, 256}};
-  const int total = static_cast<int>(gemms.size() + attns.size() + norms.size());
-  int done = 0;
-  for (const auto& g : gemms) {
-    const Mat a = RandomMat(g.m, g.k, 1.0f, 3, 1), b = RandomMat(g.k, g.n, 1.0f, 3, 2);
-    Mat c(g.m, g.n);
-    const double t = MedianSeconds(reps, [&] { MatMulInto(a, b, &c); });
-    out.push_back(Op("gemm", 2.0 * g.m * g.k * g.n, 4.0 * (g.m * g.k + g.k * g.n + g.m * g.n), t, reps,
-                     {{"m", g.m}, {"k", g.k}, {"n", g.n}}));
-    if (progress) progress(++done, total);
-  }
-  for (const auto& a : attns) {
-    const Mat q = RandomMat(a.q, a.heads * a.d, 1.0f, 4, 1), k = RandomMat(a.kv, a.heads * a.d, 1.0f, 4, 2),
-              v = RandomMat(a.kv, a.heads * a.d, 1.0f, 4, 3);
-    const double t = MedianSeconds(reps, [&] { Mat o = Attention(q, k, v, a.heads, a.d); });
-    out.push_back(Op("attention", 4.0 * a.q * a.kv * a.heads * a.d, 4.0 * a.heads * a.d * (2.0 * a.q + 2.0 * a.kv), t,
-                     reps, {{"q", a.q}, {"kv", a.kv}, {"heads", a.heads}, {"head_dim", a.d}}));
-    if (progress) progress(++done, total);
-  }
-  for (auto [rows, cols] : norms) {
-    const Mat x = RandomMat(rows, cols, 1.0f, 5, 1);
-    const Vec shift = Vec::Zero(cols), scale = Vec::Zero(cols);
-    const double t = MedianSeconds(reps, [&] { Mat y = NormModulate(x, shift, scale); });
-    // Bytes in the cost model's convention (its element size), so the fitted curve applies to
-    // the model's elementwise ops as counted.
-    out.push_back(Op("elementwise", 8.0 * rows * cols, 2.0 * kElementBytes * rows * cols, t, reps,
-                     {{"kernel", "norm_modulate"}, {"rows", rows}, {"cols", cols}, {"fp32_bytes", 8.0 * rows * cols}}));
-    // The MLP's activation, over a 4x wider tensor.
-    const Mat wide = RandomMat(rows, 4 * cols, 1.0f, 5, 2);
-    const double tg = MedianSeconds(reps, [&] { Mat y = Gelu(wide); });
-    out.push_back(Op("elementwise", 8.0 * rows * 4 * cols, 2.0 * kElementBytes * rows * 4 * cols, tg, reps,
-                     {{"kernel", "gelu"}, {"rows", rows}, {"cols", 4 * cols}}));
-    if (progress) progress(++done, total);
-  }
-  return out;
-}
 
 StatusOr<std::vector<CollectiveRow>> CommSweep(Comm* comm, const std::string& link, int iters,
                                                std::vector<Measurement>* measurements, const Progress& progress,

@@ -18,13 +18,10 @@ namespace ditune::exec {
 // Called with (done, total) as the sweep goes.
 using Progress = std::function<void(int, int)>;
 
-// Times this backend's GEMM, blockwise attention and norm-modulate kernels over sizes
-// spanning small to DiT-like, median of `reps` after a warm-up each. Device "cpu".
-StatusOr<std::vector<Measurement>> ComputeSweep(int reps, const Progress& progress = {});
-
 // Times `kernels`' GEMM, attention (per head dimension) and elementwise kernels, each call
 // between two device events, median of `reps` after a warm-up. Sizes suit the device:
-// DiT-scale where the stream is asynchronous (a GPU), small on the host (the ref kernels).
+// DiT-scale where the stream is asynchronous (a GPU), small on the host (the ref and cpu
+// kernels: the sizes the tiny test models run at).
 // Measurements carry backend kernels->name() and device `device_id` (a catalog GPU id).
 StatusOr<std::vector<Measurement>> KernelSweep(Kernels* kernels, const std::string& device_id, int reps,
                                                const Progress& progress = {});

@@ -14,7 +14,6 @@
 namespace ditune::exec {
 namespace {
 
-constexpr double kBf16 = 2.0;
 
 }  // namespace
 
@@ -91,7 +90,7 @@ Status ProfilingKernels::Gemm(const GemmArgs& a) {
   const double n = a.batch;
   const double flops =
       2.0 * n * static_cast<double>(a.m) * static_cast<double>(a.k) * static_cast<double>(a.n);
-  const double bytes = n * kBf16 * static_cast<double>(a.m * a.k + a.k * a.n + a.m * a.n);
+  const double bytes = n * static_cast<double>(inner_->element_bytes()) * static_cast<double>(a.m * a.k + a.k * a.n + a.m * a.n);
   const char* kernel =
       a.epilogue == Epilogue::kGelu ? kernel_names::kGemmGelu : kernel_names::kGemm;
   return Timed(kernel, flops, bytes, [&] { return inner_->Gemm(a); });
@@ -100,7 +99,7 @@ Status ProfilingKernels::Gemm(const GemmArgs& a) {
 Status ProfilingKernels::Attention(const AttentionArgs& a) {
   const double w = static_cast<double>(a.heads) * a.head_dim * a.batch;
   const double q = static_cast<double>(a.q_rows), kv = static_cast<double>(a.kv_rows);
-  return Timed(kernel_names::kAttention, 4.0 * q * kv * w, kBf16 * w * (2 * q + 2 * kv),
+  return Timed(kernel_names::kAttention, 4.0 * q * kv * w, static_cast<double>(inner_->element_bytes()) * w * (2 * q + 2 * kv),
                [&] { return inner_->Attention(a); }, a.head_dim);
 }
 
@@ -113,14 +112,14 @@ Status ProfilingKernels::MergeAttention(const AttentionMergeArgs& a) {
 
 Status ProfilingKernels::NormModulate(const NormArgs& a) {
   const double elems = static_cast<double>(a.rows) * static_cast<double>(a.cols);
-  return Timed(kernel_names::kNormModulate, 0, 2 * kBf16 * elems,
+  return Timed(kernel_names::kNormModulate, 0, 2 * static_cast<double>(inner_->element_bytes()) * elems,
                [&] { return inner_->NormModulate(a); });
 }
 
 Status ProfilingKernels::GatedResidual(void* x, int64_t ldx, const float* gate, const void* y,
                                        int64_t ldy, int64_t rows, int64_t cols) {
   const double elems = static_cast<double>(rows) * static_cast<double>(cols);
-  return Timed(kernel_names::kGatedResidual, 0, 3 * kBf16 * elems,
+  return Timed(kernel_names::kGatedResidual, 0, 3 * static_cast<double>(inner_->element_bytes()) * elems,
                [&] { return inner_->GatedResidual(x, ldx, gate, y, ldy, rows, cols); });
 }
 
@@ -129,32 +128,32 @@ Status ProfilingKernels::Activate(Activation kind, const void* in, int64_t ld_in
   const double elems = static_cast<double>(rows) * static_cast<double>(cols);
   const bool gelu = kind == Activation::kGelu;
   return Timed(gelu ? kernel_names::kGelu : kernel_names::kSwiGlu, 0,
-               (gelu ? 2 : 3) * kBf16 * elems,
+               (gelu ? 2 : 3) * static_cast<double>(inner_->element_bytes()) * elems,
                [&] { return inner_->Activate(kind, in, ld_in, out, ld_out, rows, cols); });
 }
 
 Status ProfilingKernels::QkNormRope(void* qk, int64_t ld, int64_t rows, int heads, int head_dim,
                                     int64_t first_position) {
   const double elems = 2.0 * static_cast<double>(rows) * heads * head_dim;
-  return Timed(kernel_names::kQkNormRope, 0, 2 * kBf16 * elems,
+  return Timed(kernel_names::kQkNormRope, 0, 2 * static_cast<double>(inner_->element_bytes()) * elems,
                [&] { return inner_->QkNormRope(qk, ld, rows, heads, head_dim, first_position); });
 }
 
 Status ProfilingKernels::Copy(void* dst, int64_t ld_dst, const void* src, int64_t ld_src,
                               int64_t rows, int64_t cols) {
   const double elems = static_cast<double>(rows) * static_cast<double>(cols);
-  return Timed(kernel_names::kCopy, 0, 2 * kBf16 * elems,
+  return Timed(kernel_names::kCopy, 0, 2 * static_cast<double>(inner_->element_bytes()) * elems,
                [&] { return inner_->Copy(dst, ld_dst, src, ld_src, rows, cols); });
 }
 
 Status ProfilingKernels::Zero(void* data, int64_t count) {
-  return Timed("zero", 0, kBf16 * static_cast<double>(count),
+  return Timed("zero", 0, static_cast<double>(inner_->element_bytes()) * static_cast<double>(count),
                [&] { return inner_->Zero(data, count); });
 }
 
 Status ProfilingKernels::FillRandom(void* data, int64_t count, float stddev, uint64_t seed,
                                     uint64_t stream) {
-  return Timed("fill_random", 0, kBf16 * static_cast<double>(count),
+  return Timed("fill_random", 0, static_cast<double>(inner_->element_bytes()) * static_cast<double>(count),
                [&] { return inner_->FillRandom(data, count, stddev, seed, stream); });
 }
 
@@ -162,15 +161,15 @@ Status ProfilingKernels::EulerStep(float* x, void* xb, const void* pred, int64_t
                                    int64_t uncond_offset, bool guidance_on, float guidance,
                                    float dt, int prompts, int64_t count) {
   const double elems = static_cast<double>(prompts) * static_cast<double>(count);
-  return Timed("euler_step", 0, (guidance_on ? 5 : 4) * kBf16 * elems, [&] {
+  return Timed("euler_step", 0, (guidance_on ? 5 : 4) * static_cast<double>(inner_->element_bytes()) * elems, [&] {
     return inner_->EulerStep(x, xb, pred, pred_stride, uncond_offset, guidance_on, guidance, dt,
                              prompts, count);
   });
 }
 
-Status ProfilingKernels::UploadBf16(const float* host, void* dev, int64_t count) {
-  return Timed("transfer", 0, kBf16 * static_cast<double>(count),
-               [&] { return inner_->UploadBf16(host, dev, count); });
+Status ProfilingKernels::Upload(const float* host, void* dev, int64_t count) {
+  return Timed("transfer", 0, static_cast<double>(inner_->element_bytes()) * static_cast<double>(count),
+               [&] { return inner_->Upload(host, dev, count); });
 }
 
 Status ProfilingKernels::UploadF32(const float* host, float* dev, int64_t count) {
@@ -178,9 +177,9 @@ Status ProfilingKernels::UploadF32(const float* host, float* dev, int64_t count)
                [&] { return inner_->UploadF32(host, dev, count); });
 }
 
-Status ProfilingKernels::DownloadBf16(const void* dev, float* host, int64_t count) {
-  return Timed("transfer", 0, kBf16 * static_cast<double>(count),
-               [&] { return inner_->DownloadBf16(dev, host, count); });
+Status ProfilingKernels::Download(const void* dev, float* host, int64_t count) {
+  return Timed("transfer", 0, static_cast<double>(inner_->element_bytes()) * static_cast<double>(count),
+               [&] { return inner_->Download(dev, host, count); });
 }
 
 Status ProfilingKernels::DownloadF32(const float* dev, float* host, int64_t count) {

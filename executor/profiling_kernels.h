@@ -57,6 +57,7 @@ class ProfilingKernels : public Kernels {
   StatusOr<KernelProfile> Stop();
 
   std::string_view name() const override { return inner_->name(); }
+  int64_t element_bytes() const override { return inner_->element_bytes(); }
   Device* device() override { return inner_->device(); }
   Status Gemm(const GemmArgs& a) override;
   Status Attention(const AttentionArgs& a) override;
@@ -75,9 +76,9 @@ class ProfilingKernels : public Kernels {
                     uint64_t stream) override;
   Status EulerStep(float* x, void* xb, const void* pred, int64_t pred_stride, int64_t uncond_offset,
                    bool guidance_on, float guidance, float dt, int prompts, int64_t count) override;
-  Status UploadBf16(const float* host, void* dev, int64_t count) override;
+  Status Upload(const float* host, void* dev, int64_t count) override;
   Status UploadF32(const float* host, float* dev, int64_t count) override;
-  Status DownloadBf16(const void* dev, float* host, int64_t count) override;
+  Status Download(const void* dev, float* host, int64_t count) override;
   Status DownloadF32(const float* dev, float* host, int64_t count) override;
 
  private:

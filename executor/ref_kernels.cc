@@ -37,6 +37,7 @@ class RefKernels : public Kernels {
  public:
   explicit RefKernels(Device* d) : d_(d) {}
   std::string_view name() const override { return "ref"; }
+  int64_t element_bytes() const override { return 2; }
   Device* device() override { return d_; }
 
   Status Gemm(const GemmArgs& g) override {
@@ -287,7 +288,7 @@ class RefKernels : public Kernels {
     return Status::Ok();
   }
 
-  Status UploadBf16(const float* host, void* dev, int64_t count) override {
+  Status Upload(const float* host, void* dev, int64_t count) override {
     if (count == 0) return Status::Ok();
     DITUNE_RETURN_IF_ERROR(Check("upload", dev, 1, count, count, 1, 0, 2));
     auto* p = static_cast<uint16_t*>(dev);
@@ -300,7 +301,7 @@ class RefKernels : public Kernels {
     std::memcpy(dev, host, static_cast<size_t>(count) * 4);
     return Status::Ok();
   }
-  Status DownloadBf16(const void* dev, float* host, int64_t count) override {
+  Status Download(const void* dev, float* host, int64_t count) override {
     if (count == 0) return Status::Ok();
     DITUNE_RETURN_IF_ERROR(Check("download", dev, 1, count, count, 1, 0, 2));
     const auto* p = static_cast<const uint16_t*>(dev);

@@ -45,7 +45,7 @@ StatusOr<std::string> MapGpuName(const std::string& name, const Catalog& catalog
 StatusOr<std::vector<std::string>> XditCommand(const std::vector<std::string>& command, const XditLaunch& launch);
 
 // `mpirun -np N ditune run [--backend cuda] --config SPEC WORKLOAD` for ditune's own executor:
-// the DiT engine on CUDA for GPUs, the CPU executor for the CPU "GPU".
+// the DiT engine on the cuda kernels for GPUs, on the cpu kernels for the CPU "GPU".
 std::vector<std::string> DituneRunCommand(const std::string& ditune_binary, const Workload& workload,
                                           const ParallelConfig& config, const Cluster& cluster);
 

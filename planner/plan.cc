@@ -260,7 +260,7 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
   const CostModels& models = start.models;
   Plan plan = std::move(start.plan);
   ValidationContext ctx{model, tokens, workload.steps, workload.batch, cluster.gpus()};
-  // xDiT's rules for GPUs; on the CPU "GPU" the plan is for ditune's CPU executor.
+  // xDiT's rules for GPUs; on the CPU "GPU" the plan is for ditune's engine on the cpu kernels.
   ctx.xdit = opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu;
   if (ctx.xdit) DITUNE_RETURN_IF_ERROR(XditRunsWorkload(*model, workload));
   std::vector<ParallelConfig> configs =

@@ -30,7 +30,7 @@ StatusOr<Objective> ParseObjective(std::string_view s);
 // Who runs the plan, which sets how it is priced: xDiT (eager PyTorch: framework ops and
 // Python glue on the host, the per-model xDiT scale "<gpu>/<model>") or ditune's own engine
 // (one kernel per op issued from C++, the engine scale "<gpu>/cuda/engine"; on the CPU
-// "GPU", the CPU executor and its fits).
+// "GPU", the engine's cpu kernels and their fits).
 enum class PlanFor { kXdit, kDitune };
 std::string_view PlanForName(PlanFor p);
 // "xdit" or "ditune"; InvalidArgument naming the valid ones otherwise.

@@ -142,6 +142,10 @@ StatusOr<std::vector<EngineCandidate>> RankEngineConfigs(const Catalog& catalog,
   return out;
 }
 
+std::string EnginePricedAs(const std::string& backend, const GpuSpec& gpu) {
+  return backend != "cuda" && !gpu.is_cpu ? "cuda" : backend;
+}
+
 StatusOr<std::map<std::string, Seconds>> EngineKernelTimes(const ModelSpec& model, const Workload& workload,
                                                            const ParallelConfig& config, const Cluster& cluster,
                                                            const std::vector<Fit>& fits, const std::string& backend,
@@ -157,7 +161,7 @@ StatusOr<std::vector<Fit>> FitEngineScales(const std::vector<Measurement>& measu
   std::map<std::string, ScalePairs> groups;
   for (const auto& m : measurements) {
     if (m.kind != MeasurementKind::kE2e || m.op != "dit" || m.source != MeasurementSource::kExecutor ||
-        m.backend == "cpu" || m.ranks < 1) {
+        m.ranks < 1) {
       continue;
     }
     auto why = [&](const std::string& reason) {

@@ -49,6 +49,11 @@ StatusOr<SimResult> SimulateEngineRun(const ModelSpec& model, const Workload& wo
                                       const Cluster& cluster, const std::vector<Fit>& fits,
                                       const std::string& backend);
 
+// What prices a run of the engine's `backend` kernels on `gpu`: the kernels themselves where
+// they run (the host's kernels on the catalog's "cpu", cuda on a GPU); the host's kernels
+// standing in for a GPU (`--gpu` naming one) are priced as the cuda engine there.
+std::string EnginePricedAs(const std::string& backend, const GpuSpec& gpu);
+
 // Every valid configuration of `workload` on `cluster`, priced as ditune's engine runs it on
 // `backend` (SimulateEngineRun: the DiT loop), fastest first.
 struct EngineCandidate {
@@ -68,7 +73,7 @@ StatusOr<std::map<std::string, Seconds>> EngineKernelTimes(const ModelSpec& mode
                                                            int rank);
 
 // Fits of the engine scales: every DiT measurement of ditune's engine (source executor, op
-// dit, a backend other than the CPU executor's "cpu") gives measured / modelled, modelled
+// dit, any of its kernels: cpu, ref, cuda) gives measured / modelled, modelled
 // from `fits` (the per-op curves and launch overhead) on its GPU count; the median per
 // (GPU, backend, ranks) is the fit (EngineFitKey). Multi-rank cuda runs count only over
 // NCCL (one GPU per rank; over MPI ranks may share a GPU). `skipped` receives measurements

@@ -48,8 +48,8 @@ Status Attention(Device* device, const void* q_bf16, const void* k_bf16, const v
 Status Zero(Device* device, void* data, int64_t bytes);
 
 // Host <-> device copies of fp32 data converted to/from bf16 (for tests and the runner).
-Status UploadBf16(Device* device, const float* host, void* device_bf16, int64_t count);
-Status DownloadBf16(Device* device, const void* device_bf16, float* host, int64_t count);
+Status Upload(Device* device, const float* host, void* device_bf16, int64_t count);
+Status Download(Device* device, const void* device_bf16, float* host, int64_t count);
 Status UploadF32(Device* device, const float* host, float* device_f32, int64_t count);
 Status DownloadF32(Device* device, const float* device_f32, float* host, int64_t count);
 

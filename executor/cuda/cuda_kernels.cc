@@ -18,6 +18,7 @@ class CudaKernels final : public Kernels {
   explicit CudaKernels(Device* device) : device_(device) {}
 
   std::string_view name() const override { return "cuda"; }
+  int64_t element_bytes() const override { return 2; }
   Device* device() override { return device_; }
 
   Status Gemm(const GemmArgs& args) override { return cuda::Gemm(device_, args); }
@@ -51,14 +52,14 @@ class CudaKernels final : public Kernels {
                    float guidance, float dt, int prompts, int64_t count) override {
     return cuda::EulerStep(device_, x, xb, pred, pred_stride, uncond_offset, guidance_on, guidance, dt, prompts, count);
   }
-  Status UploadBf16(const float* host, void* dev, int64_t count) override {
-    return cuda::UploadBf16(device_, host, dev, count);
+  Status Upload(const float* host, void* dev, int64_t count) override {
+    return cuda::Upload(device_, host, dev, count);
   }
   Status UploadF32(const float* host, float* dev, int64_t count) override {
     return cuda::UploadF32(device_, host, dev, count);
   }
-  Status DownloadBf16(const void* dev, float* host, int64_t count) override {
-    return cuda::DownloadBf16(device_, dev, host, count);
+  Status Download(const void* dev, float* host, int64_t count) override {
+    return cuda::Download(device_, dev, host, count);
   }
   Status DownloadF32(const float* dev, float* host, int64_t count) override {
     return cuda::DownloadF32(device_, dev, host, count);

@@ -718,7 +718,7 @@ Status Zero(Device* device, void* data, int64_t bytes) {
 // chunks, so a transfer of any size needs at most kStagingElems * 4 bytes more on the device.
 constexpr int64_t kStagingElems = int64_t{1} << 22;
 
-Status UploadBf16(Device* device, const float* host, void* out, int64_t count) {
+Status Upload(Device* device, const float* host, void* out, int64_t count) {
   DITUNE_ASSIGN_OR_RETURN(CudaDevice * d, Current(device));
   if (count < 0) return Status::InvalidArgument(fmt::format("upload of {} elements", count));
   if (count == 0) return Status::Ok();
@@ -739,7 +739,7 @@ Status UploadBf16(Device* device, const float* host, void* out, int64_t count) {
   return Status::Ok();
 }
 
-Status DownloadBf16(Device* device, const void* in, float* host, int64_t count) {
+Status Download(Device* device, const void* in, float* host, int64_t count) {
   DITUNE_ASSIGN_OR_RETURN(CudaDevice * d, Current(device));
   if (count < 0) return Status::InvalidArgument(fmt::format("download of {} elements", count));
   if (count == 0) return Status::Ok();

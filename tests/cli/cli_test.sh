@@ -306,10 +306,14 @@ expect engine-ref-emulate 0 "rank 3 of 'ulysses=2,cfg=2' \(its transfers left ou
   --gpu h100-sxm5-80gb
 expect engine-needs-mpirun 2 "needs 2 ranks: launch .mpirun -np 2.*--emulate-rank R \(0 to 1\)" -- run --backend ref --model tiny-flux \
   --steps 2 --config ulysses=2
-expect cpu-comm 2 "--comm chooses the engine's transport" -- run --model tiny-flux --steps 2 --config "" --comm nccl
+expect cpu-comm 2 "--comm nccl moves GPU memory: it needs --backend cuda" -- run --model tiny-flux --steps 2 --config "" \
+  --comm nccl
 expect engine-bad-rank 2 "ranks 0 to 1" -- run --backend ref --model tiny-flux --steps 2 --config ulysses=2 --emulate-rank 2
 expect engine-bad-backend 2 "--backend 'tpu': valid: cpu, cuda, ref" -- run --backend tpu --model tiny-flux --config ""
-expect engine-auto 2 "with --backend ref give --config SPEC or --plan FILE" -- run --backend ref --model tiny-flux --auto
+expect engine-auto-uncalibrated 2 "--auto: the ref kernels on this host are not calibrated" -- run --backend ref \
+  --model tiny-flux --auto
+expect engine-auto 0 "tiny-flux 64x64, 2 steps, batch 1 on .* \(cpu kernels\): 1 device" -- run --model tiny-flux \
+  --steps 2 --iters 1 --auto
 expect engine-too-big 2 "needs about [0-9.]+ GB on the device" -- run --backend ref --model stepvideo-t2v --steps 1 \
   --config ""
 expect engine-ref-uncalibrated 0 "no prediction: the ref kernels on this host are not calibrated \(run .ditune calibrate compute --backend ref. first\)" \
@@ -324,8 +328,8 @@ expect engine-ref-profile 0 "^gemm_gelu +[0-9]+ +[0-9.]+ .*[-+][0-9.]+%" -- run 
   --model tiny-flux --height 128 --width 128 --steps 2 --iters 1 --config "" --profile
 expect engine-ref-profile-recorded 0 "^recorded [0-9]+ kernel measurements \(one per kernel and shape" -- run \
   --backend ref --model tiny-pixart --height 128 --width 128 --steps 2 --iters 1 --config "" --profile
-expect cpu-profile 2 "--profile times the engine's kernels: it needs --backend cuda or ref" -- run --model tiny-flux \
-  --steps 2 --config "" --profile
+expect cpu-profile 0 "^gemm_gelu +[0-9]+ +[0-9.]+ " -- run --model tiny-flux --steps 2 --iters 1 --config "" \
+  --profile
 expect engine-scale-fitted 0 "cpu/ref/engine +[0-9]+ .*compute scale [0-9.]+ \(measured / modelled\)" -- calibrate fit
 if ! nvidia-smi -L >/dev/null 2>&1; then
   expect engine-cuda-no-gpu 1 "no CUDA device|compute backend 'cuda' is not built" -- run --backend cuda \
@@ -378,16 +382,16 @@ expect plan-warmup-over-steps 2 "--warmup 99: at most the workload's 20 steps" -
 expect plan-empty-db 2 "--db is empty" -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 4 --db ""
 expect plan-xdit-json 0 '"xdit_flags": "--(ulysses|ring|pipefusion_parallel)_degree' -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 4 \
   --xdit-flags --json
-expect run-cpu-cluster-flag 2 "--gpus: the CPU executor runs on the launched ranks" -- run --model tiny-pixart \
-  --steps 2 --config "" --gpus 4
+expect run-cluster-flag 2 "--gpus 4 but '1 device' needs 1" -- run --model tiny-pixart --steps 2 --config "" \
+  --gpu cpu --gpus 4
 expect run-bad-comm 2 "--comm 'bogus': valid: mpi, nccl" -- run --backend ref --comm bogus --model tiny-pixart \
   --steps 2 --config ""
 DITUNE_COMM_TIMEOUT_S=abc expect run-bad-timeout-env 2 "DITUNE_COMM_TIMEOUT_S='abc': .* a number >= 0" -- run \
   --model tiny-pixart --steps 2 --config ""
 
 # Reproducers from the reliability issue: each exits 2 with a named reason, never a crash.
-expect emulate-no-gpus 2 "--gpus 0 but 'ulysses=2' needs 2|--gpus" -- run --model tiny-pixart --steps 2 \
-  --config ulysses=2 --emulate-rank 0 --gpu h100-sxm5-80gb
+expect emulate-gpu-without-gpus 0 "modelled compute of rank 0: .* on 2 x h100-sxm5-80gb" -- run --model tiny-pixart \
+  --steps 2 --iters 1 --config ulysses=2 --emulate-rank 0 --gpu h100-sxm5-80gb
 expect emulate-empty-gpu 2 "--gpu is empty|unknown GPU" -- run --model tiny-pixart --steps 2 --config ulysses=2 \
   --emulate-rank 0 --gpu "" --gpus 2
 expect emulate-zero-per-node 2 "--gpus-per-node" -- run --model tiny-pixart --steps 2 --config ulysses=2 \

@@ -9,7 +9,9 @@
 
 #include "core/catalog.h"
 #include "executor/comm.h"
-#include "executor/parallel.h"
+#include "executor/device.h"
+#include "executor/engine.h"
+#include "executor/kernels.h"
 #include "executor/tensor.h"
 
 namespace ditune::exec {
@@ -157,14 +159,15 @@ TEST_F(IsaTest, TiledAttentionMatchesTheRowLoopOnEveryIsa) {
   }
 }
 
-StatusOr<GenerationResult> Generate(const char* model) {
-  auto comm = CreateComm("local", nullptr, nullptr);
-  if (!comm.ok()) return comm.status();
+// A whole tiny generation on the cpu kernels of the ISA in use.
+StatusOr<EngineResult> Generate(const char* model) {
   const ModelSpec& m = **Cat().Model(model);
   Workload w{model, 64, 64, 1, 2, 1, OutputType::kLatent};
-  DITUNE_ASSIGN_OR_RETURN(auto runner,
-                          ParallelRunner::Create(m, w, *ParseParallelConfig(""), comm->get(), 42));
-  return runner->Generate();
+  DITUNE_ASSIGN_OR_RETURN(auto device, CreateDevice("cpu"));
+  DITUNE_ASSIGN_OR_RETURN(auto kernels, CreateKernels("cpu", device.get()));
+  DITUNE_ASSIGN_OR_RETURN(EngineWork work, EngineWorkFor(m, w, ParallelConfig{}, 0));
+  DITUNE_ASSIGN_OR_RETURN(auto engine, DitEngine::Create(m, w, work, kernels.get(), EngineOptions{}));
+  return engine->Generate();
 }
 
 TEST_F(IsaTest, WholeForwardsMatchTheBaseline) {

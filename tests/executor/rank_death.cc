@@ -13,7 +13,9 @@
 #include "core/catalog.h"
 #include "executor/comm.h"
 #include "executor/comm_wait.h"
-#include "executor/parallel.h"
+#include "executor/device.h"
+#include "executor/engine.h"
+#include "executor/kernels.h"
 
 int main(int argc, char** argv) {
   using namespace ditune;
@@ -30,7 +32,14 @@ int main(int argc, char** argv) {
   auto catalog = Catalog::Load(DITUNE_TEST_DATA_DIR);
   const ModelSpec& m = **catalog->Model("tiny-pixart");
   Workload w{"tiny-pixart", 64, 64, 1, 1000, 1, OutputType::kLatent};
-  auto runner = exec::ParallelRunner::Create(m, w, *ParseParallelConfig("ulysses=2"), world->get(), 1);
+  const ParallelConfig config = *ParseParallelConfig("ulysses=2");
+  auto device = exec::CreateDevice("cpu");
+  if (!device.ok()) return 2;
+  auto kernels = exec::CreateKernels("cpu", device->get());
+  if (!kernels.ok()) return 2;
+  auto work = exec::EngineWorkFor(m, w, config, (*world)->rank());
+  if (!work.ok()) return 2;
+  auto runner = exec::DitEngine::Create(m, w, *work, kernels->get(), exec::EngineOptions{}, world->get());
   if (!runner.ok()) return 2;
   if ((*world)->rank() == 1) {
     if (!stall) std::raise(SIGKILL);  // die between collectives, with no chance to tell anyone

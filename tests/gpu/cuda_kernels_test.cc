@@ -83,11 +83,11 @@ TEST_F(CudaKernelsTest, LargeTransfersGoThroughCountedScratch) {
   auto b = dev_->Alloc(n * 2);
   ASSERT_TRUE(b.ok());
   const int64_t before = dev_->allocated_bytes();
-  ASSERT_TRUE(cuda::UploadBf16(dev_.get(), host.data(), (*b)->data(), n).ok());
+  ASSERT_TRUE(cuda::Upload(dev_.get(), host.data(), (*b)->data(), n).ok());
   EXPECT_EQ(dev_->allocated_bytes(), before + (int64_t{1} << 22) * 4) << "the staging scratch is counted";
   EXPECT_GE(dev_->peak_bytes(), dev_->allocated_bytes());
   Mat back(1, n);
-  ASSERT_TRUE(cuda::DownloadBf16(dev_.get(), (*b)->data(), back.data(), n).ok());
+  ASSERT_TRUE(cuda::Download(dev_.get(), (*b)->data(), back.data(), n).ok());
   EXPECT_EQ((back - host).cwiseAbs().maxCoeff(), 0.0f);
   EXPECT_EQ(dev_->allocated_bytes(), before + (int64_t{1} << 22) * 4) << "the scratch is reused, not grown";
 }

@@ -23,12 +23,12 @@ class CudaKernelsTest : public ::testing::Test {
   std::unique_ptr<Buffer> Up(const Mat& m) {
     auto b = dev_->Alloc(m.size() * 2);
     EXPECT_TRUE(b.ok());
-    EXPECT_TRUE(cuda::UploadBf16(dev_.get(), m.data(), (*b)->data(), m.size()).ok());
+    EXPECT_TRUE(cuda::Upload(dev_.get(), m.data(), (*b)->data(), m.size()).ok());
     return std::move(b).value();
   }
   Mat Down(Buffer* b, int64_t rows, int64_t cols) {
     Mat m(rows, cols);
-    EXPECT_TRUE(cuda::DownloadBf16(dev_.get(), b->data(), m.data(), m.size()).ok());
+    EXPECT_TRUE(cuda::Download(dev_.get(), b->data(), m.data(), m.size()).ok());
     return m;
   }
   std::unique_ptr<Device> dev_;

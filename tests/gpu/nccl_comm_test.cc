@@ -100,8 +100,8 @@ TEST_F(NcclTest, TransfersStartAfterTheKernelsQueuedBeforeThem) {
     auto shift = dc.SendRecv((*src)->data(), (*dst)->data(), n, 0, 0, 0);
     ASSERT_TRUE(shift.ok()) << shift.status().ToString();
     ASSERT_TRUE((*shift)->Wait().ok());
-    ASSERT_TRUE(cuda::DownloadBf16(dev_.get(), (*src)->data(), a.data(), n).ok());
-    ASSERT_TRUE(cuda::DownloadBf16(dev_.get(), (*dst)->data(), b.data(), n).ok());
+    ASSERT_TRUE(cuda::Download(dev_.get(), (*src)->data(), a.data(), n).ok());
+    ASSERT_TRUE(cuda::Download(dev_.get(), (*dst)->data(), b.data(), n).ok());
     EXPECT_TRUE(a == b) << "seed " << seed << ": the shift moved data the fill had not written yet";
     EXPECT_NE(a[static_cast<size_t>(n - 1)], 0.0f);
   }

@@ -333,8 +333,9 @@ TEST(PredictTest, EngineRunsOnSomeModelsCalibrateTheOthers) {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? r->dit.value() : 0.0;
   };
-  // Recorded runs of three models, 30% slower than the per-op curves say; one CPU executor
-  // run, which calibrates other things; one two-rank run, which calibrates two-rank plans.
+  // Recorded runs of three models, 30% slower than the per-op curves say; one run on the cpu
+  // kernels, which calibrates their own scale; one two-rank run, which calibrates two-rank
+  // plans.
   std::vector<Measurement> runs;
   auto run = [&](const std::string& model, int size, double seconds, const std::string& backend, int ranks,
                  const std::string& config = "") {
@@ -354,7 +355,9 @@ TEST(PredictTest, EngineRunsOnSomeModelsCalibrateTheOthers) {
   run("tiny-pixart", 256, 1.3 * dit("tiny-pixart", 256, fits), "ref", 1);
   run("tiny-flux", 128, 1.3 * dit("tiny-flux", 128, fits), "ref", 1);
   run("tiny-sd3", 128, 1.3 * dit("tiny-sd3", 128, fits), "ref", 1);
-  run("tiny-sd3", 256, 9.0, "cpu", 1);
+  Workload w_cpu{"tiny-sd3", 256, 256, 1, 3, 1, OutputType::kLatent};
+  const double cpu_dit = SimulateEngineRun(**Cat().Model("tiny-sd3"), w_cpu, ParallelConfig{}, host, fits, "cpu")->dit.value();
+  run("tiny-sd3", 256, 1.5 * cpu_dit, "cpu", 1);
   const Cluster pair = *ResolveCluster({"cpu", 2}, Cat());
   const Workload w2{"tiny-sd3", 256, 256, 1, 3, 1, OutputType::kLatent};
   const double two_rank = SimulateEngineRun(**Cat().Model("tiny-sd3"), w2, *ParseParallelConfig("ulysses=2"), pair,
@@ -362,9 +365,14 @@ TEST(PredictTest, EngineRunsOnSomeModelsCalibrateTheOthers) {
                               ->dit.value();
   run("tiny-sd3", 256, 2.0 * two_rank, "ref", 2, "ulysses=2");
   std::vector<std::string> skipped;
-  auto scales = *FitEngineScales(runs, Cat(), fits, &skipped);
+  auto all_scales = *FitEngineScales(runs, Cat(), fits, &skipped);
   EXPECT_TRUE(skipped.empty()) << skipped.front();
-  ASSERT_EQ(scales.size(), 2u);
+  ASSERT_EQ(all_scales.size(), 3u);
+  // The cpu kernels' own scale, from their one run (priced by the catalog's CPU figures).
+  EXPECT_EQ(all_scales[0].key, "cpu/cpu/engine");
+  EXPECT_NEAR(all_scales[0].params["compute_scale"].get<double>(), 1.5, 1e-9);
+  EXPECT_EQ(all_scales[0].measurement_ids, (std::vector<int64_t>{4}));
+  const std::vector<Fit> scales(all_scales.begin() + 1, all_scales.end());
   EXPECT_EQ(scales[0].key, EngineFitKey("cpu", "ref"));
   EXPECT_EQ(scales[0].key, "cpu/ref/engine");
   EXPECT_NEAR(scales[0].params["compute_scale"].get<double>(), 1.3, 1e-9);
@@ -419,7 +427,7 @@ TEST(PredictTest, EngineRunsOnSomeModelsCalibrateTheOthers) {
   // A run naming a model the catalog lacks is skipped with the reason, not fatal.
   run("no-such-model", 256, 1.0, "ref", 1);
   skipped.clear();
-  EXPECT_EQ((*FitEngineScales(runs, Cat(), fits, &skipped)).size(), 2u);
+  EXPECT_EQ((*FitEngineScales(runs, Cat(), fits, &skipped)).size(), 3u);
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_NE(skipped[0].find("no-such-model"), std::string::npos) << skipped[0];
 }
