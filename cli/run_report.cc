@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "calibration/records.h"
+#include "calibration/engine_loop.h"
 #include "cli/cli_common.h"
 #include "cli/run_common.h"
 #include "planner/launch.h"
@@ -54,72 +54,47 @@ int ReportRun(const cxxopts::ParseResult& args, const Catalog& catalog, const st
   const std::string gpu_id_value = gpu_id.ok() ? *gpu_id : "";
   const bool profile = args.count("profile") > 0 || args.count("trace") > 0;
   // The simulator's view of the same run: the whole plan on the CLUSTER flags' GPUs (default:
-  // n of this device's GPU), DiT only, priced as ditune's engine runs it.
+  // n of this device's GPU), DiT only, priced as ditune's engine runs it (the host's kernels
+  // standing in for a GPU named by --gpu as the cuda engine there).
   std::string prediction = "no prediction: " + (gpu_id.ok() ? std::string() : gpu_id.status().message());
-  // What prices the run: the host's kernels on the host by their own sweep (the ref kernels
-  // only so; the cpu kernels by the catalog's CPU figures until swept); with --gpu naming a
-  // GPU, the host's kernels stand in for the cuda engine there and are priced as it.
-  const bool on_host = gpu_id.ok() && gpu_id_value == "cpu";
-  const std::string priced_as = backend != "cuda" && !on_host ? "cuda" : backend;
-  const bool calibrated = priced_as != "ref" || HasComputeFits(fits, "cpu", "ref");
-  if (gpu_id.ok() && !calibrated) {
-    prediction = "no prediction: the ref kernels on this host are not calibrated (run `ditune calibrate compute "
-                 "--backend ref` first)";
-  }
   double predicted_dit = 0, predicted_busy = 0;
   std::map<std::string, Seconds> modelled_kernels;  // with --profile
-  if (gpu_id.ok() && calibrated) {
+  if (gpu_id.ok()) {
     auto cluster = RunCluster(args, catalog, gpu_id_value, config);
     if (!cluster.ok()) return Fail(kCmd, cluster.status());
-    auto sim = SimulateEngineRun(model, workload, config, *cluster, fits, priced_as);
-    if (!sim.ok()) return Fail(kCmd, sim.status());
-    if (profile) {
-      auto k = EngineKernelTimes(model, workload, config, *cluster, fits, priced_as, rank);
-      if (!k.ok()) return Fail(kCmd, k.status());
-      modelled_kernels = std::move(*k);
+    auto p = calibration::PredictEngineRun(model, workload, config, *cluster, fits, backend, rank, profile);
+    if (p.ok()) {
+      predicted_dit = p->dit_s;
+      predicted_busy = p->busy_s;
+      modelled_kernels = std::move(p->kernels);
+      // The rank's transfers are replaced by the model's time: what the simulated plan spends
+      // beyond this rank's compute (communication it cannot hide, waiting on other ranks).
+      const double rest = std::max(0.0, predicted_dit - predicted_busy);
+      prediction = emulate ? fmt::format("modelled compute of rank {}: {:.4f} s; with the modelled communication and "
+                                         "waiting ({:.4f} s) the rank's loop is {:.4f} s (plan DiT predicted {:.4f} s "
+                                         "on {} x {})",
+                                         rank, predicted_busy, rest, r.median_s + rest, predicted_dit, n, gpu_id_value)
+                           : fmt::format("predicted {:.4f} s ({:+.1f}%)", predicted_dit,
+                                         100 * (predicted_dit / r.median_s - 1));
+    } else if (p.status().code() == Status::Code::kInvalidArgument) {
+      prediction = "no prediction: " + p.status().message();
+    } else {
+      return Fail(kCmd, p.status());
     }
-    predicted_dit = sim->dit.value();
-    for (const auto& rr : sim->ranks) {
-      if (rr.rank == rank) predicted_busy = rr.busy.value();
-    }
-    // The rank's transfers are replaced by the model's time: what the simulated plan spends
-    // beyond this rank's compute (communication it cannot hide, waiting on other ranks).
-    const double modelled_rest = std::max(0.0, predicted_dit - predicted_busy);
-    prediction = emulate ? fmt::format("modelled compute of rank {}: {:.4f} s; with the modelled communication and "
-                                       "waiting ({:.4f} s) the rank's loop is {:.4f} s (plan DiT predicted {:.4f} s "
-                                       "on {} x {})",
-                                       rank, predicted_busy, modelled_rest, r.median_s + modelled_rest, predicted_dit,
-                                       n, gpu_id_value)
-                         : fmt::format("predicted {:.4f} s ({:+.1f}%)", predicted_dit,
-                                       100 * (predicted_dit / r.median_s - 1));
   }
-
-  std::string run_id;
-  // Every real run is recorded where it ran: its DiT time calibrates the engine's scale on
-  // this device and backend (`calibrate fit`). Emulated ranks are not whole runs.
-  if (!emulate && gpu_id.ok() && (backend == "cuda" || on_host)) {
-    run_id = calibration::NewRunId(gpu_id_value);
-    const RunRecord rec = calibration::EngineRunRecord(model, workload, config, backend, gpu_id_value,
-                                          world != nullptr ? std::string(world->backend()) : "", predicted_dit, r,
-                                          run_id);
-    nlohmann::json extra{{"backend", backend}, {"device_name", r.device_name}};
-    if (world != nullptr) extra["comm"] = std::string(world->backend());
-    const Measurement meas = calibration::DitMeasurement(model, workload, config, n, backend, gpu_id_value, r.median_s, r.p10_s,
-                                            r.p90_s, r.iters, run_id, extra);
-    Status st = store->RecordRuns({rec}, {meas}).status();
-    if (!st.ok()) return Fail(kCmd, st);
+  // Every whole run is recorded where it ran (its DiT time calibrates the engine's scale on
+  // this device and backend); a profiled run's kernels join the kernel sweep's measurements
+  // (emulated ranks' too: their kernels are real). Host kernels standing in for a GPU are not.
+  calibration::RecordedRun recorded;
+  if (gpu_id.ok() && (backend == "cuda" || gpu_id_value == "cpu")) {
+    auto rec = calibration::RecordEngineRun(store, model, workload, config, backend, gpu_id_value,
+                                            world != nullptr ? std::string(world->backend()) : "", predicted_dit, r,
+                                            !emulate, rank);
+    if (!rec.ok()) return Fail(kCmd, rec.status());
+    recorded = *rec;
   }
-  // A profiled run's kernels, at the shapes this run has, join the kernel sweep's measurements
-  // (emulated ranks' too: their kernels are real); `calibrate fit` fits them together.
-  size_t kernel_measurements = 0;
-  if (profile && gpu_id.ok() && (backend == "cuda" || on_host)) {
-    const nlohmann::json params{{"model", model.id}, {"height", workload.height}, {"width", workload.width},
-                                {"frames", workload.frames}, {"config", ToString(config)}, {"rank", rank}};
-    const auto kernels = exec::KernelMeasurements(r.profile_events, backend, gpu_id_value, run_id, params);
-    Status st = store->AddMeasurements(kernels).status();
-    if (!st.ok()) return Fail(kCmd, st);
-    kernel_measurements = kernels.size();
-  }
+  const std::string& run_id = recorded.run_id;
+  const size_t kernel_measurements = recorded.kernel_measurements;
 
   if (args.count("json")) {
     nlohmann::json j{{"backend", backend},           {"device", r.device_name},    {"config", ToString(config)},
