@@ -2,7 +2,7 @@
 
 #include "planner/factory.h"
 
-#include "core/validate.h"
+#include "core/config_rules.h"
 
 #include <algorithm>
 #include <cerrno>

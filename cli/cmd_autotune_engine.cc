@@ -13,7 +13,7 @@
 #include "cli/cli_common.h"
 #include "costmodels/store.h"
 #include "executor/device.h"
-#include "planner/launch.h"
+#include "planner/gpu_launch.h"
 #include "planner/predict.h"
 
 namespace ditune::cli {

@@ -11,8 +11,8 @@
 #include "cli/commands.h"
 #include "core/rank_layout.h"
 #include "core/rank_share.h"
-#include "core/validate.h"
-#include "planner/launch.h"
+#include "core/config_rules.h"
+#include "planner/gpu_launch.h"
 #include "planner/plan.h"
 #include "planner/xdit_launch.h"
 

@@ -8,7 +8,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "planner/auto_configure.h"
-#include "planner/launch.h"
+#include "planner/gpu_launch.h"
 
 namespace ditune::cli {
 

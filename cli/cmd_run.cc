@@ -13,13 +13,13 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/run_common.h"
-#include "core/validate.h"
+#include "core/config_rules.h"
 #include "costmodels/calibration.h"
 #include "costmodels/store.h"
 #include "executor/comm_wait.h"
 #include "executor/device.h"
 #include "executor/engine_run.h"
-#include "planner/launch.h"
+#include "planner/gpu_launch.h"
 #include "planner/predict.h"
 
 namespace ditune::cli {

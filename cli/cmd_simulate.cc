@@ -6,7 +6,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "core/validate.h"
+#include "core/config_rules.h"
 #include "costmodels/calibration.h"
 #include "costmodels/store.h"
 #include "planner/predict.h"

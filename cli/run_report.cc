@@ -12,7 +12,7 @@
 #include "calibration/engine_loop.h"
 #include "cli/cli_common.h"
 #include "cli/run_common.h"
-#include "planner/launch.h"
+#include "planner/gpu_launch.h"
 #include "planner/predict.h"
 
 namespace ditune::cli {

@@ -6,7 +6,7 @@
 
 #include "core/cluster.h"
 #include "core/parallel_config.h"
-#include "core/validate.h"
+#include "core/config_rules.h"
 
 namespace ditune {
 

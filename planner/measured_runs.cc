@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/validate.h"
+#include "core/config_rules.h"
 #include "costmodels/calibration.h"
 #include "planner/learn.h"
 #include "planner/predict.h"

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "core/validate.h"
+#include "core/config_rules.h"
 #include "planner/enumerate.h"
 #include "planner/predict.h"
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "core/validate.h"
+#include "core/config_rules.h"
 
 namespace ditune {
 namespace {

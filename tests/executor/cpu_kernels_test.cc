@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/catalog.h"
-#include "core/validate.h"
+#include "core/config_rules.h"
 #include "executor/cpu_device.h"
 #include "executor/engine.h"
 #include "executor/kernels.h"

@@ -11,7 +11,7 @@
 #include <tuple>
 
 #include "core/catalog.h"
-#include "core/validate.h"
+#include "core/config_rules.h"
 #include "costmodels/dit_ops.h"
 #include "executor/comm.h"
 #include "executor/cpu_device.h"

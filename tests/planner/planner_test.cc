@@ -6,7 +6,7 @@
 #include "costmodels/memory_model.h"
 #include "planner/auto_configure.h"
 #include "planner/enumerate.h"
-#include "planner/launch.h"
+#include "planner/gpu_launch.h"
 #include "planner/plan.h"
 #include "planner/predict.h"
 

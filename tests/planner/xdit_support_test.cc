@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "core/catalog.h"
-#include "core/validate.h"
+#include "core/config_rules.h"
 #include "costmodels/dit_ops.h"
 #include "costmodels/memory_model.h"
 #include "planner/plan.h"

@@ -1,4 +1,4 @@
-#include "planner/launch.h"
+#include "planner/gpu_launch.h"
 
 #include <array>
 #include <cstdio>

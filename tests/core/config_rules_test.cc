@@ -1,4 +1,4 @@
-#include "core/validate.h"
+#include "core/config_rules.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // The validity rules of a configuration for a model, workload and GPU count — at least as
 // strict as xDiT's. Every violation names its rule, the values, and the nearest valid
 // choices.
-#ifndef DITUNE_CORE_VALIDATE_H_
-#define DITUNE_CORE_VALIDATE_H_
+#ifndef DITUNE_CORE_CONFIG_RULES_H_
+#define DITUNE_CORE_CONFIG_RULES_H_
 
 #include <string>
 #include <vector>
@@ -80,4 +80,4 @@ bool SequenceSplitsBy(const TokenGeometry& tokens, int sp, SequenceSplitUnit uni
 
 }  // namespace ditune
 
-#endif  // DITUNE_CORE_VALIDATE_H_
+#endif  // DITUNE_CORE_CONFIG_RULES_H_

@@ -1,7 +1,7 @@
 // Automatic configuration at launch: detect the GPUs, map them to the catalog, and build
 // the command line that runs the chosen configuration.
-#ifndef DITUNE_PLANNER_LAUNCH_H_
-#define DITUNE_PLANNER_LAUNCH_H_
+#ifndef DITUNE_PLANNER_GPU_LAUNCH_H_
+#define DITUNE_PLANNER_GPU_LAUNCH_H_
 
 #include <functional>
 #include <string>
@@ -54,4 +54,4 @@ std::string ShellJoin(const std::vector<std::string>& words);
 
 }  // namespace ditune
 
-#endif  // DITUNE_PLANNER_LAUNCH_H_
+#endif  // DITUNE_PLANNER_GPU_LAUNCH_H_
