@@ -3,7 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "core/catalog.h"
-#include "core/validate.h"
+#include "core/config_rules.h"
 
 namespace ditune {
 namespace {

@@ -51,10 +51,6 @@ struct Mechanisms {
   // at higher precision; a non-parallel part of every video run.
   double video_vae_scale = 1;
 
-  // Exposed fraction of a PipeFusion warm-up step (the whole image through the stages one
-  // after another, DESIGN.md): 1 when it costs a full synchronous step. Published PipeFusion
-  // runs scale better than a full synchronous warm-up allows; this is what they show.
-  double pipefusion_warmup = 1;
   // Achieved fraction of a PCIe box's inter-socket bandwidth (the host path between the
   // sockets that every crossing transfer shares) for collectives over both sockets.
   double cross_socket_efficiency = 1;

@@ -193,9 +193,10 @@ class GraphBuilder {
         std::vector<int> skip_in(N, -1);
         for (int s = 0; s < N; ++s) {
           std::vector<int> deps = {in, text_ready[s], skip_in[s]};
-          // A warm-up forward costs the exposed fraction of a synchronous one (Mechanisms).
-          // Patched forwards: the host never blocks on a received patch (see Forward).
-          int f = Forward(s, patched, k, deps, patched ? 1.0 : in_.compute->mechanisms().pipefusion_warmup,
+          // A warm-up forward is the whole image through this stage, after the stage before
+          // (xDiT runs warm-up steps synchronously through every stage). Patched forwards: the
+          // host never blocks on a received patch (see Forward).
+          int f = Forward(s, patched, k, deps, 1.0,
                           /*host_waits=*/!patched || in_.compute->runtime() == Runtime::kEngine);
           for (const auto& [from, to, count] : skips) {
             if (from == s) {

@@ -35,6 +35,11 @@ TEST(MechanismsTest, JsonRoundTripsAndRefusesWhatIsNotAConstant) {
   EXPECT_NE(out_of_range.status().message().find("outside"), std::string::npos);
   EXPECT_FALSE(MechanismsFromJson({{"eager_op_us", "fast"}}).ok());
   EXPECT_FALSE(MechanismsFromJson(nlohmann::json::array()).ok());
+  // A retired constant in a store written before it was retired is read and ignored.
+  auto retired = MechanismsFromJson({{"pipefusion_warmup", 0.02}, {"eager_op_us", 22.5}});
+  ASSERT_TRUE(retired.ok()) << retired.status().ToString();
+  EXPECT_EQ(retired->eager_op_us, 22.5);
+  EXPECT_EQ(MechanismsToJson(*retired).count("pipefusion_warmup"), 0u);
 }
 
 TEST(MechanismsTest, EagerAndCompiledHostTimePerOp) {
