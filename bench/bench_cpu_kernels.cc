@@ -1,7 +1,8 @@
-// The CPU executor's kernels per instruction set (executor/cpu_isa.h), one thread: GEMMs at
+// The cpu kernels' hot loops per instruction set (executor/cpu_isa.h), one thread: GEMMs at
 // DiT shapes and attention, each as GFLOP/s and as a fraction of the measured one-core peak
 // (an FMA-throughput loop at the ISA's widest vectors); attention before (the row loop) and
-// after (the tiled kernel); and a whole tiny-pixart 512² denoising step.
+// after (the tiled kernel); and a whole tiny-pixart 512² denoising step of the engine on the
+// cpu kernels.
 //
 //   bench_cpu_kernels [--benchmark_filter=Gemm]
 //

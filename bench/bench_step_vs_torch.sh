@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One tiny-pixart 512² denoising step (both CFG branches, one thread): ditune's CPU executor
-# (bench_cpu_kernels' DitStep, per ISA) against PyTorch + OpenBLAS running the same
+# One tiny-pixart 512² denoising step (both CFG branches, one thread): ditune's engine on the
+# cpu kernels (bench_cpu_kernels' DitStep, per ISA) against PyTorch + OpenBLAS running the same
 # operations on the same shapes (bench/step_vs_torch.py), interleaved round by round so that
 # both see the same host. Prints each round and the medians, and the ratio torch / ditune
 # (> 1: ditune is faster) on CPU time (the figure to quote on a shared host) and wall time.

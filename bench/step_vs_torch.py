@@ -1,6 +1,6 @@
-"""The peer of ditune's CPU executor: one tiny-pixart denoising step in PyTorch.
+"""The peer of ditune's engine on the cpu kernels: one tiny-pixart denoising step in PyTorch.
 
-The same operations as executor/dit.cc on the same shapes (tiny-pixart: hidden 64, 4 heads of
+The same operations as the engine's cross blocks (executor/engine/blocks.cc) on the same shapes (tiny-pixart: hidden 64, 4 heads of
 16, MLP 256, 2 cross blocks, 8 text tokens; 512x512 -> 1024 image tokens), fp32, both
 classifier-free-guidance branches and the Euler update, with random weights. Attention is
 PyTorch 1.13's own (bmm, softmax, bmm): the S x S scores materialised, as a PyTorch user
