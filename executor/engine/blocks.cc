@@ -1,4 +1,3 @@
-#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -28,13 +27,13 @@ StatusOr<DitEngine::Impl::Residual> DitEngine::Impl::StreamFor(const RankWork& r
   Residual s;
   const int64_t b = rw.batch, nt = HasText() ? rw.txt_tokens : 0, ni = rw.img_tokens;
   if (unified) {
-    DITUNE_ASSIGN_OR_RETURN(s.seq, Scratch("x", b * (nt + ni) * H * eb));
+    DITUNE_ASSIGN_OR_RETURN(s.seq, Scratch(Buf::kResidual, b * (nt + ni) * H * eb));
     s.seq_stride = s.txt_stride = s.img_stride = (nt + ni) * H;
     s.txt = s.seq;
     s.img = At(s.seq, nt * H);
   } else {
-    DITUNE_ASSIGN_OR_RETURN(s.txt, Scratch("x_txt", b * nt * Ht * eb));
-    DITUNE_ASSIGN_OR_RETURN(s.img, Scratch("x_img", b * ni * H * eb));
+    DITUNE_ASSIGN_OR_RETURN(s.txt, Scratch(Buf::kTextResidual, b * nt * Ht * eb));
+    DITUNE_ASSIGN_OR_RETURN(s.img, Scratch(Buf::kImageResidual, b * ni * H * eb));
     s.txt_stride = nt * Ht;
     s.img_stride = ni * H;
   }
@@ -52,10 +51,10 @@ Status DitEngine::Impl::Cross(BlockW& bw, const float* mod, const void* xkv, con
                               Residual& s) {
   const int64_t rows = x.b * x.ni, Hl = x.Hl;
   void* X = s.img;  // cross blocks: no text rows, sequences contiguous
-  DITUNE_ASSIGN_OR_RETURN(void* h, Scratch("h", rows * H * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* qkv, Scratch("qkv", rows * 3 * Hl * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* o, Scratch("o", rows * Hl * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* y, Scratch("y", rows * H * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* h, Scratch(Buf::kNormOut, rows * H * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* qkv, Scratch(Buf::kQkv, rows * 3 * Hl * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* o, Scratch(Buf::kAttnOut, rows * Hl * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* y, Scratch(Buf::kBlockOut, rows * H * eb));
   DITUNE_RETURN_IF_ERROR(Norm(X, H, h, H, rows, H, mod, mod + H));
   DITUNE_RETURN_IF_ERROR(Mm(h, H, 0, bw.p("wqkv"), 3 * Hl, qkv, 3 * Hl, 0, rows, H, 3 * Hl, 1));
   DITUNE_RETURN_IF_ERROR(SelfAttention(x, qkv, 3 * Hl, x.ni * 3 * Hl, o, Hl, x.ni * Hl));
@@ -80,12 +79,12 @@ Status DitEngine::Impl::Joint(BlockW& bw, const float* mod, const float* tmod, c
                               Residual& s) {
   const int64_t b = x.b, ni = x.ni, nt = x.nt, Hl = x.Hl, L = nt + ni;
   const int64_t ldt = unified ? H : Ht;  // the text rows' leading dimension in the stream
-  DITUNE_ASSIGN_OR_RETURN(void* hi, Scratch("h", b * ni * H * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* ht, Scratch("ht", b * nt * Ht * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* qkv, Scratch("qkv", b * L * 3 * Hl * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* o, Scratch("o", b * L * Hl * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* yi, Scratch("y", b * ni * H * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* yt, Scratch("yt", b * nt * Ht * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* hi, Scratch(Buf::kNormOut, b * ni * H * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* ht, Scratch(Buf::kTextNormOut, b * nt * Ht * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* qkv, Scratch(Buf::kQkv, b * L * 3 * Hl * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* o, Scratch(Buf::kAttnOut, b * L * Hl * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* yi, Scratch(Buf::kBlockOut, b * ni * H * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* yt, Scratch(Buf::kTextBlockOut, b * nt * Ht * eb));
   for (int64_t i = 0; i < b; ++i) {
     DITUNE_RETURN_IF_ERROR(
         Norm(At(s.img, i * s.img_stride), H, At(hi, i * ni * H), H, ni, H, mod, mod + H));
@@ -132,16 +131,16 @@ Status DitEngine::Impl::Joint(BlockW& bw, const float* mod, const float* tmod, c
 Status DitEngine::Impl::Single(BlockW& bw, const float* mod, const Dims& x, Residual& s) {
   const int64_t L = x.nt + x.ni, rows = x.b * L, Hl = x.Hl, Ml = x.Ml;
   const int64_t W1 = 3 * Hl + (gated ? 2 : 1) * Ml;  // [q | k | v | mlp-in]
-  DITUNE_ASSIGN_OR_RETURN(void* h, Scratch("h", rows * H * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* qkvm, Scratch("qkvm", rows * W1 * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* o, Scratch("o", rows * Hl * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* y, Scratch("y", rows * H * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* h, Scratch(Buf::kNormOut, rows * H * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* qkvm, Scratch(Buf::kQkvMlp, rows * W1 * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* o, Scratch(Buf::kAttnOut, rows * Hl * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* y, Scratch(Buf::kBlockOut, rows * H * eb));
   DITUNE_RETURN_IF_ERROR(Norm(s.seq, H, h, H, rows, H, mod, mod + H));
   DITUNE_RETURN_IF_ERROR(Mm(h, H, 0, bw.p("wqkv1"), W1, qkvm, W1, 0, rows, H, W1, 1));
   const void* act = At(qkvm, 3 * Hl);
   int64_t ld_act = W1;
   if (gated) {
-    DITUNE_ASSIGN_OR_RETURN(void* g, Scratch("mlp_g", rows * Ml * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* g, Scratch(Buf::kMlpGate, rows * Ml * eb));
     DITUNE_RETURN_IF_ERROR(k->Activate(Activation::kSwiGlu, At(qkvm, 3 * Hl), W1, g, Ml, rows, Ml));
     act = g;
     ld_act = Ml;

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/rank_layout.h"
@@ -45,6 +46,41 @@ struct DitEngine::Impl {
     // Attention runs on the projections themselves (no exchange stands between).
     bool direct = false;
   };
+
+  // The engine's scratch buffers, each allocated on first use and grown as needed (Scratch).
+  // Indexed ones (per block, per hand-off slot) take an index beside the name.
+  // clang-format off
+  enum class Buf {
+    // The residual stream of a forward: one buffer of [text; image] rows per sequence where
+    // the text stream has the hidden width, else one per stream.
+    kResidual, kTextResidual, kImageResidual,
+    // A sublayer's modulated LayerNorm output (image, text).
+    kNormOut, kTextNormOut,
+    // Fused projections: Q, K, V (and a single block's MLP-in); attention output, this
+    // rank's heads; a sublayer's output before its gated residual (image, text).
+    kQkv, kQkvMlp, kAttnOut, kBlockOut, kTextBlockOut,
+    // The MLP's hidden activations (gated: the gate half).
+    kMlpIn, kMlpGate,
+    // An emulated rank's attention shapes (what an exchange would deliver).
+    kAttnQ, kAttnKv, kAttnO,
+    // Sequence parallelism: Ulysses' all-to-all send and receive chunks; attention outputs
+    // and their log-sum-exps (Ring's partials and merge); Ring's K/V block attended now and
+    // the one arriving; the same inside PipeFusion stages (a patch's fresh K/V).
+    kSpSend, kSpRecv, kSpOut, kSpOut2, kSpLse, kSpLse2, kSpKv, kSpKv2, kPatchRing, kPatchRing2,
+    // Per block: PipeFusion's and DistriFusion's K/V buffers (stale, fresh), a share's view of
+    // them with its own rows fresh (in turn), a cross block's K/V of the text.
+    kStaleKv, kFreshKv, kKvView, kCrossKv,
+    // Per slot and part: PipeFusion's activations in flight.
+    kHandoff,
+    // The loop's own: prompt embeddings and their projection to the text stream, each step's
+    // conditioning, every block's modulation, the latent in act, the prediction, both CFG
+    // branches' predictions gathered.
+    kPromptEmb, kText, kConditioning, kModulation, kLatentAct, kPred, kPredAll,
+  };
+  // clang-format on
+
+  // Parts of one hand-off (the text and image residual streams).
+  static constexpr int kHandoffParts = 4;
 
   // Message tags of PipeFusion's hand-offs: activations forward, latent rows back.
   static constexpr int kTagActivation = 21, kTagLatent = 22;
@@ -108,11 +144,13 @@ struct DitEngine::Impl {
   };
   std::vector<BlockW> blocks;
   std::map<std::string, std::unique_ptr<Buffer>> io;
-  std::map<std::string, std::unique_ptr<Buffer>> scratch;
+  std::map<std::pair<Buf, int>, std::unique_ptr<Buffer>> scratch;
   int64_t weight_bytes = 0;
 
   // ---- memory ----
-  StatusOr<void*> Scratch(const std::string& name, int64_t bytes);
+  // Buffer `which` (number `index` of its kind) of at least `bytes`, zeroed when allocated.
+  StatusOr<void*> Scratch(Buf which, int index, int64_t bytes);
+  StatusOr<void*> Scratch(Buf which, int64_t bytes) { return Scratch(which, 0, bytes); }
   StatusOr<std::unique_ptr<Buffer>> Weight(int block, const std::string& name, int64_t rows,
                                            int64_t cols, float stddev);
   // This tensor-parallel rank's slice of a weight the generator draws whole: the full matrix

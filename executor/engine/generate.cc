@@ -56,7 +56,7 @@ StatusOr<EngineResult> DitEngine::Impl::Generate() {
   const int first_prompt = coords[Axis::kDp] * P;
   const int cfg_branch = work.config.cfg == 2 ? coords[Axis::kCfg] : 0;
   // Prompt embeddings of every sequence (prompt i, branch j at i B + j) (model_inputs.h).
-  DITUNE_ASSIGN_OR_RETURN(void* emb, Scratch("emb", bmax * T * m->text_hidden * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* emb, Scratch(Buf::kPromptEmb, bmax * T * m->text_hidden * eb));
   for (int i = 0; i < P; ++i) {
     for (int j = 0; j < B; ++j) {
       const Mat e = PromptEmbedding(*m, opt.seed, first_prompt + i, (B == 2 ? j : cfg_branch) == 1);
@@ -67,7 +67,7 @@ StatusOr<EngineResult> DitEngine::Impl::Generate() {
   // Initial noise: the rows of the whole latent this rank holds (exact runs: all of it).
   DITUNE_ASSIGN_OR_RETURN(auto xf_buf, d->Alloc(P * R * lat * 4));
   auto* xf = static_cast<float*>(xf_buf->data());
-  DITUNE_ASSIGN_OR_RETURN(void* xb, Scratch("latent_act", P * R * lat * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* xb, Scratch(Buf::kLatentAct, P * R * lat * eb));
   row_patches = pipeline ? work.steady.patches : 1;
   shares = sp * work.config.distrifusion;
   share_rows = R / row_patches;
@@ -81,13 +81,13 @@ StatusOr<EngineResult> DitEngine::Impl::Generate() {
     }
   }
   // Conditioning of every step, computed before the loop (the host never stalls the device).
-  DITUNE_ASSIGN_OR_RETURN(void* cond, Scratch("cond", S * H * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* cond, Scratch(Buf::kConditioning, S * H * eb));
   for (int s = 0; s < S; ++s) {
     const float sigma = 1.0f - static_cast<float>(s) / S;
     const Vec c = inputs->Conditioning(sigma * 1000.0f);
     DITUNE_RETURN_IF_ERROR(k->Upload(c.data(), At(cond, s * H), H));
   }
-  DITUNE_ASSIGN_OR_RETURN(void* pred, Scratch("pred", bmax * R * lat * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* pred, Scratch(Buf::kPred, bmax * R * lat * eb));
   kv_pending.clear();
   fwd_pending.clear();
   back_pending.clear();
@@ -98,14 +98,14 @@ StatusOr<EngineResult> DitEngine::Impl::Generate() {
     // The K/V buffers start empty every generation (warm-up steps fill them).
     for (int i = 0; i < work.blocks; ++i) {
       const int64_t n_kv = bmax * KvRows(i, T, tokens.image_tokens()) * KvWidth();
-      DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(fmt::format("stale_kv{}", i), n_kv * eb));
+      DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(Buf::kStaleKv, i, n_kv * eb));
       DITUNE_RETURN_IF_ERROR(k->Zero(kv, n_kv));
     }
   }
   const bool cfg_gather = parallel && work.config.cfg == 2;
   void* pred_all = nullptr;
   if (cfg_gather) {
-    DITUNE_ASSIGN_OR_RETURN(pred_all, Scratch("pred_all", 2 * bmax * R * lat * eb));
+    DITUNE_ASSIGN_OR_RETURN(pred_all, Scratch(Buf::kPredAll, 2 * bmax * R * lat * eb));
   }
   DITUNE_RETURN_IF_ERROR(d->stream()->Synchronize());
 
@@ -123,7 +123,8 @@ StatusOr<EngineResult> DitEngine::Impl::Generate() {
     const void* c = At(cond, s * H);
     // Modulation of every block and the final layer for this step (shared by all sequences).
     const int64_t per_block = 6 * H + 6 * Ht;
-    DITUNE_ASSIGN_OR_RETURN(void* mods_v, Scratch("mods", (work.blocks * per_block + 2 * H) * 4));
+    DITUNE_ASSIGN_OR_RETURN(void* mods_v,
+                            Scratch(Buf::kModulation, (work.blocks * per_block + 2 * H) * 4));
     auto* mods = static_cast<float*>(mods_v);
     for (int i = 0; i < work.blocks; ++i) {
       auto& bw = blocks[i];
@@ -136,14 +137,14 @@ StatusOr<EngineResult> DitEngine::Impl::Generate() {
     float* fmod = mods + work.blocks * per_block;
     if (last_stage) DITUNE_RETURN_IF_ERROR(Modulation(c, io.at("fmod")->data(), 2 * H, fmod));
     // Text embedding of every sequence, and the cross blocks' text K/V, once per step.
-    DITUNE_ASSIGN_OR_RETURN(void* ctx, Scratch("ctx", b * T * Ht * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* ctx, Scratch(Buf::kText, b * T * Ht * eb));
     DITUNE_RETURN_IF_ERROR(Mm(emb, m->text_hidden, 0, io.at("text")->data(), Ht, ctx, Ht, 0, b * T,
                               m->text_hidden, Ht, 1));
     std::vector<void*> xkv(work.blocks, nullptr);
     for (int i = 0; i < work.blocks; ++i) {
       if (blocks[i].family != BlockFamily::kCross) continue;
       const int64_t Hl = H / rw.tp;
-      DITUNE_ASSIGN_OR_RETURN(xkv[i], Scratch(fmt::format("xkv{}", i), b * T * 2 * Hl * eb));
+      DITUNE_ASSIGN_OR_RETURN(xkv[i], Scratch(Buf::kCrossKv, i, b * T * 2 * Hl * eb));
       DITUNE_RETURN_IF_ERROR(
           Mm(ctx, Ht, 0, blocks[i].p("xkv"), 2 * Hl, xkv[i], 2 * Hl, 0, b * T, Ht, 2 * Hl, 1));
     }
@@ -208,7 +209,7 @@ StatusOr<EngineResult> DitEngine::Impl::Generate() {
         }
       }
       if (last_stage) {
-        DITUNE_ASSIGN_OR_RETURN(void* h, Scratch("h", b * ni * H * eb));
+        DITUNE_ASSIGN_OR_RETURN(void* h, Scratch(Buf::kNormOut, b * ni * H * eb));
         for (int64_t i = 0; i < b; ++i) {
           DITUNE_RETURN_IF_ERROR(
               Norm(At(st.img, i * st.img_stride), H, At(h, i * ni * H), H, ni, H, fmod, fmod + H));
@@ -270,7 +271,7 @@ StatusOr<EngineResult> DitEngine::Impl::Generate() {
     if (distri_in_turn && !warm) {
       // Every share's fresh rows become the next step's stale ones.
       for (int i = 0; i < work.blocks; ++i) {
-        std::swap(scratch[fmt::format("stale_kv{}", i)], scratch[fmt::format("fresh_kv{}", i)]);
+        std::swap(scratch[{Buf::kStaleKv, i}], scratch[{Buf::kFreshKv, i}]);
       }
     }
     DITUNE_ASSIGN_OR_RETURN(auto mark, d->stream()->Record());

@@ -1,4 +1,3 @@
-#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -95,9 +94,9 @@ Status DitEngine::Impl::SelfAttention(const Dims& x, const void* qkv, int64_t ld
                   x.nt + x.ni, x.nt + x.ni, x.b, x.heads_attn);
   }
   const int64_t Ha = static_cast<int64_t>(x.heads_attn) * D;
-  DITUNE_ASSIGN_OR_RETURN(void* q, Scratch("attn_q", x.b * x.qa * Ha * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch("attn_kv", x.b * x.kva * 2 * Ha * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* out, Scratch("attn_o", x.b * x.qa * Ha * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* q, Scratch(Buf::kAttnQ, x.b * x.qa * Ha * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(Buf::kAttnKv, x.b * x.kva * 2 * Ha * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* out, Scratch(Buf::kAttnO, x.b * x.qa * Ha * eb));
   return Attend(q, Ha, x.qa * Ha, kv, Ha, 2 * Ha, x.kva * 2 * Ha, out, Ha, x.qa * Ha, x.qa, x.kva,
                 x.b, x.heads_attn);
 }
@@ -122,11 +121,11 @@ Status DitEngine::Impl::Rope(void* qk, int64_t ld, int64_t b, int64_t nt, int64_
 
 Status DitEngine::Impl::Mlp(const void* h, int64_t rows, int64_t width, int64_t inner,
                             const void* w1, const void* w2, void* out) {
-  DITUNE_ASSIGN_OR_RETURN(void* a, Scratch("mlp_a", rows * (gated ? 2 : 1) * inner * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* a, Scratch(Buf::kMlpIn, rows * (gated ? 2 : 1) * inner * eb));
   if (gated) {
     DITUNE_RETURN_IF_ERROR(
         Mm(h, width, 0, w1, 2 * inner, a, 2 * inner, 0, rows, width, 2 * inner, 1));
-    DITUNE_ASSIGN_OR_RETURN(void* g, Scratch("mlp_g", rows * inner * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* g, Scratch(Buf::kMlpGate, rows * inner * eb));
     DITUNE_RETURN_IF_ERROR(k->Activate(Activation::kSwiGlu, a, 2 * inner, g, inner, rows, inner));
     return Mm(g, inner, 0, w2, width, out, width, 0, rows, inner, width, 1);
   }

@@ -28,11 +28,16 @@ Status DitEngine::Impl::Handoff(const Residual& st, int64_t b, int64_t nt, int64
     return Status::Ok();
   }
   DITUNE_RETURN_IF_ERROR(Settle(&fwd_pending, slot));
+  if (parts.size() > static_cast<size_t>(kHandoffParts)) {
+    return Status::Internal(
+        fmt::format("a hand-off of {} parts (at most {})", parts.size(), kHandoffParts));
+  }
   auto group = std::make_unique<RequestGroup>();
   for (size_t i = 0; i < parts.size(); ++i) {
     const Part& part = parts[i];
-    DITUNE_ASSIGN_OR_RETURN(
-        void* buf, Scratch(fmt::format("handoff{}_{}", slot, i), part.rows * part.cols * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* buf,
+                            Scratch(Buf::kHandoff, slot * kHandoffParts + static_cast<int>(i),
+                                    part.rows * part.cols * eb));
     DITUNE_RETURN_IF_ERROR(k->Copy(buf, part.cols, part.data, part.cols, part.rows, part.cols));
     DITUNE_ASSIGN_OR_RETURN(auto r,
                             pp_fwd->Isend(buf, part.rows * part.cols, stage + 1, kTagActivation));

@@ -1,4 +1,3 @@
-#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -22,7 +21,7 @@ Status DitEngine::Impl::SpAttention(const Dims& x, const void* qkv, int64_t ld, 
   const bool replicated = nt > 0 && nt == x.T;
   const int64_t kvr = replicated ? nt + u * ni : u * L;
   const int64_t block = b * kvr * 2 * Ha;
-  DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch("sp_kv", block * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(Buf::kSpKv, block * eb));
   for (int64_t i = 0; i < b; ++i) {
     int64_t row = 0;
     for (int j = 0; j < u; ++j) {
@@ -44,12 +43,12 @@ Status DitEngine::Impl::SpAttention(const Dims& x, const void* qkv, int64_t ld, 
   float *lse = nullptr, *lse2 = nullptr;
   void *out2 = nullptr, *kv_next = nullptr;
   if (r > 1) {
-    DITUNE_ASSIGN_OR_RETURN(void* l1, Scratch("sp_lse", calls * lse_per_call * 4));
-    DITUNE_ASSIGN_OR_RETURN(void* l2, Scratch("sp_lse2", calls * lse_per_call * 4));
+    DITUNE_ASSIGN_OR_RETURN(void* l1, Scratch(Buf::kSpLse, calls * lse_per_call * 4));
+    DITUNE_ASSIGN_OR_RETURN(void* l2, Scratch(Buf::kSpLse2, calls * lse_per_call * 4));
     lse = static_cast<float*>(l1);
     lse2 = static_cast<float*>(l2);
-    DITUNE_ASSIGN_OR_RETURN(out2, Scratch("sp_out2", u * b * L * Ha * eb));
-    DITUNE_ASSIGN_OR_RETURN(kv_next, Scratch("sp_kv2", block * eb));
+    DITUNE_ASSIGN_OR_RETURN(out2, Scratch(Buf::kSpOut2, u * b * L * Ha * eb));
+    DITUNE_ASSIGN_OR_RETURN(kv_next, Scratch(Buf::kSpKv2, block * eb));
   }
   // Every chunk's queries over keys [key0, key0 + keys) of a K/V block.
   auto attend = [&](const void* kvb, int64_t key0, int64_t keys, void* dst, int64_t ld_dst,

@@ -1,4 +1,3 @@
-#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -46,8 +45,7 @@ Status DitEngine::Impl::BufferedAttention(const Dims& x, const void* qkv, int64_
   const int64_t b = x.b, nt = x.nt, ni = x.ni, Hl = x.Hl;
   // Keys per sequence, of which text: the buffer's rows, sized where Generate zeroes it.
   const int64_t rows = KvRows(cur_block, x.T, x.N), Tk = rows - x.N;
-  DITUNE_ASSIGN_OR_RETURN(void* kv,
-                          Scratch(fmt::format("stale_kv{}", cur_block), b * rows * 2 * Hl * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(Buf::kStaleKv, cur_block, b * rows * 2 * Hl * eb));
   auto& pending = kv_pending[static_cast<size_t>(cur_block)];
   if (pending) {
     // The other ranks' rows of the previous step, before this step's land beside them.
@@ -60,9 +58,8 @@ Status DitEngine::Impl::BufferedAttention(const Dims& x, const void* qkv, int64_
   if (distri_in_turn && !kv_sync) {
     // One rank's share: the others' rows as the last step left them (the buffer is only
     // read), its own fresh; its fresh rows collect in the next step's buffer.
-    DITUNE_ASSIGN_OR_RETURN(void* fresh,
-                            Scratch(fmt::format("fresh_kv{}", cur_block), b * rows * 2 * Hl * eb));
-    DITUNE_ASSIGN_OR_RETURN(void* view, Scratch("kv_view", b * rows * 2 * Hl * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* fresh, Scratch(Buf::kFreshKv, cur_block, b * rows * 2 * Hl * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* view, Scratch(Buf::kKvView, b * rows * 2 * Hl * eb));
     DITUNE_RETURN_IF_ERROR(k->Copy(view, 2 * Hl, kv, 2 * Hl, b * rows, 2 * Hl));
     DITUNE_RETURN_IF_ERROR(put_fresh(view));
     DITUNE_RETURN_IF_ERROR(put_fresh(fresh));
@@ -108,8 +105,7 @@ Status DitEngine::Impl::BufferedSpAttention(const Dims& x, const void* qkv, int6
     return Status::Internal("sequence-parallel attention needs the sequences back to back");
   }
   const int64_t rows = KvRows(cur_block, x.T, x.N), Tk = rows - x.N;
-  DITUNE_ASSIGN_OR_RETURN(void* kv,
-                          Scratch(fmt::format("stale_kv{}", cur_block), b * rows * w * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* kv, Scratch(Buf::kStaleKv, cur_block, b * rows * w * eb));
   DITUNE_ASSIGN_OR_RETURN(const Chunks ch, UlyssesIn(qkv, ld, b, L, Hl));
   // Text split over the ranks (its length divides) sits at each share's rows; replicated
   // text is the same on every rank, and is written from this rank's rows only.
@@ -132,8 +128,8 @@ Status DitEngine::Impl::BufferedSpAttention(const Dims& x, const void* qkv, int6
   if (r > 1) {
     // This rank's fresh block, packed [k | v] (u chunks of b L rows), and a second for the shifts.
     const int64_t block = u * b * L * w;
-    DITUNE_ASSIGN_OR_RETURN(void* cur, Scratch("pf_ring", block * eb));
-    DITUNE_ASSIGN_OR_RETURN(void* nxt, Scratch("pf_ring2", block * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* cur, Scratch(Buf::kPatchRing, block * eb));
+    DITUNE_ASSIGN_OR_RETURN(void* nxt, Scratch(Buf::kPatchRing2, block * eb));
     for (int j = 0; j < u; ++j) {
       DITUNE_RETURN_IF_ERROR(k->Copy(At(cur, j * b * L * w), w,
                                      At(ch.data, j * ch.stride + ch.koff), ch.ld, b * L, w));

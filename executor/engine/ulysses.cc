@@ -1,4 +1,3 @@
-#include <fmt/format.h>
 
 #include "executor/engine/engine_impl.h"
 
@@ -9,8 +8,8 @@ StatusOr<DitEngine::Impl::Chunks> DitEngine::Impl::UlyssesIn(const void* qkv, in
   const int u = work.config.ulysses;
   if (!parallel || u == 1) return Chunks{qkv, ld, Hl, 0};
   const int64_t Ha = Hl / u;
-  DITUNE_ASSIGN_OR_RETURN(void* send, Scratch("sp_send", u * b * L * 3 * Ha * eb));
-  DITUNE_ASSIGN_OR_RETURN(void* recv, Scratch("sp_recv", u * b * L * 3 * Ha * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* send, Scratch(Buf::kSpSend, u * b * L * 3 * Ha * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* recv, Scratch(Buf::kSpRecv, u * b * L * 3 * Ha * eb));
   for (int j = 0; j < u; ++j) {
     for (int c = 0; c < 3; ++c) {
       DITUNE_RETURN_IF_ERROR(k->Copy(At(send, j * b * L * 3 * Ha + c * Ha), 3 * Ha,
@@ -25,7 +24,7 @@ StatusOr<DitEngine::Impl::OutChunks> DitEngine::Impl::AttentionOut(void* o, int6
                                                                    int64_t L, int64_t Hl) {
   const int u = work.config.ulysses;
   if (!parallel || u == 1) return OutChunks{o, ldo, 0};
-  DITUNE_ASSIGN_OR_RETURN(void* out, Scratch("sp_out", b * L * Hl * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* out, Scratch(Buf::kSpOut, b * L * Hl * eb));
   return OutChunks{out, Hl / u, b * L * (Hl / u)};
 }
 
@@ -33,7 +32,7 @@ Status DitEngine::Impl::UlyssesOut(const void* out, void* o, int64_t ldo, int64_
                                    int64_t Hl) {
   const int u = work.config.ulysses;
   const int64_t Ha = Hl / u;
-  DITUNE_ASSIGN_OR_RETURN(void* back, Scratch("sp_send", u * b * L * 3 * Ha * eb));
+  DITUNE_ASSIGN_OR_RETURN(void* back, Scratch(Buf::kSpSend, u * b * L * 3 * Ha * eb));
   DITUNE_RETURN_IF_ERROR(ulysses->AllToAll(out, back, b * L * Ha));
   for (int j = 0; j < u; ++j) {
     DITUNE_RETURN_IF_ERROR(k->Copy(At(o, j * Ha), ldo, At(back, j * b * L * Ha), Ha, b * L, Ha));

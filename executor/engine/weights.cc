@@ -7,8 +7,8 @@
 
 namespace ditune::exec {
 
-StatusOr<void*> DitEngine::Impl::Scratch(const std::string& name, int64_t bytes) {
-  auto& b = scratch[name];
+StatusOr<void*> DitEngine::Impl::Scratch(Buf which, int index, int64_t bytes) {
+  auto& b = scratch[{which, index}];
   if (!b || b->bytes() < bytes) {
     // Kernels queued on the stream may still read the old buffer.
     if (b) DITUNE_RETURN_IF_ERROR(d->stream()->Synchronize());
