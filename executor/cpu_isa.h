@@ -1,4 +1,4 @@
-// The instruction set the CPU executor's hot kernels (cpu_kernels_isa.h) run with. The binary
+// The instruction set the cpu kernels' hot loops (cpu_kernels_isa.h) run with. The binary
 // holds one copy of them per ISA — baseline x86-64 (SSE2), x86-64-v3 (AVX2, FMA) and
 // x86-64-v4 (AVX-512 F/BW/DQ/VL); baseline only on other architectures — and picks one once,
 // at first use: the best this CPU runs, or the one DITUNE_CPU_ISA names

@@ -1,5 +1,5 @@
-// The CPU executor's hot kernels on raw fp32 row-major buffers, one table per instruction
-// set. cpu_kernels_isa.cc is compiled once per ISA (baseline x86-64, x86-64-v3, x86-64-v4),
+// The cpu kernels' hot loops (cpu_kernels.h) on raw fp32 row-major buffers, one table per
+// instruction set. cpu_kernels_isa.cc is compiled once per ISA (baseline x86-64, x86-64-v3, x86-64-v4),
 // each copy in its own namespace with its own renamed copy of Eigen, so that no inline or
 // template function built for one ISA can be merged by the linker into another's code.
 // Nothing here includes Eigen: the table is the whole interface between the ISA objects and

@@ -1,6 +1,7 @@
-// The CPU executor's tensors and kernels: fp32, row-major (tokens x features), Eigen. The
-// products, attention, norm and activation run on the kernels built for this CPU's
-// instruction set (cpu_isa.h); the rest is Eigen built for the baseline.
+// Host tensors and their kernels: fp32, row-major (tokens x features), Eigen — the ref
+// kernels' math, the engine's host-side inputs, and tests. The products, attention, norm and
+// activation run on the kernels built for this CPU's instruction set (cpu_isa.h); the rest is
+// Eigen built for the baseline.
 #ifndef DITUNE_EXECUTOR_TENSOR_H_
 #define DITUNE_EXECUTOR_TENSOR_H_
 
