@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "executor/cpu_isa.h"
+#include "executor/kernel_args.h"
 #include "executor/random_hash.h"
 
 namespace ditune::exec {
@@ -42,16 +43,7 @@ class Fp32HostKernels : public Kernels {
   Device* device() override { return d_; }
 
   Status Gemm(const GemmArgs& g) override {
-    if (g.m < 1 || g.k < 1 || g.n < 1 || g.batch < 1) {
-      return Status::InvalidArgument(fmt::format("GEMM sizes {}x{}x{} batch {}", g.m, g.k, g.n, g.batch));
-    }
-    if (g.lda < g.k || g.ldb < g.n || g.ldc < g.n) {
-      return Status::InvalidArgument(fmt::format("GEMM {}x{}x{}: lda {} ldb {} ldc {} below the widths", g.m, g.k, g.n,
-                                                 g.lda, g.ldb, g.ldc));
-    }
-    if (g.accumulate && g.epilogue != Epilogue::kNone) {
-      return Status::InvalidArgument("GEMM: an epilogue cannot be combined with accumulate");
-    }
+    DITUNE_RETURN_IF_ERROR(CheckGemmArgs(g));
     DITUNE_RETURN_IF_ERROR(CheckMatrix("GEMM A", g.a, g.m, g.k, g.lda, g.batch, g.stride_a));
     DITUNE_RETURN_IF_ERROR(CheckMatrix("GEMM B", g.b, g.k, g.n, g.ldb, g.batch, g.stride_b));
     DITUNE_RETURN_IF_ERROR(CheckMatrix("GEMM C", g.c, g.m, g.n, g.ldc, g.batch, g.stride_c));
@@ -76,18 +68,8 @@ class Fp32HostKernels : public Kernels {
   }
 
   Status Attention(const AttentionArgs& a) override {
-    if (a.heads < 1 || a.head_dim < 1 || a.batch < 1 || a.q_rows < 0 || a.kv_rows < 1) {
-      return Status::InvalidArgument(fmt::format("attention: heads {} head_dim {} batch {} q_rows {} kv_rows {}",
-                                                 a.heads, a.head_dim, a.batch, a.q_rows, a.kv_rows));
-    }
+    DITUNE_RETURN_IF_ERROR(CheckAttentionArgs(a));
     const int64_t w = static_cast<int64_t>(a.heads) * a.head_dim;
-    if (a.ldq < w || a.ldk < w || a.ldv < w || a.ldo < w) {
-      return Status::InvalidArgument(fmt::format("attention: leading dimensions below heads x head_dim = {}", w));
-    }
-    if (a.batch > 1 && a.o_batch_stride == 0) {
-      return Status::InvalidArgument(
-          fmt::format("attention: {} sequences with o_batch_stride 0 write one output", a.batch));
-    }
     if (a.q_rows == 0) return Status::Ok();
     DITUNE_RETURN_IF_ERROR(CheckMatrix("attention Q", a.q, a.q_rows, w, a.ldq, a.batch, a.q_batch_stride));
     DITUNE_RETURN_IF_ERROR(CheckMatrix("attention K", a.k, a.kv_rows, w, a.ldk, a.batch, a.k_batch_stride));
@@ -140,10 +122,7 @@ class Fp32HostKernels : public Kernels {
   }
 
   Status MergeAttention(const AttentionMergeArgs& a) override {
-    if (a.heads < 1 || a.head_dim < 1 || a.batch < 1 || a.q_rows < 0) {
-      return Status::InvalidArgument(fmt::format("attention merge: heads {} head_dim {} batch {} q_rows {}", a.heads,
-                                                 a.head_dim, a.batch, a.q_rows));
-    }
+    DITUNE_RETURN_IF_ERROR(CheckMergeArgs(a));
     const int64_t w = static_cast<int64_t>(a.heads) * a.head_dim;
     if (a.q_rows == 0) return Status::Ok();
     const int64_t n = static_cast<int64_t>(a.batch) * a.heads * a.q_rows;
