@@ -36,7 +36,9 @@ int CrossValidateCmd(const cxxopts::ParseResult& args, const std::vector<SuiteRo
       std::cerr << fmt::format("\r[{}/{}] learning without {}\x1b[K", i + 1, n, group) << std::flush;
     };
   }
-  auto cv = CrossValidate(rows, catalog, base, options);
+  std::vector<std::string> hold_out;
+  if (args.count("hold-out")) hold_out = args["hold-out"].as<std::vector<std::string>>();
+  auto cv = CrossValidate(rows, catalog, base, options, hold_out);
   if (isatty(STDERR_FILENO)) std::cerr << "\r\x1b[K";
   if (!cv.ok()) return Fail("validate", cv.status());
   const SuiteSummary& s = cv->summary;
@@ -83,6 +85,8 @@ int RunValidate(int argc, char** argv) {
              "in it (without --db, the default database is only read)", cxxopts::value<std::string>())
       ("cross-validate", "leave-one-group-out: learn the global constants without each group in turn "
                          "(calibrate learn) and predict that group from its calibrate rows")
+      ("hold-out", "with --cross-validate: hold out only these groups (comma-separated), each in turn",
+       cxxopts::value<std::vector<std::string>>())
       ("json", "one JSON document on stdout");
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
@@ -94,6 +98,9 @@ int RunValidate(int argc, char** argv) {
   if (!catalog.ok()) return Fail("validate", catalog.status());
   auto rows = LoadSuiteFile(path, **catalog);
   if (!rows.ok()) return Fail("validate", rows.status());
+  if (args->count("hold-out") && !args->count("cross-validate")) {
+    return Fail("validate", Status::InvalidArgument("--hold-out needs --cross-validate"));
+  }
   if (args->count("cross-validate")) return CrossValidateCmd(*args, *rows, **catalog);
 
   const bool record = args->count("db") > 0;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "costmodels/calibration.h"
 #include "planner/predict.h"
@@ -90,12 +91,24 @@ StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const C
 }
 
 StatusOr<CrossValidation> CrossValidate(const std::vector<SuiteRow>& rows, const Catalog& catalog,
-                                        const std::vector<Fit>& base, const LearnOptions& options) {
+                                        const std::vector<Fit>& base, const LearnOptions& options,
+                                        const std::vector<std::string>& hold_out) {
   std::vector<std::string> groups;
   for (const auto& r : rows) {
     if (std::find(groups.begin(), groups.end(), r.group) == groups.end()) groups.push_back(r.group);
   }
   if (groups.size() < 2) return Status::InvalidArgument("cross-validation needs a suite of two groups or more");
+  for (const auto& g : hold_out) {
+    if (std::find(groups.begin(), groups.end(), g) == groups.end()) {
+      return Status::InvalidArgument(
+          fmt::format("no group '{}' in the suite to hold out; its groups: {}", g, fmt::join(groups, ", ")));
+    }
+  }
+  if (!hold_out.empty()) {
+    std::erase_if(groups, [&](const std::string& g) {
+      return std::find(hold_out.begin(), hold_out.end(), g) == hold_out.end();
+    });
+  }
   CrossValidation cv;
   for (const auto& g : groups) {
     if (options.progress) {

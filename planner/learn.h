@@ -71,9 +71,13 @@ struct CrossValidation {
 };
 
 // Leave-one-group-out: for each group, learns the constants on the other groups' rows only,
-// then predicts the group from its own calibrate rows and those constants.
+// then predicts the group from its own calibrate rows and those constants. With `hold_out`,
+// only the groups it names are held out, each in turn (InvalidArgument, listing the suite's
+// groups, for a name the suite lacks). The suite's rows are predicted on HostThreads()
+// threads; the result does not depend on how many.
 StatusOr<CrossValidation> CrossValidate(const std::vector<SuiteRow>& rows, const Catalog& catalog,
-                                        const std::vector<Fit>& base, const LearnOptions& options = {});
+                                        const std::vector<Fit>& base, const LearnOptions& options = {},
+                                        const std::vector<std::string>& hold_out = {});
 
 }  // namespace ditune
 

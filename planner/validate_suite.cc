@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/config_rules.h"
+#include "core/parallel_for.h"
 #include "planner/enumerate.h"
 #include "planner/predict.h"
 
@@ -122,10 +123,20 @@ StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Cata
     uncalibrated.push_back(UnitComputeScale(key));
   }
   // Calibrate: measured / modelled per calibrate row, pooled (median) per (GPU, model).
-  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> ratios;  // key -> modelled, measured
+  // Rows are predicted on the host's cores, each into its own slot, then read in suite order:
+  // the result and the first error reported do not depend on the thread count.
+  std::vector<const SuiteRow*> calibrate_rows;
   for (const auto& row : rows) {
-    if (row.role != SuiteRole::kCalibrate) continue;
-    DITUNE_ASSIGN_OR_RETURN(Prediction p, PredictRow(row, catalog, uncalibrated));
+    if (row.role == SuiteRole::kCalibrate) calibrate_rows.push_back(&row);
+  }
+  std::vector<StatusOr<Prediction>> calibrate_predictions(calibrate_rows.size(), Status::Internal("not predicted"));
+  ParallelFor(calibrate_rows.size(), [&](size_t i) {
+    calibrate_predictions[i] = PredictRow(*calibrate_rows[i], catalog, uncalibrated);
+  });
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> ratios;  // key -> modelled, measured
+  for (size_t i = 0; i < calibrate_rows.size(); ++i) {
+    const SuiteRow& row = *calibrate_rows[i];
+    DITUNE_ASSIGN_OR_RETURN(Prediction p, std::move(calibrate_predictions[i]));
     auto& [modelled, measured] = ratios[E2eFitKey(row.cluster.gpu_id, row.workload.model_id)];
     modelled.push_back(Metric(p.result, row.scope));
     measured.push_back(*row.latency_s);
@@ -140,10 +151,13 @@ StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Cata
 
   SuiteReport report;
   std::vector<ScoredRow> scored;
-  for (const auto& row : rows) {
+  std::vector<StatusOr<Prediction>> predictions(rows.size(), Status::Internal("not predicted"));
+  ParallelFor(rows.size(), [&](size_t i) { predictions[i] = PredictRow(rows[i], catalog, fits); });
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SuiteRow& row = rows[i];
     SuiteRowResult res;
     res.row = &row;
-    DITUNE_ASSIGN_OR_RETURN(Prediction p, PredictRow(row, catalog, fits));
+    DITUNE_ASSIGN_OR_RETURN(Prediction p, std::move(predictions[i]));
     res.config = Label(p.config);
     res.feasible = p.result.fits;
     if (p.result.fits) res.predicted_s = Metric(p.result, row.scope);

@@ -200,6 +200,9 @@ head -11 "$suite" >"$tmp/two-groups.csv"
 head -7 "$suite" >"$tmp/only-flux.csv"
 expect cross-validate 0 "^cross-validated: rows=8 median_ape=" -- validate --suite "$tmp/two-groups.csv" --cross-validate
 expect cross-validate-one-group 2 "two groups or more" -- validate --suite "$tmp/only-flux.csv" --cross-validate
+expect cross-validate-hold-out 0 "^cross-validated: rows=3 median_ape=" -- validate --suite "$tmp/two-groups.csv" --cross-validate --hold-out pixart-1024-a100
+expect cross-validate-hold-out-unknown 2 "no group 'nope' in the suite to hold out; its groups: " -- validate --suite "$tmp/two-groups.csv" --cross-validate --hold-out nope
+expect hold-out-alone 2 "\-\-hold-out needs \-\-cross-validate" -- validate --suite "$tmp/two-groups.csv" --hold-out pixart-1024-a100
 expect factory-explained 0 "compute scale of h100-sxm5-80gb/flux.1-dev: [0-9.]+, learned from published runs" -- \
   plan --model flux.1-dev --height 1024 --width 1024 --steps 28 --gpu h100-sxm5-80gb --gpus 1 --explain \
   --db "$tmp/factory-fresh.db"

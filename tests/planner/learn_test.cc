@@ -3,6 +3,7 @@
 #include "planner/learn.h"
 
 #include <array>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -140,6 +141,49 @@ TEST(LearnTest, CrossValidationNeverSeesTheHeldOutGroup) {
   }
   EXPECT_TRUE(moved);
   EXPECT_EQ(clean->groups.size(), 3u);
+}
+
+// --hold-out: only the named groups are held out, each in turn; a name the suite lacks is
+// an error that lists its groups.
+TEST(LearnTest, CrossValidationHoldsOutOnlyTheNamedGroups) {
+  const auto rows = Groups(Suite(), {"flux-dev-1024-h100", "pixart-1024-8xl40-methods", "consisid-h100"});
+  LearnOptions opt;
+  opt.steps = {2.0};
+  auto one = CrossValidate(rows, Cat(), {}, opt, {"consisid-h100"});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  ASSERT_EQ(one->groups.size(), 1u);
+  EXPECT_EQ(one->groups[0].group, "consisid-h100");
+  for (const auto& r : one->rows) EXPECT_EQ(r.group, "consisid-h100");
+  // The same as that group's part of the full leave-one-group-out.
+  auto all = CrossValidate(rows, Cat(), {}, opt);
+  ASSERT_TRUE(all.ok());
+  std::vector<std::optional<double>> full;
+  for (const auto& r : all->rows) {
+    if (r.group == "consisid-h100") full.push_back(r.predicted_s);
+  }
+  ASSERT_EQ(full.size(), one->rows.size());
+  for (size_t i = 0; i < full.size(); ++i) EXPECT_EQ(full[i], one->rows[i].predicted_s);
+  auto bad = CrossValidate(rows, Cat(), {}, opt, {"no-such-group"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no-such-group"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("flux-dev-1024-h100"), std::string::npos);
+}
+
+// Rows are predicted on several threads; what comes out does not depend on how many.
+TEST(LearnTest, SuitePredictionsDoNotDependOnTheThreadCount) {
+  const auto rows = Suite();
+  ::setenv("DITUNE_THREADS", "1", 1);
+  auto serial = PredictSuite(rows, Cat(), {});
+  ::setenv("DITUNE_THREADS", "3", 1);
+  auto threaded = PredictSuite(rows, Cat(), {});
+  ::unsetenv("DITUNE_THREADS");
+  ASSERT_TRUE(serial.ok()) << serial.status().ToString();
+  ASSERT_TRUE(threaded.ok());
+  ASSERT_EQ(serial->rows.size(), threaded->rows.size());
+  for (size_t i = 0; i < serial->rows.size(); ++i) {
+    EXPECT_EQ(serial->rows[i].predicted_s, threaded->rows[i].predicted_s) << "line " << serial->rows[i].row->line;
+    EXPECT_EQ(serial->rows[i].config, threaded->rows[i].config);
+  }
 }
 
 // A PipeFusion warm-up step is the whole image through every stage in turn: it costs a
