@@ -316,6 +316,10 @@ struct RunStats {
   std::vector<StepBreakdown> loop;
   int check_step = -1;  // the step whose periodicity was checked
   Seconds period;       // its start minus the previous step's, when periodic
+  // The mean interval between the ends of the steps from the first after the warm-up to
+  // check_step: the step time of a schedule that never becomes periodic (a host that runs
+  // further ahead every step); zero when there are not two such steps.
+  Seconds mean_step;
 };
 
 RunStats Collect(const TaskScheduler& e, const GraphBuilder& g, int warmup_steps) {
@@ -356,6 +360,11 @@ RunStats Collect(const TaskScheduler& e, const GraphBuilder& g, int warmup_steps
     const double period = b.empty() || a.empty() ? 0 : b.front() - a.front();
     r.check_step = b_step;
     r.period = Seconds(period);
+    const auto first = step_end.find(warmup_steps);
+    const auto check = step_end.find(b_step);
+    if (first != step_end.end() && check != step_end.end() && b_step > warmup_steps) {
+      r.mean_step = (check->second - first->second) / static_cast<double>(b_step - warmup_steps);
+    }
     for (size_t i = 0; r.periodic && i < a.size(); ++i) {
       r.periodic = std::abs(b[i] - a[i] - period) <= 1e-9 * std::max(period, 1e-12);
     }
@@ -478,7 +487,12 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, TaskSche
       auto& b = full.loop[s];
       if (full.check_step >= 0 && full.by_step[s].count(full.check_step)) {
         b = full.by_step[s][full.check_step];
-        res.step = full.period.value() > 0 ? full.period : res.step;
+        // The period of the first tasks is the step only when every task keeps it.
+        if (full.periodic && full.period.value() > 0) {
+          res.step = full.period;
+        } else if (full.mean_step.value() > 0) {
+          res.step = full.mean_step;
+        }
       } else {
         b.compute = b.compute / steps;
         b.exposed_comm = b.exposed_comm / steps;
