@@ -131,11 +131,10 @@ Seconds CommModel::Time(Collective c, Bytes size, const std::vector<int>& group,
   if (it != fits_.end() && !it->second.empty()) return FittedTime(it->second, bus_bytes, group);
   if (c == Collective::kAllToAll && tier != LinkTier::kInterNode &&
       cluster_->intra->topology == LinkTopology::kPcieTwoSocket) {
-    // Staged through host memory: the group's ranks all copy their outgoing shares through
-    // the node's one host path.
-    const double staged = n * size.value() * BusFactor(c, n) * std::max(1.0, sharing) / bandwidth_scale_;
-    const Seconds host = Bytes(staged) / BytesPerSecond(mechanisms_.staged_alltoall_gbps * 1e9);
-    return std::max(host + DefaultLatency(tier), PcieAllToAll(size, group, tier, sharing));
+    // Each rank's shares leave and arrive over its own PCIe link (peer to peer, or through
+    // host memory, whose bandwidth is several links'): inside a socket the link is the limit;
+    // across the sockets, the one path between them that every crossing pair shares.
+    return PcieAllToAll(size, group, tier, sharing);
   }
   return DefaultLatency(tier) + Bytes(bus_bytes) / DefaultBusBandwidth(c, tier, group);
 }

@@ -59,10 +59,6 @@ struct Mechanisms {
   // sockets exchanges at once through the host (ring collectives cross the sockets on two
   // hops, in large pipelined chunks; all-to-all crosses on a x b pairs, in small ones).
   double cross_socket_alltoall_efficiency = 1;
-  // Bandwidth of the host path a PCIe box's all-to-all is staged through (GPU peer access
-  // off: every rank's outgoing shares are copied through host memory, which all of the
-  // node's ranks in the group share), GB/s.
-  double staged_alltoall_gbps = 12;
 
   friend bool operator==(const Mechanisms&, const Mechanisms&) = default;
 };

@@ -22,7 +22,7 @@ const Catalog& Cat() {
 TEST(MechanismsTest, JsonRoundTripsAndRefusesWhatIsNotAConstant) {
   Mechanisms m;
   m.eager_op_us = 22.5;
-  m.staged_alltoall_gbps = 7;
+  m.cross_socket_alltoall_efficiency = 0.3;
   auto back = MechanismsFromJson(MechanismsToJson(m));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, m);
@@ -36,10 +36,11 @@ TEST(MechanismsTest, JsonRoundTripsAndRefusesWhatIsNotAConstant) {
   EXPECT_FALSE(MechanismsFromJson({{"eager_op_us", "fast"}}).ok());
   EXPECT_FALSE(MechanismsFromJson(nlohmann::json::array()).ok());
   // A retired constant in a store written before it was retired is read and ignored.
-  auto retired = MechanismsFromJson({{"pipefusion_warmup", 0.02}, {"eager_op_us", 22.5}});
+  auto retired = MechanismsFromJson({{"pipefusion_warmup", 0.02}, {"staged_alltoall_gbps", 52}, {"eager_op_us", 22.5}});
   ASSERT_TRUE(retired.ok()) << retired.status().ToString();
   EXPECT_EQ(retired->eager_op_us, 22.5);
   EXPECT_EQ(MechanismsToJson(*retired).count("pipefusion_warmup"), 0u);
+  EXPECT_EQ(MechanismsToJson(*retired).count("staged_alltoall_gbps"), 0u);
 }
 
 TEST(MechanismsTest, EagerAndCompiledHostTimePerOp) {
@@ -60,20 +61,21 @@ Cluster PcieBox(int gpus) {
   return *c;
 }
 
-TEST(MechanismsTest, StagedAllToAllSharesTheNodesHostPath) {
+TEST(MechanismsTest, InSocketAllToAllIsLimitedByEachRanksOwnLink) {
   const Cluster c = PcieBox(8);
   const LinkSpec& pcie = **Cat().Link("pcie4");
   CommModel comm(c);
   Mechanisms m;
-  m.staged_alltoall_gbps = 10;
+  m.pcie_alltoall_efficiency = 0.5;
   comm.SetMechanisms(m);
-  // Two ranks on one socket: both copy half of 1 MB through the host path at 10 GB/s.
-  const double staged = 2 * 1e6 * 0.5 / 10e9 + pcie.latency.value();
-  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1}).value(), staged, 1e-12);
-  // Eight ranks over both sockets: 8 x 7/8 MB staged.
-  const double cross_latency = pcie.latency.value() * 1.5;
-  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1, 2, 3, 4, 5, 6, 7}).value(),
-              8 * 1e6 * 7.0 / 8 / 10e9 + cross_latency, 1e-12);
+  // Two ranks on one socket: each moves half of its 1 MB over its link, at half the catalog's
+  // bus bandwidth.
+  const double two = pcie.latency.value() + 1e6 * 0.5 / (pcie.busbw.value() * 0.5);
+  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1}).value(), two, 1e-12);
+  // Four: each rank's link carries 3/4 of its share, whatever the group size (no path that
+  // the node's ranks share inside a socket).
+  const double four = pcie.latency.value() + 1e6 * 0.75 / (pcie.busbw.value() * 0.5);
+  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1, 2, 3}).value(), four, 1e-12);
 }
 
 TEST(MechanismsTest, CrossSocketAllToAllLoadsTheInterSocketPathWithEveryCrossingPair) {
@@ -81,7 +83,6 @@ TEST(MechanismsTest, CrossSocketAllToAllLoadsTheInterSocketPathWithEveryCrossing
   const LinkSpec& pcie = **Cat().Link("pcie4");
   CommModel comm(c);
   Mechanisms m;
-  m.staged_alltoall_gbps = 200;  // host staging out of the way
   m.cross_socket_alltoall_efficiency = 0.5;
   comm.SetMechanisms(m);
   // 4 + 4 ranks: each of the 4 on one socket sends 4/8 of its 1 MB across: 2 MB each way
