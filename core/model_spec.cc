@@ -120,6 +120,9 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
     }
     m.vae_decoder_params = vf.Number("decoder_params", 0, 1e12);
     m.vae_decoder_flops_per_pixel = vf.Number("decoder_flops_per_pixel", 0, 1e12);
+    if (vf.Has("decoder_attention_channels")) {
+      m.vae_decoder_attention_channels = vf.Number("decoder_attention_channels", 0, 1e6);
+    }
     vf.RejectUnknownKeys();
     if (!vf.status().ok()) return vf.status();
   }

@@ -70,6 +70,10 @@ struct ModelSpec {
   int latent_frames_per_group = 0;
   double vae_decoder_params = 0;
   double vae_decoder_flops_per_pixel = 0;  // per output pixel and frame
+  // Width of the decoder's self-attention over every latent position of a frame (the SD-family
+  // VAE's mid block: one head of 512 channels), whose cost is quadratic in the latent size and
+  // so not a per-pixel figure; 0 where the decoder has none (or only linear attention).
+  double vae_decoder_attention_channels = 0;
   std::vector<TextEncoderSpec> text_encoders;
   bool uses_cfg = true;
   bool skip_connections = false;

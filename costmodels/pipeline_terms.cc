@@ -15,7 +15,12 @@ OpCost VaeDecodeOp(const ModelSpec& m, const Workload& w, int parallel) {
   const double pixels = static_cast<double>(w.height) * w.width * w.frames * w.batch;
   // Parallel decode: each rank decodes its patch plus a halo (~1/8 of a patch's rows each side).
   const double share = parallel > 1 ? (1.0 / parallel) * 1.25 : 1.0;
-  const double flops = m.vae_decoder_flops_per_pixel * pixels * share;
+  // The convolutions' work per pixel, and the mid block's attention over each frame's latent
+  // positions (QK^T and AV: 4 n^2 C for n positions), which a patch-parallel decode splits too.
+  const double positions = static_cast<double>(w.height / m.vae_spatial) * (w.width / m.vae_spatial);
+  const double attention = 4.0 * positions * positions * m.vae_decoder_attention_channels *
+                           static_cast<double>(w.frames) * w.batch;
+  const double flops = (m.vae_decoder_flops_per_pixel * pixels + attention) * share;
   // Feature maps are re-read by every convolution: ~ 2 bytes x 128 channels x 30 layers per pixel.
   const double bytes = pixels * share * kElementBytes * 128.0 * 30.0;
   return {"vae_decode", OpClass::kGemm, Flops(flops), Bytes(bytes), 200};

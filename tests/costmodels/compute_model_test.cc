@@ -118,10 +118,30 @@ TEST(PipelineTermsTest, TextAndVaeAreSeparateAndVaeSkipsForLatent) {
   EXPECT_GT(vae, 0);
   Workload big = w;
   big.height = big.width = 2048;
-  EXPECT_NEAR(VaeDecodeOp(flux, big).flops.value() / VaeDecodeOp(flux, w).flops.value(), 4.0, 1e-9);
   EXPECT_LT(VaeDecodeOp(flux, big, 4).flops.value(), VaeDecodeOp(flux, big).flops.value());
   w.output = OutputType::kLatent;
   EXPECT_EQ(VaeDecodeTime(m, flux, w).value(), 0.0);
+}
+
+TEST(PipelineTermsTest, VaeDecodeIsItsConvolutionsPerPixelPlusItsMidBlockAttention) {
+  // The SD-family decoder (Flux.1's): 9.46e6 FLOPs a pixel of convolutions, and one 512-channel
+  // attention over the 128 x 128 latent positions of a 1024^2 image: 4 n^2 C.
+  const ModelSpec& flux = **Cat().Model("flux.1-dev");
+  Workload w{"flux.1-dev", 1024, 1024, 1, 28, 1, OutputType::kDecoded};
+  const double n = 128.0 * 128.0;
+  EXPECT_NEAR(VaeDecodeOp(flux, w).flops.value(), 9.46e6 * 1024 * 1024 + 4.0 * n * n * 512, 1e3);
+  // Quadratic in the latent positions: at 4096^2 the attention is 16^2 times as much, the
+  // convolutions 16 times.
+  Workload big = w;
+  big.height = big.width = 4096;
+  EXPECT_NEAR(VaeDecodeOp(flux, big).flops.value(), 9.46e6 * 4096 * 4096 + 4.0 * (16 * n) * (16 * n) * 512, 1e5);
+  // DC-AE (Sana) attends linearly: its work is per pixel alone.
+  const ModelSpec& sana = **Cat().Model("sana-1600m");
+  Workload s{"sana-1600m", 1024, 1024, 1, 20, 1, OutputType::kDecoded};
+  Workload s4 = s;
+  s4.height = s4.width = 4096;
+  EXPECT_NEAR(VaeDecodeOp(sana, s).flops.value(), 7.99e6 * 1024 * 1024, 1e3);
+  EXPECT_NEAR(VaeDecodeOp(sana, s4).flops.value() / VaeDecodeOp(sana, s).flops.value(), 16.0, 1e-9);
 }
 
 }  // namespace
