@@ -76,6 +76,25 @@ TEST(CatalogTest, PublishedShapes) {
   EXPECT_EQ(testing::TestModel("mochi-1").text_stream_hidden, 1536);
 }
 
+TEST(CatalogTest, VaeDecodersAreCountedFromTheirArchitectures) {
+  // The SD/Flux AutoencoderKL decoder: convolutions per pixel and a 512-channel mid-block
+  // attention; Sana's DC-AE: convolutions and linear attention only.
+  for (const char* id : {"pixart-alpha", "sd3-medium", "flux.1-dev", "hunyuandit-v1.2", "latte-1"}) {
+    SCOPED_TRACE(id);
+    EXPECT_EQ(testing::TestModel(id).vae_decoder_flops_per_pixel, 9.46e6);
+    EXPECT_EQ(testing::TestModel(id).vae_decoder_attention_channels, 512);
+  }
+  EXPECT_EQ(testing::TestModel("sana-1600m").vae_decoder_flops_per_pixel, 7.99e6);
+  EXPECT_EQ(testing::TestModel("sana-1600m").vae_decoder_attention_channels, 0);
+  // A width out of range is refused, naming the field.
+  std::ifstream in(std::string(DITUNE_TEST_DATA_DIR) + "/models/pixart-alpha.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["vae"]["decoder_attention_channels"] = -1;
+  auto bad = ParseModelSpec(j, "pixart-alpha.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("decoder_attention_channels"), std::string::npos) << bad.status().ToString();
+}
+
 TEST(CatalogTest, HardwareCrossChecks) {
   for (const auto& g : TestCatalog().gpus()) {
     SCOPED_TRACE(g.id);
