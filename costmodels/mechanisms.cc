@@ -11,8 +11,12 @@ const std::vector<MechanismParam>& MechanismParams() {
   static const std::vector<MechanismParam> params = {
       {"eager_op_us", &Mechanisms::eager_op_us, 3, 80, "host µs per eager framework op"},
       {"compiled_op_us", &Mechanisms::compiled_op_us, 1, 40, "host µs per kernel under torch.compile"},
+      {"cross_host_scale", &Mechanisms::cross_host_scale, 0.25, 4, "eager host time of a cross-attention block over counted"},
+      {"joint_host_scale", &Mechanisms::joint_host_scale, 0.25, 4, "eager host time of a joint block over counted"},
+      {"single_host_scale", &Mechanisms::single_host_scale, 0.25, 4, "eager host time of a single-stream block over counted"},
       {"ulysses_ops", &Mechanisms::ulysses_ops, 2, 60, "framework ops around each Ulysses all-to-all"},
       {"ring_merge_ops", &Mechanisms::ring_merge_ops, 2, 80, "framework ops per Ring merge"},
+      {"ring_call_ops", &Mechanisms::ring_call_ops, 0, 120, "framework ops per Ring attention call"},
       {"switch_alltoall_efficiency", &Mechanisms::switch_alltoall_efficiency, 0.05, 1.5,
        "all-to-all bandwidth on NVLink/xGMI over the catalog's"},
       {"pcie_alltoall_efficiency", &Mechanisms::pcie_alltoall_efficiency, 0.01, 1.5,

@@ -4,7 +4,7 @@
 // They are not per model, per GPU or per run: each names one mechanism of the hardware or
 // of xDiT's software stack, with a default from first principles, and `ditune calibrate
 // learn` fits them on a published training suite (planner/learn.h). The fitted values ship
-// as data (data/calibration/mechanisms.json), seed every new store as a fit of kind
+// as data (data/calibration/factory.json), seed every new store as a fit of kind
 // "mechanisms", and apply wherever the cost models are built (MakeCostModels).
 #ifndef DITUNE_COSTMODELS_MECHANISMS_H_
 #define DITUNE_COSTMODELS_MECHANISMS_H_
@@ -27,11 +27,25 @@ struct Mechanisms {
   double eager_op_us = 15;
   // Host time of one generated kernel under torch.compile (no Python between ops), µs.
   double compiled_op_us = 5;
+  // Eager host time of a block's own ops (its framework ops and kernel launches, as counted
+  // in costmodels/dit_ops.cc) measured over counted, per block family: the cross-attention
+  // blocks (diffusers' BasicTransformerBlock of PixArt and of Latte's spatial and temporal
+  // blocks, HunyuanDiT's, Sana's, Wan's), the double-stream joint blocks (SD3, Flux,
+  // CogVideoX, HunyuanVideo) and the single-stream blocks (Flux, HunyuanVideo).
+  double cross_host_scale = 1;
+  double joint_host_scale = 1;
+  double single_host_scale = 1;
   // Framework ops around each Ulysses all-to-all (reshape, transpose, contiguous, the
   // collective, and back: the sequence-parallel library's wrapper), per tensor.
   double ulysses_ops = 9;
   // Framework ops of one Ring merge of partial attention outputs (log-sum-exp rescaling).
   double ring_merge_ops = 15;
+  // Framework ops of one Ring attention call, whatever its degree: the autograd function's
+  // entry, the K/V contiguous copies and the cache manager's look-up, the ring's process-group
+  // set-up, the joint text K/V concatenated at the first step, and the output and
+  // log-sum-exp conversions at the end (xDiT's xdit_ring_flash_attn_forward: sixteen by
+  // count).
+  double ring_call_ops = 16;
   // Achieved fraction of the link's catalog bus bandwidth for all-to-all over a switched
   // fabric (NVLink / NVSwitch, xGMI): n - 1 concurrent peer streams instead of a ring.
   double switch_alltoall_efficiency = 1;
@@ -44,11 +58,12 @@ struct Mechanisms {
   // Achieved fraction of a PCIe box's catalog point-to-point bandwidth (Ring passes,
   // PipeFusion patches).
   double pcie_p2p_efficiency = 1;
-  // Measured over modelled VAE decode of images: the 2-D decoder's convolutions run at a
-  // lower efficiency than GEMMs (the roofline the model assumes).
+  // Measured over modelled VAE decode of images, and of videos decoded frame by frame by an
+  // image VAE (no temporal compression: Latte): the 2-D decoder's convolutions against the
+  // GEMM roofline the model assumes.
   double image_vae_scale = 1;
-  // The same for video VAEs: causal 3-D convolutions, decoded in overlapping temporal tiles
-  // at higher precision; a non-parallel part of every video run.
+  // The same for video VAEs that compress time: causal 3-D convolutions, decoded in
+  // overlapping temporal tiles at higher precision; a non-parallel part of every video run.
   double video_vae_scale = 1;
 
   // Achieved fraction of a PCIe box's inter-socket bandwidth (the host path between the

@@ -50,8 +50,11 @@ Seconds VaeDecodeTime(const ComputeModel& compute, const ModelSpec& m, const Wor
                       const PipelineTermScales& scales) {
   if (w.output == OutputType::kLatent) return Seconds(0);
   const Mechanisms& mech = compute.mechanisms();
+  // A VAE without temporal compression is an image decoder run frame by frame (Latte's SD
+  // VAE): the image constant, whatever the model generates; the video constant is for the
+  // causal 3-D decoders.
   const double framework =
-      scales.vae_measured ? 1.0 : m.modality == Modality::kImage ? mech.image_vae_scale : mech.video_vae_scale;
+      scales.vae_measured ? 1.0 : m.vae_temporal == 1 ? mech.image_vae_scale : mech.video_vae_scale;
   return TermTime(compute, VaeDecodeOp(m, w, parallel), scales.vae_measured) * scales.vae_decode * framework;
 }
 

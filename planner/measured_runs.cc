@@ -348,7 +348,7 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
     used.push_back(run.measurement);
   }
   // One-GPU runs: the (GPU, model) compute scale, measured / modelled at scale 1 — a scale
-  // of 1 present, so that the class efficiencies apply normalised, as beside the fitted one.
+  // of 1 present, so that the class efficiencies apply normalised, as beside the fitted one —
   std::vector<Fit> unscaled;
   for (const auto& f : fits) {
     if (f.kind != kFitKindE2e || f.key.find('/') != f.key.rfind('/')) unscaled.push_back(f);
@@ -369,6 +369,7 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
     r.push_back(*rows[i].latency_s / *modelled);
     ids.push_back(used[i]->id);
   }
+  std::vector<Fit> scales;
   for (const auto& [key, v] : ratios) {
     Fit f;
     f.kind = kFitKindE2e;
@@ -376,8 +377,19 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
     f.params = {{"compute_scale", Median(v.first)}};
     f.points = static_cast<int>(v.first.size());
     f.measurement_ids = v.second;
-    out.push_back(std::move(f));
+    scales.push_back(std::move(f));
   }
+  // Then refined until the runs are reproduced (host time does not scale).
+  std::vector<Fit> others;
+  for (const auto& f : unscaled) {
+    if (f.kind != kFitKindE2e || ratios.count(f.key) == 0) others.push_back(f);
+  }
+  std::vector<const SuiteRow*> calibrate_rows;
+  for (const auto& row : rows) {
+    if (row.role == SuiteRole::kCalibrate) calibrate_rows.push_back(&row);
+  }
+  DITUNE_RETURN_IF_ERROR(RefineComputeScales(calibrate_rows, catalog, others, &scales));
+  out.insert(out.end(), scales.begin(), scales.end());
   // Profiler traces: the host's time per kernel launch of an eager run, measured, is that
   // GPU's eager per-op host time (a framework op launches about one kernel).
   std::map<std::string, std::pair<std::vector<double>, std::vector<int64_t>>> launch_us;

@@ -9,11 +9,16 @@
 
 #include "core/config_rules.h"
 #include "core/parallel_for.h"
+#include "costmodels/fitting.h"
 #include "planner/enumerate.h"
 #include "planner/predict.h"
 
 namespace ditune {
 namespace {
+
+// Passes that refine each (GPU, model) compute scale by the ratio its calibrate rows still
+// show (RefineComputeScales).
+constexpr int kCalibrateRefinements = 2;
 
 double Metric(const SimResult& r, SuiteScope scope) {
   switch (scope) {
@@ -104,6 +109,35 @@ StatusOr<std::optional<double>> PredictRowLatency(const SuiteRow& row, const Cat
   return std::optional<double>(Metric(p.result, row.scope));
 }
 
+Status RefineComputeScales(const std::vector<const SuiteRow*>& rows, const Catalog& catalog,
+                           const std::vector<Fit>& base, std::vector<Fit>* scales, int passes) {
+  for (int pass = 0; pass < passes; ++pass) {
+    std::vector<Fit> with = base;
+    with.insert(with.end(), scales->begin(), scales->end());
+    std::vector<StatusOr<std::optional<double>>> predicted(rows.size(), Status::Internal("not predicted"));
+    ParallelFor(rows.size(), [&](size_t i) { predicted[i] = PredictRowLatency(*rows[i], catalog, with); });
+    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> left;  // key -> predicted, measured
+    for (size_t i = 0; i < rows.size(); ++i) {
+      DITUNE_ASSIGN_OR_RETURN(std::optional<double> p, std::move(predicted[i]));
+      if (rows[i]->role != SuiteRole::kCalibrate || !rows[i]->latency_s || !p || !(*p > 0)) continue;
+      auto& [model, measured] = left[E2eFitKey(rows[i]->cluster.gpu_id, rows[i]->workload.model_id)];
+      model.push_back(*p);
+      measured.push_back(*rows[i]->latency_s);
+    }
+    for (Fit& f : *scales) {
+      auto it = left.find(f.key);
+      if (f.kind != kFitKindE2e || it == left.end() || !f.params.contains("compute_scale")) continue;
+      const auto& [model, measured] = it->second;
+      DITUNE_ASSIGN_OR_RETURN(double r, FitScale(model, measured));
+      f.params["compute_scale"] = f.params["compute_scale"].get<double>() * r;
+      std::vector<double> scaled;
+      for (double x : model) scaled.push_back(x * r);
+      f.mape = MeanAbsolutePercentageError(scaled, measured);
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Catalog& catalog,
                                    const std::vector<Fit>& base, std::vector<Fit>* scales, bool keep_base_scales) {
   std::set<std::string> calibrated;
@@ -146,6 +180,8 @@ StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Cata
     DITUNE_ASSIGN_OR_RETURN(Fit f, ScaleFit(key, "compute_scale", pairs.first, pairs.second, {}));
     e2e.push_back(f);
   }
+  // So that the calibrate rows are reproduced.
+  DITUNE_RETURN_IF_ERROR(RefineComputeScales(calibrate_rows, catalog, fits, &e2e, kCalibrateRefinements));
   fits.insert(fits.end(), e2e.begin(), e2e.end());
   if (scales != nullptr) *scales = e2e;
 

@@ -77,6 +77,14 @@ StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Cata
 StatusOr<std::optional<double>> PredictRowLatency(const SuiteRow& row, const Catalog& catalog,
                                                   const std::vector<Fit>& fits);
 
+// Refines each compute scale in `scales` (fits of kind e2e keyed "<gpu>/<model>") by the
+// median ratio of measured to predicted that its calibrate rows in `rows` still show, over
+// `passes` passes: a latency is not proportional to the compute scale where host time and
+// work the scale does not touch are part of it, so one ratio leaves the row off. `base` are
+// the other fits. Rows predicted not to fit are left out; other rows are ignored.
+Status RefineComputeScales(const std::vector<const SuiteRow*>& rows, const Catalog& catalog,
+                           const std::vector<Fit>& base, std::vector<Fit>* scales, int passes = 2);
+
 // PredictSuite over the store's active fits. Every calibrate row becomes an e2e measurement (stored in `store` when given) and fits the
 // framework's compute scale for its (GPU, model): measured / modelled. Predict rows then use
 // the scale of their (GPU, model), the catalogs and the store's other fits — never a predict

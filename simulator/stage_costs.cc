@@ -126,6 +126,9 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
         expanded.push_back(chunk);
         if (k > 0) expanded.push_back(merge);
       }
+      // Once per call, whatever the degree: Mechanisms::ring_call_ops framework ops around the
+      // ring loop of the library xDiT runs (host only: ditune's own engine issues none).
+      expanded.push_back({"ring_call", OpClass::kElementwise, Flops(0), Bytes(0), FrameworkOps(mech.ring_call_ops), true});
       Seconds device, host;
       for (const auto& op : expanded) {
         device += compute_.DeviceTime(op);
@@ -138,6 +141,14 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
     }
   }
   if (!done) Phases(compute_, ops, &c, kernel_breakdown_);
+  if (compute_.runtime() == Runtime::kEager) {
+    // The block's own ops around its attention, at the family's measured host cost.
+    const double k = family == BlockFamily::kJoint    ? mech.joint_host_scale
+                     : family == BlockFamily::kSingle ? mech.single_host_scale
+                                                      : mech.cross_host_scale;
+    c.pre_host = c.pre_host * k;
+    c.post_host = c.post_host * k;
+  }
   if (config_.pipefusion > 1) {
     // PipeFusion's attention writes the patch's fresh K and V into the stale full-sequence
     // buffer and reads it back: a copy of the patch's K/V and a handful of framework ops.

@@ -123,6 +123,23 @@ TEST(PipelineTermsTest, TextAndVaeAreSeparateAndVaeSkipsForLatent) {
   EXPECT_EQ(VaeDecodeTime(m, flux, w).value(), 0.0);
 }
 
+TEST(PipelineTermsTest, AFrameByFrameImageVaeTakesTheImageConstant) {
+  ComputeModel plain = ComputeModel::Defaults(**Cat().Gpu("l20-48gb"));
+  ComputeModel m = plain;
+  Mechanisms mech;
+  mech.image_vae_scale = 2;
+  mech.video_vae_scale = 10;
+  m.SetMechanisms(mech);
+  // Latte decodes its frames with the SD image VAE (no temporal compression): the image
+  // constant; CogVideoX's causal 3-D VAE: the video one.
+  const ModelSpec& latte = **Cat().Model("latte-1");
+  Workload lw{"latte-1", 512, 512, 16, 50, 1, OutputType::kDecoded};
+  EXPECT_NEAR(VaeDecodeTime(m, latte, lw).value(), 2 * VaeDecodeTime(plain, latte, lw).value(), 1e-12);
+  const ModelSpec& cog = **Cat().Model("cogvideox-5b");
+  Workload cw{"cogvideox-5b", 480, 720, 49, 50, 1, OutputType::kDecoded};
+  EXPECT_NEAR(VaeDecodeTime(m, cog, cw).value(), 10 * VaeDecodeTime(plain, cog, cw).value(), 1e-9);
+}
+
 TEST(PipelineTermsTest, VaeDecodeIsItsConvolutionsPerPixelPlusItsMidBlockAttention) {
   // The SD-family decoder (Flux.1's): 9.46e6 FLOPs a pixel of convolutions, and one 512-channel
   // attention over the 128 x 128 latent positions of a 1024^2 image: 4 n^2 C.

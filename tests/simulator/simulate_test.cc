@@ -118,14 +118,14 @@ TEST(SimulateTest, GoldenRingPaysTheUlyssesWrapper) {
   auto layout = *RankLayout::Create(f.config, 8);
   StageCosts costs(*f.model, t, f.workload, f.config, layout, f.compute, f.comm);
   const Mechanisms& m = f.compute.mechanisms();
-  // The single block's ops, its attention as two chunks (one framework op each) and one
-  // merge, then the wrapper: 4 x (ulysses_ops - 1) ops.
+  // The single block's ops, its attention as two chunks (one framework op each), one merge
+  // and the ring call's own ops, then the wrapper: 4 x (ulysses_ops - 1) ops.
   double ops = 0, other_device = 0;
   for (const auto& op : BlockOps(*f.model, BlockFamily::kSingle, w)) {
     ops += op.name == "attn" ? 2 : op.kernels;
     if (op.name != "attn") other_device += f.compute.DeviceTime(op).value();
   }
-  ops += std::lround(m.ring_merge_ops) + 4 * (std::lround(m.ulysses_ops) - 1);
+  ops += std::lround(m.ring_merge_ops) + std::lround(m.ring_call_ops) + 4 * (std::lround(m.ulysses_ops) - 1);
   const BlockCost& b = costs.Block(f.model->num_blocks() - 1, false);
   EXPECT_NEAR((b.pre_host + b.attn_host + b.post_host).value(), ops * op_s, 1e-12);
   // Device: two copies (read and write) of Q, K, V and the output, at 1e12 bytes/s.
@@ -138,6 +138,50 @@ TEST(SimulateTest, GoldenRingPaysTheUlyssesWrapper) {
   EXPECT_NEAR((engine.Block(f.model->num_blocks() - 1, false).pre + engine.Block(f.model->num_blocks() - 1, false).post)
                   .value(),
               other_device, 1e-12);
+  // Nor the ring call's ops: the engine issues the two chunks and the merge, one launch each.
+  EXPECT_NEAR(engine.Block(f.model->num_blocks() - 1, false).attn_host.value(),
+              3 * f.compute.launch_overhead().value(), 1e-15);
+}
+
+// The eager host time of a block's own ops is its family's: Mechanisms' per-family scales
+// multiply what the block's counted ops cost on the host, around its attention; the attention
+// call and the methods' own ops (the Ulysses wrapper) keep their counts, and under torch.compile
+// or in ditune's engine no scale applies.
+TEST(SimulateTest, GoldenBlockHostTimeIsItsFamilys) {
+  Fixture f("flux.1-dev", "h100-sxm5-80gb", 2, "ulysses=2", 1024, 1024, 28);
+  f.compute = FlatCompute(*f.cluster.gpu);
+  f.compute.set_launch_overhead(Seconds(10e-6));
+  const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
+  const RankWork w = ComputeRankWork(*f.model, t, f.workload, f.config);
+  auto layout = *RankLayout::Create(f.config, 8);
+  const int joint = 0, single = f.model->num_blocks() - 1;
+  ASSERT_EQ(f.model->family_of(joint), BlockFamily::kJoint);
+  ASSERT_EQ(f.model->family_of(single), BlockFamily::kSingle);
+  StageCosts base(*f.model, t, f.workload, f.config, layout, f.compute, f.comm);
+  Mechanisms m = f.compute.mechanisms();
+  m.joint_host_scale = 2;
+  m.single_host_scale = 3;
+  m.cross_host_scale = 5;  // no cross-attention block in Flux: changes nothing here
+  ComputeModel scaled = f.compute;
+  scaled.SetMechanisms(m);
+  scaled.set_launch_overhead(Seconds(10e-6));
+  StageCosts s(*f.model, t, f.workload, f.config, layout, scaled, f.comm);
+  // The wrapper's ops around the all-to-alls (3 before attention, 1 after) are not the block's.
+  const double wrap = std::lround(m.ulysses_ops) * 10e-6;
+  for (auto [block, k] : {std::pair{joint, 2.0}, std::pair{single, 3.0}}) {
+    const BlockCost& b0 = base.Block(block, false);
+    const BlockCost& b1 = s.Block(block, false);
+    EXPECT_NEAR(b1.pre_host.value() - 3 * wrap, k * (b0.pre_host.value() - 3 * wrap), 1e-12) << block;
+    EXPECT_NEAR(b1.post_host.value() - wrap, k * (b0.post_host.value() - wrap), 1e-12) << block;
+    EXPECT_EQ(b1.attn_host.value(), b0.attn_host.value());
+    EXPECT_EQ(b1.pre.value(), b0.pre.value());  // device time: untouched
+  }
+  scaled.SetRuntime(Runtime::kCompiled);
+  ComputeModel compiled = f.compute;
+  compiled.SetRuntime(Runtime::kCompiled);
+  StageCosts c0(*f.model, t, f.workload, f.config, layout, compiled, f.comm);
+  StageCosts c1(*f.model, t, f.workload, f.config, layout, scaled, f.comm);
+  EXPECT_EQ(c1.Block(joint, false).pre_host.value(), c0.Block(joint, false).pre_host.value());
 }
 
 TEST(SimulateTest, GoldenPipeline) {
