@@ -68,13 +68,16 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
     full_[static_cast<int>(f)] = Cost(f, work_full_);
     patched_[static_cast<int>(f)] = Cost(f, work_patched_);
   }
+  // torch.compile fuses the eager DiT's kernels (Mechanisms::compiled_device_scale): the
+  // blocks' and the step's own device time, not the methods' copies and collectives.
+  const double compiled = compute.runtime() == Runtime::kCompiled ? compute.mechanisms().compiled_device_scale : 1.0;
   for (const auto& op : StepOverheadOps(model, work_full_)) {
-    overhead_full_ += compute.DeviceTime(op);
+    overhead_full_ += compute.DeviceTime(op) * compiled;
     overhead_host_full_ += compute.HostTime(op);
     AddByKernel(op, compute.DeviceTime(op), kernel_breakdown ? &overhead_kernels_full_ : nullptr);
   }
   for (const auto& op : StepOverheadOps(model, work_patched_)) {
-    overhead_patched_ += compute.DeviceTime(op);
+    overhead_patched_ += compute.DeviceTime(op) * compiled;
     overhead_host_patched_ += compute.HostTime(op);
     AddByKernel(op, compute.DeviceTime(op), kernel_breakdown ? &overhead_kernels_patched_ : nullptr);
   }
@@ -141,6 +144,11 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
     }
   }
   if (!done) Phases(compute_, ops, &c, kernel_breakdown_);
+  if (compute_.runtime() == Runtime::kCompiled) {
+    c.pre = c.pre * mech.compiled_device_scale;
+    c.attn = c.attn * mech.compiled_device_scale;
+    c.post = c.post * mech.compiled_device_scale;
+  }
   if (compute_.runtime() == Runtime::kEager) {
     // The block's own ops around its attention, at the family's measured host cost.
     const double k = family == BlockFamily::kJoint    ? mech.joint_host_scale

@@ -184,6 +184,33 @@ TEST(SimulateTest, GoldenBlockHostTimeIsItsFamilys) {
   EXPECT_EQ(c1.Block(joint, false).pre_host.value(), c0.Block(joint, false).pre_host.value());
 }
 
+// Under torch.compile a block's device time is the eager one times
+// Mechanisms::compiled_device_scale; the Ulysses all-to-alls are not the compiler's.
+TEST(SimulateTest, GoldenCompiledDeviceTimeIsTheEagerOnesScaled) {
+  Fixture f("flux.1-dev", "h100-sxm5-80gb", 2, "ulysses=2", 1024, 1024, 28);
+  const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
+  auto layout = *RankLayout::Create(f.config, 8);
+  Mechanisms m = f.compute.mechanisms();
+  m.compiled_device_scale = 0.5;
+  f.compute.SetMechanisms(m);
+  StageCosts eager(*f.model, t, f.workload, f.config, layout, f.compute, f.comm);
+  ComputeModel compiled = f.compute;
+  compiled.SetRuntime(Runtime::kCompiled);
+  StageCosts c(*f.model, t, f.workload, f.config, layout, compiled, f.comm);
+  // The wrapper's copies around the all-to-alls, as the engine prices memory copies.
+  const RankWork w = ComputeRankWork(*f.model, t, f.workload, f.config);
+  const double qkv_one = 2.0 * w.batch * (w.img_tokens + w.txt_tokens) * f.model->hidden;
+  const OpCost in{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * 3.0 * qkv_one), 1};
+  const OpCost out{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * qkv_one), 1};
+  const double copy_in = f.compute.DeviceTime(in).value(), copy_out = f.compute.DeviceTime(out).value();
+  const BlockCost& e = eager.Block(0, false);
+  const BlockCost& k = c.Block(0, false);
+  EXPECT_NEAR(k.attn.value(), 0.5 * e.attn.value(), 1e-15);
+  EXPECT_NEAR(k.pre.value() - copy_in, 0.5 * (e.pre.value() - copy_in), 1e-12);
+  EXPECT_NEAR(k.post.value() - copy_out, 0.5 * (e.post.value() - copy_out), 1e-12);
+  EXPECT_EQ(k.a2a_in.value(), e.a2a_in.value());
+}
+
 TEST(SimulateTest, GoldenPipeline) {
   // PipeFusion without communication cost or warm-up: stage s takes c_s per patch; with
   // M >= N patches the pipeline never starves, so S steps take S x M x c0 plus the other
