@@ -348,7 +348,7 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
     used.push_back(run.measurement);
   }
   // One-GPU runs: the (GPU, model) compute scale, measured / modelled at scale 1 — a scale
-  // of 1 present, so that the class efficiencies apply normalised, as beside the fitted one —
+  // of 1 present, so that the class efficiencies apply normalised, as beside the fitted one.
   std::vector<Fit> unscaled;
   for (const auto& f : fits) {
     if (f.kind != kFitKindE2e || f.key.find('/') != f.key.rfind('/')) unscaled.push_back(f);
