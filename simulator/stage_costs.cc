@@ -42,6 +42,11 @@ int FrameworkOps(double ops) { return std::max(0, static_cast<int>(std::lround(o
 
 }  // namespace
 
+void KernelBreakdown::Scale(double k) {
+  for (auto& [name, t] : by_kernel) t = t * k;
+  for (auto& t : by_class) t = t * k;
+}
+
 void KernelBreakdown::Add(const OpCost& op, Seconds device) {
   if (op.host_only) return;
   by_kernel[op.kernel.empty() ? "other" : op.kernel] += device;
@@ -74,12 +79,12 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
   for (const auto& op : StepOverheadOps(model, work_full_)) {
     overhead_full_ += compute.DeviceTime(op) * compiled;
     overhead_host_full_ += compute.HostTime(op);
-    AddByKernel(op, compute.DeviceTime(op), kernel_breakdown ? &overhead_kernels_full_ : nullptr);
+    AddByKernel(op, compute.DeviceTime(op) * compiled, kernel_breakdown ? &overhead_kernels_full_ : nullptr);
   }
   for (const auto& op : StepOverheadOps(model, work_patched_)) {
     overhead_patched_ += compute.DeviceTime(op) * compiled;
     overhead_host_patched_ += compute.HostTime(op);
-    AddByKernel(op, compute.DeviceTime(op), kernel_breakdown ? &overhead_kernels_patched_ : nullptr);
+    AddByKernel(op, compute.DeviceTime(op) * compiled, kernel_breakdown ? &overhead_kernels_patched_ : nullptr);
   }
 }
 
@@ -148,6 +153,7 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
     c.pre = c.pre * mech.compiled_device_scale;
     c.attn = c.attn * mech.compiled_device_scale;
     c.post = c.post * mech.compiled_device_scale;
+    c.kernels.Scale(mech.compiled_device_scale);
   }
   if (compute_.runtime() == Runtime::kEager) {
     // The block's own ops around its attention, at the family's measured host cost.

@@ -29,6 +29,8 @@ struct KernelBreakdown {
   std::array<Seconds, kNumOpClasses> by_class{};
   // Adds `device` to the op's kernel and class; nothing for a host-only op.
   void Add(const OpCost& op, Seconds device);
+  // Multiplies every entry by k.
+  void Scale(double k);
 };
 
 struct BlockCost {

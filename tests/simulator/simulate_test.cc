@@ -209,6 +209,16 @@ TEST(SimulateTest, GoldenCompiledDeviceTimeIsTheEagerOnesScaled) {
   EXPECT_NEAR(k.pre.value() - copy_in, 0.5 * (e.pre.value() - copy_in), 1e-12);
   EXPECT_NEAR(k.post.value() - copy_out, 0.5 * (e.post.value() - copy_out), 1e-12);
   EXPECT_EQ(k.a2a_in.value(), e.a2a_in.value());
+  // The per-kernel breakdown follows.
+  auto sum = [](const KernelBreakdown& b) {
+    double t = 0;
+    for (Seconds s : b.by_class) t += s.value();
+    return t;
+  };
+  StageCosts eb(*f.model, t, f.workload, f.config, layout, f.compute, f.comm, true);
+  StageCosts cb(*f.model, t, f.workload, f.config, layout, compiled, f.comm, true);
+  const double copies = copy_in + copy_out;
+  EXPECT_NEAR(sum(cb.Block(0, false).kernels) - copies, 0.5 * (sum(eb.Block(0, false).kernels) - copies), 1e-12);
 }
 
 TEST(SimulateTest, GoldenPipeline) {
