@@ -152,7 +152,6 @@ TEST(SimulateTest, GoldenBlockHostTimeIsItsFamilys) {
   f.compute = FlatCompute(*f.cluster.gpu);
   f.compute.set_launch_overhead(Seconds(10e-6));
   const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
-  const RankWork w = ComputeRankWork(*f.model, t, f.workload, f.config);
   auto layout = *RankLayout::Create(f.config, 8);
   const int joint = 0, single = f.model->num_blocks() - 1;
   ASSERT_EQ(f.model->family_of(joint), BlockFamily::kJoint);
