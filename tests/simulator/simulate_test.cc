@@ -210,9 +210,9 @@ TEST(SimulateTest, GoldenCompiledDeviceTimeIsTheEagerOnesScaled) {
   EXPECT_EQ(k.a2a_in.value(), e.a2a_in.value());
   // The per-kernel breakdown follows.
   auto sum = [](const KernelBreakdown& b) {
-    double t = 0;
-    for (Seconds s : b.by_class) t += s.value();
-    return t;
+    double total = 0;
+    for (Seconds s : b.by_class) total += s.value();
+    return total;
   };
   StageCosts eb(*f.model, t, f.workload, f.config, layout, f.compute, f.comm, true);
   StageCosts cb(*f.model, t, f.workload, f.config, layout, compiled, f.comm, true);
