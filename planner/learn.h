@@ -38,8 +38,13 @@ struct LearnOptions {
   // Keep the base fits' (GPU, model) scales where no calibrate row covers the pair
   // (PredictSuite); and the key of the mechanisms fit that is learned.
   bool keep_base_scales = false;
-  // Constants measured rather than learned: the search leaves them as they start.
-  std::vector<std::string> fixed;
+  // Constants measured rather than learned: the search leaves them as they start. The host
+  // time of one eager op is one of them: every block's and every method's host time is its
+  // op count (times a learned family scale or a learned count) times this figure, so beside
+  // those it is redundant, and learned with them it wandered between folds of the
+  // leave-one-group-out (10.6 to 30 µs) and carried the learned scales with it. A profiler
+  // trace measures it (`calibrate ingest profile_trace_rank_0.json.gz`).
+  std::vector<std::string> fixed = {"eager_op_us"};
   // Called by CrossValidate before each held-out group (progress for people), when set.
   std::function<void(const std::string& group, int index, int groups)> progress;
 };

@@ -440,8 +440,7 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
     opt.start = current.value_or(Mechanisms{});
     std::vector<int64_t> ids;
     if (auto it = launch_us.find(gpu); it != launch_us.end()) {
-      opt.start.eager_op_us = Median(it->second.first);
-      opt.fixed.push_back("eager_op_us");
+      opt.start.eager_op_us = Median(it->second.first);  // measured; LearnOptions keeps it fixed
       ids = it->second.second;
     }
     Mechanisms chosen = opt.start;

@@ -10,8 +10,8 @@
 // - a run whose log printed its peak memory sets the memory model's runtime overhead of its
 //   (GPU, model) (FitRuntimeOverhead);
 // - a profiler trace's host time per kernel launch (op "launch", backend "xdit") is that GPU's
-//   eager per-op host time (Mechanisms::eager_op_us, held fixed while the runs refine the
-//   others); outside its bounds the launches waited on the device and the trace is left out;
+//   eager per-op host time (Mechanisms::eager_op_us, which runs never refine: without a
+//   trace it stays as it is); outside its bounds the launches waited on the device and the trace is left out;
 // - a profiler trace's GPU kernel time by class (op "profile", backend "xdit", ingested with
 //   its workload and configuration) sets that GPU's efficiency per op class: the class's
 //   measured kernel seconds per denoising step over the compute model's device seconds per

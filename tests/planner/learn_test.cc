@@ -70,6 +70,25 @@ TEST(LearnTest, LearningLowersTheLossAndIsDeterministic) {
   }
 }
 
+// The eager per-op host time is measured (a profiler trace) or the catalog's, never learned:
+// beside the family host scales and the methods' op counts it is redundant, and learned with
+// them it wandered between leave-one-group-out folds. Started far from what the rows want, it
+// stays there unless the options free it.
+TEST(LearnTest, TheEagerOpHostTimeIsNotLearned) {
+  const auto rows = Groups(Suite(), {"flux-dev-1024-h100"});
+  LearnOptions opt;
+  opt.steps = {2.0};
+  opt.passes = 2;
+  opt.start.eager_op_us = 60;
+  auto kept = LearnMechanisms(rows, Cat(), {}, opt);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->mechanisms.eager_op_us, 60);
+  opt.fixed.clear();
+  auto freed = LearnMechanisms(rows, Cat(), {}, opt);
+  ASSERT_TRUE(freed.ok());
+  EXPECT_LT(freed->mechanisms.eager_op_us, 60);
+}
+
 // The shipped factory calibration is what `calibrate learn` makes of the shipped suite.
 TEST(LearnTest, TheShippedFactoryCalibrationIsReproducedFromTheSuite) {
   std::ifstream in(std::string(DITUNE_TEST_DATA_DIR) + "/" + kFactoryCalibrationPath);
