@@ -39,11 +39,12 @@ struct LearnOptions {
   // (PredictSuite); and the key of the mechanisms fit that is learned.
   bool keep_base_scales = false;
   // Constants measured rather than learned: the search leaves them as they start. The host
-  // time of one eager op is one of them: every block's and every method's host time is its
-  // op count (times a learned family scale or a learned count) times this figure, so beside
-  // those it is redundant, and learned with them it wandered between folds of the
-  // leave-one-group-out (10.6 to 30 µs) and carried the learned scales with it. A profiler
-  // trace measures it (`calibrate ingest profile_trace_rank_0.json.gz`).
+  // time of one eager op is one of them: a block's host time is its op count times a learned
+  // family scale times this figure, and a method's its learned op count times it, so beside
+  // those it is nearly redundant (only a few ops, such as PipeFusion's K/V buffer copies,
+  // take it alone); learned with them it wandered between folds of the leave-one-group-out
+  // (10.6 to 30 µs) and carried the family scales with it. A profiler trace measures it
+  // (`calibrate ingest profile_trace_rank_0.json.gz`).
   std::vector<std::string> fixed = {"eager_op_us"};
   // Called by CrossValidate before each held-out group (progress for people), when set.
   std::function<void(const std::string& group, int index, int groups)> progress;
