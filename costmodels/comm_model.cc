@@ -153,8 +153,9 @@ Seconds CommModel::PcieAllToAll(Bytes size, const std::vector<int>& group, LinkT
     for (const auto& [socket, count] : per_socket) crossing = std::max(crossing, static_cast<double>(count) * (n - count));
     const double link_bytes = size.value() * crossing / n * std::max(1.0, sharing) / bandwidth_scale_;
     const BytesPerSecond host_path = cluster_->intra->cross_socket * mechanisms_.cross_socket_alltoall_efficiency;
-    return DefaultLatency(tier) + std::max(Bytes(bus_bytes) / DefaultBusBandwidth(c, LinkTier::kIntra, group),
-                                           Bytes(link_bytes) / host_path);
+    return DefaultLatency(tier) + Microseconds(mechanisms_.cross_socket_alltoall_latency_us) +
+           std::max(Bytes(bus_bytes) / DefaultBusBandwidth(c, LinkTier::kIntra, group),
+                    Bytes(link_bytes) / host_path);
   }
   return DefaultLatency(tier) + Bytes(bus_bytes) / DefaultBusBandwidth(c, tier, group);
 }

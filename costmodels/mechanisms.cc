@@ -33,6 +33,8 @@ const std::vector<MechanismParam>& MechanismParams() {
        "inter-socket bandwidth on a PCIe box over the catalog's"},
       {"cross_socket_alltoall_efficiency", &Mechanisms::cross_socket_alltoall_efficiency, 0.005, 1.5,
        "inter-socket bandwidth for all-to-all on a PCIe box over the catalog's"},
+      {"cross_socket_alltoall_latency_us", &Mechanisms::cross_socket_alltoall_latency_us, 1, 5000,
+       "fixed µs of one all-to-all across a PCIe box's sockets"},
   };
   return params;
 }

@@ -134,11 +134,13 @@ std::vector<std::string> CalibrationSources(const std::vector<Fit>& fits, const 
                               refined->measurement_ids.size(), cluster.gpu->id,
                               mech_origin.empty() ? "the defaults" : "the constants " + mech_origin));
   } else {
-    out.push_back(mech == nullptr ? "global constants (eager host overhead per op and per block family, framework "
-                                  "ops per method, collective efficiencies, VAE scales): the code's defaults"
-                                : fmt::format("global constants (eager host overhead per op and per block family, "
-                                              "framework ops per method, collective efficiencies, VAE scales): {}",
-                                              mech_origin.empty() ? "learned (calibrate learn)" : mech_origin));
+    constexpr const char* kWhat =
+        "global constants (eager host overhead per block family at the catalog's time per op, "
+        "framework ops per method, collective efficiencies, VAE scales)";
+    out.push_back(mech == nullptr ? fmt::format("{}: the code's defaults", kWhat)
+                                  : fmt::format("{}: {}", kWhat,
+                                                mech_origin.empty() ? "learned (calibrate learn)"
+                                                                    : mech_origin));
   }
   out.push_back(compute > 0 ? fmt::format("per-op curves on {}: {} fitted from measurements", cluster.gpu->id, compute)
                             : fmt::format("per-op curves on {}: catalog defaults", cluster.gpu->id));

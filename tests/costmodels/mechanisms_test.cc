@@ -84,12 +84,16 @@ TEST(MechanismsTest, CrossSocketAllToAllLoadsTheInterSocketPathWithEveryCrossing
   CommModel comm(c);
   Mechanisms m;
   m.cross_socket_alltoall_efficiency = 0.5;
+  m.cross_socket_alltoall_latency_us = 400;
   comm.SetMechanisms(m);
   // 4 + 4 ranks: each of the 4 on one socket sends 4/8 of its 1 MB across: 2 MB each way
-  // over half the catalog's inter-socket bandwidth.
+  // over half the catalog's inter-socket bandwidth, after the staged exchange's 400 µs.
   const double link = 4.0 * 4.0 / 8 * 1e6 / (pcie.cross_socket.value() * 0.5);
   EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1, 2, 3, 4, 5, 6, 7}).value(),
-              pcie.latency.value() * 1.5 + link, 1e-12);
+              pcie.latency.value() * 1.5 + 400e-6 + link, 1e-12);
+  // Inside one socket the pairs go peer to peer: no staged exchange's fixed time.
+  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1, 2, 3}).value(),
+              pcie.latency.value() + 1e6 * 0.75 / pcie.busbw.value(), 1e-12);
 }
 
 TEST(MechanismsTest, EfficienciesScaleTheCatalogLinesOnly) {
