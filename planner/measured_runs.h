@@ -11,7 +11,8 @@
 //   (GPU, model) (FitRuntimeOverhead);
 // - a profiler trace's host time per kernel launch (op "launch", backend "xdit") is that GPU's
 //   eager per-op host time (Mechanisms::eager_op_us, which runs never refine: without a
-//   trace it stays as it is); outside its bounds the launches waited on the device and the trace is left out;
+//   trace it stays as it is); outside its bounds the launches waited on the device and the
+//   trace is left out;
 // - a profiler trace's GPU kernel time by class (op "profile", backend "xdit", ingested with
 //   its workload and configuration) sets that GPU's efficiency per op class: the class's
 //   measured kernel seconds per denoising step over the compute model's device seconds per
