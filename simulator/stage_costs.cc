@@ -77,14 +77,16 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
   // blocks' and the step's own device time, not the methods' copies and collectives.
   const double compiled = compute.runtime() == Runtime::kCompiled ? compute.mechanisms().compiled_device_scale : 1.0;
   for (const auto& op : StepOverheadOps(model, work_full_)) {
-    overhead_full_ += compute.DeviceTime(op) * compiled;
+    const Seconds device = compute.DeviceTime(op) * compiled;
+    overhead_full_ += device;
     overhead_host_full_ += compute.HostTime(op);
-    AddByKernel(op, compute.DeviceTime(op) * compiled, kernel_breakdown ? &overhead_kernels_full_ : nullptr);
+    AddByKernel(op, device, kernel_breakdown ? &overhead_kernels_full_ : nullptr);
   }
   for (const auto& op : StepOverheadOps(model, work_patched_)) {
-    overhead_patched_ += compute.DeviceTime(op) * compiled;
+    const Seconds device = compute.DeviceTime(op) * compiled;
+    overhead_patched_ += device;
     overhead_host_patched_ += compute.HostTime(op);
-    AddByKernel(op, compute.DeviceTime(op) * compiled, kernel_breakdown ? &overhead_kernels_patched_ : nullptr);
+    AddByKernel(op, device, kernel_breakdown ? &overhead_kernels_patched_ : nullptr);
   }
 }
 
