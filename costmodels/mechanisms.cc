@@ -28,7 +28,7 @@ const std::vector<MechanismParam>& MechanismParams() {
       {"pcie_p2p_efficiency", &Mechanisms::pcie_p2p_efficiency, 0.05, 1.5,
        "point-to-point bandwidth on a PCIe box over the catalog's"},
       {"image_vae_scale", &Mechanisms::image_vae_scale, 0.2, 20, "image VAE decode, measured over modelled"},
-      {"video_vae_scale", &Mechanisms::video_vae_scale, 0.2, 40, "video VAE decode, measured over modelled"},
+      {"video_vae_scale", &Mechanisms::video_vae_scale, 0.2, 40, "video VAE decode over its vol2col traffic at memory bandwidth"},
       {"cross_socket_efficiency", &Mechanisms::cross_socket_efficiency, 0.01, 1.5,
        "inter-socket bandwidth on a PCIe box over the catalog's"},
       {"cross_socket_alltoall_efficiency", &Mechanisms::cross_socket_alltoall_efficiency, 0.005, 1.5,

@@ -69,8 +69,9 @@ struct Mechanisms {
   // image VAE (no temporal compression: Latte): the 2-D decoder's convolutions against the
   // GEMM roofline the model assumes.
   double image_vae_scale = 1;
-  // The same for video VAEs that compress time: causal 3-D convolutions, decoded in
-  // overlapping temporal tiles at higher precision; a non-parallel part of every video run.
+  // Measured over modelled decode of video VAEs that compress time: causal 3-D convolutions,
+  // priced by their vol2col traffic at memory bandwidth (VaeDecodeOp); a non-parallel part
+  // of every video run.
   double video_vae_scale = 1;
 
   // Achieved fraction of a PCIe box's inter-socket bandwidth (the host path between the

@@ -22,8 +22,16 @@ OpCost VaeDecodeOp(const ModelSpec& m, const Workload& w, int parallel) {
                            static_cast<double>(w.frames) * w.batch;
   const double flops = (m.vae_decoder_flops_per_pixel * pixels + attention) * share;
   // Feature maps are re-read by every convolution: ~ 2 bytes x 128 channels x 30 layers per pixel.
-  const double bytes = pixels * share * kElementBytes * 128.0 * 30.0;
-  return {"vae_decode", OpClass::kGemm, Flops(flops), Bytes(bytes), 200};
+  const double feature_bytes = pixels * share * kElementBytes * 128.0 * 30.0;
+  if (m.vae_temporal == 1) return {"vae_decode", OpClass::kGemm, Flops(flops), Bytes(feature_bytes), 200};
+  // A causal 3-D decoder's convolutions, on the channels-first tensors the framework keeps,
+  // run as vol2col and a GEMM: the vol2col kernel reads each input value once and writes it
+  // 27 times (one per 3x3x3 tap) into a column buffer the GEMM reads back. Public profiles of
+  // such decodes on Hopper spend their time in those copy kernels, and xDiT's HunyuanVideo
+  // runs leave as long a serial part on an H20 as on an H100 (a seventh of the tensor peak,
+  // more memory bandwidth): the decode is priced by that traffic at memory bandwidth.
+  constexpr double kColumnPasses = 1 + 27 + 27;
+  return {"vae_decode", OpClass::kElementwise, Flops(flops), Bytes(feature_bytes * kColumnPasses), 200};
 }
 
 namespace {

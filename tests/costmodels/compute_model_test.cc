@@ -161,5 +161,29 @@ TEST(PipelineTermsTest, VaeDecodeIsItsConvolutionsPerPixelPlusItsMidBlockAttenti
   EXPECT_NEAR(VaeDecodeOp(sana, s4).flops.value() / VaeDecodeOp(sana, s).flops.value(), 16.0, 1e-9);
 }
 
+TEST(PipelineTermsTest, ACausal3dVaeIsPricedByItsColumnTrafficAtMemoryBandwidth) {
+  // CogVideoX's decoder at 480 x 720 x 49: the feature-map traffic (2 bytes x 128 channels x
+  // 30 convolutions a pixel) times the vol2col passes (read once, 27 column writes, 27 GEMM
+  // reads), at the elementwise share (0.8) of memory bandwidth, plus the class's fixed time.
+  const ModelSpec& cog = **Cat().Model("cogvideox-5b");
+  Workload w{"cogvideox-5b", 480, 720, 49, 50, 1, OutputType::kDecoded};
+  const double pixels = 480.0 * 720 * 49;
+  const OpCost op = VaeDecodeOp(cog, w);
+  EXPECT_EQ(op.cls, OpClass::kElementwise);
+  EXPECT_NEAR(op.bytes.value(), pixels * 2 * 128 * 30 * 55, 1.0);
+  const GpuSpec& h100 = **Cat().Gpu("h100-sxm5-80gb");
+  const GpuSpec& h20 = **Cat().Gpu("h20-96gb");
+  const ComputeModel on_h100 = ComputeModel::Defaults(h100);
+  const ComputeModel on_h20 = ComputeModel::Defaults(h20);
+  EXPECT_NEAR(on_h100.DeviceTime(op).value(), 3e-6 + op.bytes.value() / (3.35e12 * 0.8), 1e-6);
+  // An H20 has a seventh of an H100's tensor peak and more memory bandwidth: it decodes
+  // faster, where an image decoder (2-D convolutions on the tensor cores) is slower.
+  EXPECT_LT(on_h20.DeviceTime(op).value(), on_h100.DeviceTime(op).value());
+  const ModelSpec& flux = **Cat().Model("flux.1-dev");
+  Workload fw{"flux.1-dev", 1024, 1024, 1, 28, 1, OutputType::kDecoded};
+  EXPECT_EQ(VaeDecodeOp(flux, fw).cls, OpClass::kGemm);
+  EXPECT_GT(on_h20.DeviceTime(VaeDecodeOp(flux, fw)).value(), 5 * on_h100.DeviceTime(VaeDecodeOp(flux, fw)).value());
+}
+
 }  // namespace
 }  // namespace ditune

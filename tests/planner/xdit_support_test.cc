@@ -1,7 +1,6 @@
 // What xDiT runs per model (the model files' "xdit" sections), the rules that follow from
 // it, and the launch lines the planner prints for xDiT.
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -95,13 +94,6 @@ TEST(XditSupportTest, ParserRefusesIncompleteSupportData) {
   j["methods"]["tp"] = {{"runs", false}, {"source", "s"}};
   j["flags"]["bogus"] = "--bogus";
   EXPECT_FALSE(ParseXditSupport(j, "m.json: xdit").ok());
-}
-
-std::vector<std::string> Words(const std::string& s) {
-  std::istringstream in(s);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
 }
 
 std::string Join(const std::vector<std::string>& words) {
