@@ -25,7 +25,9 @@ struct PipelineTermScales {
 // text encoder of the model: a forward over the text tokens, weights read once.
 OpCost TextEncodeOp(const ModelSpec& model, const Workload& workload);
 // The VAE decoder over every output pixel and frame, split over `parallel` ranks
-// (1 = not parallel) with each rank also decoding a halo.
+// (1 = not parallel) with each rank also decoding a halo. An image decoder (no temporal
+// compression) is priced by its FLOPs at the GEMM roofline; a causal 3-D decoder by its
+// vol2col traffic at memory bandwidth (OpClass::kElementwise), its FLOPs carried but unused.
 OpCost VaeDecodeOp(const ModelSpec& model, const Workload& workload, int parallel = 1);
 
 Seconds TextEncodeTime(const ComputeModel& compute, const ModelSpec& model, const Workload& workload,
