@@ -112,7 +112,8 @@ bool CheckXdit(const ValidationContext& ctx, const ParallelConfig& c, std::vecto
                       {XditMethod::kTp, &ParallelConfig::tp, c.tp},
                       {XditMethod::kDp, &ParallelConfig::dp, c.dp},
                       {XditMethod::kDistriFusion, &ParallelConfig::distrifusion, c.distrifusion},
-                      {XditMethod::kFullyShard, &ParallelConfig::fsdp, c.fsdp}};
+                      {XditMethod::kFullyShard, &ParallelConfig::fsdp, c.fsdp},
+                      {XditMethod::kCpuOffload, &ParallelConfig::offload, c.offload != 0 ? 2 : 1}};
   for (const Use& u : uses) {
     if (u.degree <= 1 || x.runs(u.method)) continue;
     // cfg=2 on a model without guidance is the cfg rule's to name.
@@ -120,7 +121,9 @@ bool CheckXdit(const ValidationContext& ctx, const ParallelConfig& c, std::vecto
     if (!fail(kRuleXditMethod, [&] {
           std::string msg = fmt::format("xDiT has no {} for {} ({})", XditMethodPhrase(u.method), m.id,
                                         x.method(u.method).source);
-          if (suggest && u.method != XditMethod::kFullyShard) msg += Nearest(MoveDegree(ctx, c, u.field));
+          if (suggest && u.method != XditMethod::kFullyShard && u.method != XditMethod::kCpuOffload) {
+            msg += Nearest(MoveDegree(ctx, c, u.field));
+          }
           return msg;
         }))
       return false;
@@ -381,6 +384,14 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
       return false;
   }
 
+  if (c.offload != 0 && !ctx.xdit) {
+    if (!fail(kRuleOffload, [&] {
+          return std::string(
+              "offload=1: ditune's executor keeps every part of the pipeline on the GPU; model CPU offload is "
+              "xDiT's (--executor xdit)");
+        }))
+      return false;
+  }
   if (c.fsdp > 1 && (c.fsdp > ctx.gpus || ctx.gpus % c.fsdp != 0 || !ctx.xdit)) {
     if (!fail(kRuleFsdp, [&] {
           if (!ctx.xdit) {

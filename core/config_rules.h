@@ -40,6 +40,7 @@ inline constexpr const char* kRuleCfg = "cfg-needs-guidance";
 inline constexpr const char* kRuleDp = "batch-divisible-by-dp";
 inline constexpr const char* kRuleDistriFusion = "distrifusion-alone";
 inline constexpr const char* kRuleFsdp = "fsdp-divides-gpus";
+inline constexpr const char* kRuleOffload = "offload-is-xdits";
 // xDiT's rules (ValidationContext::xdit).
 inline constexpr const char* kRuleXditModel = "xdit-runs-model";
 inline constexpr const char* kRuleXditMethod = "xdit-runs-method";

@@ -37,6 +37,8 @@ StatusOr<GpuSpec> ParseGpuSpec(const nlohmann::json& j, const std::string& origi
   g.fp32_peak = TeraflopsPerSecond(f.Number("fp32_tflops", 0, 1e5));
   g.memory_bandwidth = GigabytesPerSecond(f.Number("memory_bandwidth_gbps", 0.001, 1e6));
   g.memory = Gigabytes(f.Number("memory_gb", 0.001, 1e6));
+  // Optional for hardware files written before it: PCIe 4.0 x16 (31.5 GB/s a direction).
+  g.host_link = GigabytesPerSecond(f.Has("host_link_gbps") ? f.Number("host_link_gbps", 0.001, 1e5) : 31.5);
   g.sm_count = static_cast<int>(f.Int("sm_count", 1, 100000));
   g.default_intra = f.String("default_intra");
   g.max_gpus_per_node = static_cast<int>(f.Int("max_gpus_per_node", 1, 4096));

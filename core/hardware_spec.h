@@ -21,6 +21,9 @@ struct GpuSpec {
   FlopsPerSecond fp16_fp32acc_peak;  // dense fp16/bf16 with fp32 accumulation
   FlopsPerSecond fp32_peak;          // non-tensor fp32
   BytesPerSecond memory_bandwidth;
+  // The host interface, per direction at its nominal rate (PCIe x16 of the part's
+  // generation): what weights moved to and from host memory cross.
+  BytesPerSecond host_link;
   Bytes memory;
   int sm_count = 0;
   std::string default_intra;  // link id of a typical box with this GPU

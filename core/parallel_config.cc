@@ -37,10 +37,11 @@ std::optional<int> ParseInt(std::string_view s) {
 }
 
 constexpr const char* kKeys =
-    "ulysses, ring, pipefusion, patches, warmup, cfg, dp, tp, distrifusion, fsdp, order";
+    "ulysses, ring, pipefusion, patches, warmup, cfg, dp, tp, distrifusion, fsdp, offload (0 or 1), order";
 constexpr const char* kXditFlags =
     "--ulysses_degree, --ring_degree, --pipefusion_parallel_degree, --num_pipeline_patch, "
-    "--warmup_steps, --use_cfg_parallel, --data_parallel_degree, --tensor_parallel_degree, --fully_shard_degree";
+    "--warmup_steps, --use_cfg_parallel, --data_parallel_degree, --tensor_parallel_degree, --fully_shard_degree, "
+    "--enable_model_cpu_offload";
 
 struct Fields {
   ParallelConfig config;
@@ -60,6 +61,7 @@ Status SetField(Fields* f, std::string_view key, std::string_view value, std::st
       {"warmup", &ParallelConfig::warmup, 0}, {"cfg", &ParallelConfig::cfg, 1},
       {"dp", &ParallelConfig::dp, 1}, {"tp", &ParallelConfig::tp, 1},
       {"distrifusion", &ParallelConfig::distrifusion, 1}, {"fsdp", &ParallelConfig::fsdp, 1},
+      {"offload", &ParallelConfig::offload, 0},
   };
   for (const auto& e : kEntries) {
     if (key != e.key) continue;
@@ -67,6 +69,9 @@ Status SetField(Fields* f, std::string_view key, std::string_view value, std::st
     if (!v || *v < e.min || *v > 1 << 20) {
       return Status::InvalidArgument(fmt::format("{}: '{}' is not an integer >= {}", shown,
                                                  Trim(value), e.min));
+    }
+    if (key == "offload" && *v > 1) {
+      return Status::InvalidArgument(fmt::format("{}: '{}' is 0 (off) or 1 (on)", shown, Trim(value)));
     }
     f->config.*e.field = *v;
     if (key == "patches") f->patches_given = true;
@@ -134,6 +139,13 @@ Status ParseXdit(std::string_view text, Fields* f) {
         return Status::InvalidArgument("--use_cfg_parallel is a switch and takes no value");
       }
       f->config.cfg = 2;
+      continue;
+    }
+    if (flag == "--enable_model_cpu_offload") {
+      if (inline_value) {
+        return Status::InvalidArgument("--enable_model_cpu_offload is a switch and takes no value");
+      }
+      f->config.offload = 1;
       continue;
     }
     const char* key = nullptr;
@@ -254,6 +266,7 @@ std::string ToString(const ParallelConfig& c) {
   add("tp", c.tp, 1);
   add("distrifusion", c.distrifusion, 1);
   add("fsdp", c.fsdp, 1);
+  add("offload", c.offload, 0);
   if (c.order != kDefaultRankOrder) items.push_back("order=" + RankOrderToString(c.order));
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : ",") + i;
@@ -290,6 +303,7 @@ std::string ToXditFlags(const ParallelConfig& c) {
   if (c.dp != 1) s += fmt::format(" --data_parallel_degree {}", c.dp);
   if (c.tp != 1) s += fmt::format(" --tensor_parallel_degree {}", c.tp);
   if (c.fsdp != 1) s += fmt::format(" --fully_shard_degree {}", c.fsdp);
+  if (c.offload != 0) s += " --enable_model_cpu_offload";
   return s;
 }
 

@@ -47,6 +47,10 @@ struct ParallelConfig {
   // over this many ranks and each block's are all-gathered before it runs. It overlays the
   // other methods' groups and adds no devices.
   int fsdp = 1;
+  // Model CPU offload (xDiT's --enable_model_cpu_offload: diffusers' enable_model_cpu_offload):
+  // each part of the pipeline is on the GPU only while it runs (the text encoders, then the
+  // DiT, then the VAE), moved there from host memory and back once per generation. 0 or 1.
+  int offload = 0;
   RankOrder order = kDefaultRankOrder;
 
   int sp() const { return ulysses * ring; }

@@ -7,9 +7,34 @@
 namespace ditune {
 
 Bytes MemoryBreakdown::peak() const {
-  const Bytes resident = weights + encoders + kv_buffers + runtime;
   const Bytes dit = activations + attention + comm_buffers;
+  if (offloaded) {
+    return runtime + std::max({text_encoder_weights, weights + kv_buffers + dit, vae_weights + vae_decode});
+  }
+  const Bytes resident = weights + encoders + kv_buffers + runtime;
   return resident + std::max(dit, vae_decode);
+}
+
+Bytes DitWeightBytes(const ModelSpec& m, const ParallelConfig& c) {
+  const double B = kElementBytes;
+  // Published parameter counts are the reliable ones; the shapes' count is the fallback.
+  const double params = m.published_params > 0 ? m.published_params : DitParams(m);
+  const double weights = params * B / (c.tp * c.pipefusion);
+  if (c.fsdp <= 1) return Bytes(weights);
+  // Sharded over fsdp ranks, with the running block's and the prefetched block's weights
+  // gathered whole (FSDP all-gathers one block ahead).
+  double largest = 0;
+  for (const auto& g : m.blocks) largest = std::max(largest, BlockParams(m, g.family));
+  const double scale = params / std::max(1.0, DitParams(m));  // published over computed
+  return Bytes(weights / c.fsdp + 2.0 * largest * scale * B / c.tp);
+}
+
+OffloadTraffic OffloadMoves(const ModelSpec& m, const ParallelConfig& c) {
+  if (c.offload == 0) return {};
+  const Bytes text(m.encoders_remote ? 0.0 : m.text_encoder_params() * kElementBytes);
+  const Bytes vae(m.vae_decoder_params * kElementBytes);
+  const Bytes dit = DitWeightBytes(m, c);
+  return {text + text + dit, dit + vae + vae};
 }
 
 MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, const Workload& workload,
@@ -19,18 +44,16 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
   const double H = m.hidden;
   const double M = m.mlp_hidden;
   const int tp = c.tp;
-  // Published parameter counts are the reliable ones; the shapes' count is the fallback.
-  const double params = m.published_params > 0 ? m.published_params : DitParams(m);
-  mb.weights = Bytes(params * B / (tp * c.pipefusion));
-  if (c.fsdp > 1) {
-    // Sharded over fsdp ranks, with the running block's and the prefetched block's weights
-    // gathered whole (FSDP all-gathers one block ahead).
-    double largest = 0;
-    for (const auto& g : m.blocks) largest = std::max(largest, BlockParams(m, g.family));
-    const double scale = params / std::max(1.0, DitParams(m));  // published over computed
-    mb.weights = Bytes(mb.weights.value() / c.fsdp + 2.0 * largest * scale * B / tp);
+  mb.weights = DitWeightBytes(m, c);
+  if (c.offload != 0) {
+    // diffusers' model CPU offload moves each part to the GPU when it is called and the
+    // previous one back to the host: the encoders' weights are never there with the DiT's.
+    mb.offloaded = true;
+    if (!m.encoders_remote) mb.text_encoder_weights = Bytes(m.text_encoder_params() * B);
+    mb.vae_weights = Bytes(m.vae_decoder_params * B);
+  } else if (opt.encoders_resident && !m.encoders_remote) {
+    mb.encoders = Bytes((m.text_encoder_params() + m.vae_decoder_params) * B);
   }
-  if (opt.encoders_resident && !m.encoders_remote) mb.encoders = Bytes((m.text_encoder_params() + m.vae_decoder_params) * B);
 
   const RankWork w = ComputeRankWork(m, tokens, workload, c);
   // Tokens resident per forward on this rank: one patch with PipeFusion.

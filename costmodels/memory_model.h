@@ -27,6 +27,11 @@ struct MemoryOptions {
 struct MemoryBreakdown {
   Bytes weights;        // DiT parameters held by this rank (split by PipeFusion stage and tp)
   Bytes encoders;       // text encoders and VAE weights, when resident
+  // Model CPU offload (ParallelConfig::offload): nothing but the runtime stays; the text
+  // encoders, the DiT and the VAE take the GPU in turn, each with its own working set.
+  bool offloaded = false;
+  Bytes text_encoder_weights;  // the text encoders' turn (offloaded only)
+  Bytes vae_weights;           // with the decode's activations, the VAE's turn (offloaded only)
   Bytes activations;    // live activations at the block's peak, for this rank's tokens
   Bytes attention;      // fused-attention workspace (softmax statistics, Ring's K/V buffers)
   Bytes kv_buffers;     // PipeFusion's stale K/V for its layers; DistriFusion's for all layers
@@ -36,7 +41,9 @@ struct MemoryBreakdown {
   Bytes runtime;        // context and workspaces
   Bytes capacity;       // usable device memory
 
-  Bytes peak() const;   // everything resident + max(DiT working set, VAE decode)
+  // Everything resident + max(DiT working set, VAE decode); offloaded, the runtime + the
+  // largest of the three turns.
+  Bytes peak() const;
   bool fits() const { return peak() <= capacity; }
 };
 
@@ -44,6 +51,19 @@ struct MemoryBreakdown {
 MemoryBreakdown RankMemory(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
                            const ParallelConfig& config, const GpuSpec& gpu,
                            const MemoryOptions& options = {});
+
+// The bytes of the DiT's weights one rank holds: split by tp and PipeFusion stage, and with
+// fsdp sharded, plus the two gathered blocks.
+Bytes DitWeightBytes(const ModelSpec& model, const ParallelConfig& config);
+
+// What model CPU offload (ParallelConfig::offload) moves over a GPU's host link in one
+// generation, each way: before the loop the text encoders come and go and the DiT comes;
+// after it the DiT goes and the VAE comes and goes.
+struct OffloadTraffic {
+  Bytes before_loop;
+  Bytes after_loop;
+};
+OffloadTraffic OffloadMoves(const ModelSpec& model, const ParallelConfig& config);
 
 // The runtime overhead that makes `modelled` match a measured peak (the framework's
 // context, allocator reserve and what else it keeps that the model does not name). It is

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -140,12 +141,19 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
     auto none = catalog.Link("none");
     if (!none.ok()) return none.status().WithContext("the single-GPU reference needs the link 'none'");
     single.inter = *none;
-    const MemoryBreakdown mem = RankMemory(*model, tokens, workload, ParallelConfig{}, *cluster.gpu, opt.sim.memory);
-    Workload w1 = workload;
+    // One GPU as a whole pipeline, or, where that does not fit and xDiT offloads the model,
+    // with model CPU offload.
+    ParallelConfig one_gpu;
     ValidationContext ctx1{model, tokens, workload.steps, workload.batch, 1};
-    if (mem.fits() && IsValidConfig(ctx1, ParallelConfig{})) {
+    if (!RankMemory(*model, tokens, workload, one_gpu, *cluster.gpu, opt.sim.memory).fits() &&
+        opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu) {
+      one_gpu.offload = 1;
+      ctx1.xdit = true;
+    }
+    const MemoryBreakdown mem = RankMemory(*model, tokens, workload, one_gpu, *cluster.gpu, opt.sim.memory);
+    if (mem.fits() && IsValidConfig(ctx1, one_gpu)) {
       CostModels single_models{models.compute, std::make_unique<CommModel>(single), models.terms};
-      auto c = SimulateCandidate(*model, w1, single, ParallelConfig{}, single_models, opt.sim);
+      auto c = SimulateCandidate(*model, workload, single, one_gpu, single_models, opt.sim);
       if (c.ok()) plan.single_gpu = std::move(*c);
     }
   }
@@ -164,6 +172,18 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
     plan.explanation.push_back(fmt::format("{:.2f}x faster than one GPU ({:.3f} s), {:.0f}% parallel efficiency",
                                            speedup, plan.single_gpu->result.total.value(),
                                            100 * speedup / cluster.gpus()));
+  }
+  if (best.config.offload != 0) {
+    ParallelConfig whole = best.config;
+    whole.offload = 0;
+    const OffloadTraffic moves = OffloadMoves(*model, best.config);
+    plan.explanation.push_back(fmt::format(
+        "model CPU offload (xDiT's --enable_model_cpu_offload): the whole pipeline needs {:.1f} GB per GPU of "
+        "{:.1f} usable; with each part on the GPU only while it runs, {:.1f} GB; {:.1f} GB of weights cross the "
+        "host link per generation, there and back (in the text/VAE times)",
+        RankMemory(*model, tokens, workload, whole, *cluster.gpu, opt.sim.memory).peak().value() / 1e9,
+        best.result.ranks.front().memory.capacity.value() / 1e9, best.result.peak_memory.value() / 1e9,
+        (moves.before_loop + moves.after_loop).value() / 1e9));
   }
   const double fixed = best.result.text_encode.value() + best.result.vae_decode.value();
   if (fixed > 0.1 * best.result.total.value()) {
@@ -284,30 +304,46 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
   std::vector<Candidate> all;
   Bytes smallest(std::numeric_limits<double>::infinity());
   const bool can_shard = ctx.xdit && model->xdit->runs(XditMethod::kFullyShard);
-  for (ParallelConfig c : configs) {
+  const bool can_offload = ctx.xdit && model->xdit->runs(XditMethod::kCpuOffload);
+  for (const ParallelConfig& config : configs) {
     // Memory first: it is cheap and rules out configurations without simulating them.
-    MemoryBreakdown mem = RankMemory(*model, tokens, workload, c, *cluster.gpu, opt.sim.memory);
-    if (!mem.fits() && can_shard) {
-      // Where the weights do not fit, xDiT can shard them: the fewest ranks that make it fit.
-      for (int f = 2; f <= cluster.gpus(); ++f) {
-        ParallelConfig sharded = c;
-        sharded.fsdp = f;
-        if (!IsValidConfig(ctx, sharded)) continue;
-        const MemoryBreakdown m = RankMemory(*model, tokens, workload, sharded, *cluster.gpu, opt.sim.memory);
-        if (m.fits()) {
-          c = sharded;
-          mem = m;
-          break;
-        }
-      }
-    }
+    MemoryBreakdown mem = RankMemory(*model, tokens, workload, config, *cluster.gpu, opt.sim.memory);
+    std::vector<ParallelConfig> fitting;
+    if (mem.fits()) fitting.push_back(config);
     smallest = std::min(smallest, mem.peak());
     if (!mem.fits()) {
+      // Where it does not fit, xDiT can shard the DiT's weights (the fewest ranks that make it
+      // fit) or keep each part of the pipeline on the GPU only while it runs: whichever fits
+      // and is faster, the first with both if neither alone fits.
+      auto try_fit = [&](const ParallelConfig& v) {
+        if (!IsValidConfig(ctx, v)) return false;
+        const MemoryBreakdown m = RankMemory(*model, tokens, workload, v, *cluster.gpu, opt.sim.memory);
+        smallest = std::min(smallest, m.peak());
+        if (m.fits()) fitting.push_back(v);
+        return m.fits();
+      };
+      auto try_shards = [&](ParallelConfig v) {
+        for (int f = 2; can_shard && f <= cluster.gpus(); ++f) {
+          v.fsdp = f;
+          if (try_fit(v)) return;
+        }
+      };
+      ParallelConfig offloaded = config;
+      offloaded.offload = 1;
+      if (can_offload) try_fit(offloaded);
+      try_shards(config);
+      if (fitting.empty() && can_offload) try_shards(offloaded);
+    }
+    if (fitting.empty()) {
       ++plan.pruned_memory;
       continue;
     }
-    DITUNE_ASSIGN_OR_RETURN(Candidate cand, SimulateCandidate(*model, workload, cluster, c, models, opt.sim));
-    all.push_back(std::move(cand));
+    std::optional<Candidate> best;
+    for (const ParallelConfig& c : fitting) {
+      DITUNE_ASSIGN_OR_RETURN(Candidate cand, SimulateCandidate(*model, workload, cluster, c, models, opt.sim));
+      if (!best || cand.result.total < best->result.total) best = std::move(cand);
+    }
+    all.push_back(std::move(*best));
   }
   if (all.empty()) {
     return Status::Infeasible(fmt::format(

@@ -79,7 +79,7 @@ StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, con
     candidates = PublishedPipeFusionGrid(row, ctx);
   }
   std::optional<Prediction> best;
-  for (const auto& c : candidates) {
+  auto consider = [&](const ParallelConfig& c) -> Status {
     SimInput in{model, row.workload, &cluster, c, &models.compute, models.comm.get()};
     SimOptions sim;
     sim.terms = models.terms;
@@ -87,6 +87,19 @@ StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, con
     const bool better = !best || (r.fits && !best->result.fits) ||
                         (r.fits == best->result.fits && Metric(r, row.scope) < Metric(best->result, row.scope));
     if (better) best = Prediction{c, std::move(r)};
+    return Status::Ok();
+  };
+  for (const auto& c : candidates) DITUNE_RETURN_IF_ERROR(consider(c));
+  // A published run that ran (a published OOM did not) where its configuration does not fit
+  // on the GPU as a whole pipeline: xDiT's entry points can keep each part on the GPU only
+  // while it runs (model CPU offload, which xDiT's examples pass for the large video models on
+  // 48 GB parts).
+  if (!best->result.fits && !row.best() && row.latency_s && model->xdit &&
+      model->xdit->runs(XditMethod::kCpuOffload)) {
+    for (ParallelConfig c : candidates) {
+      c.offload = 1;
+      DITUNE_RETURN_IF_ERROR(consider(c));
+    }
   }
   return *best;
 }

@@ -113,6 +113,7 @@ StatusOr<XditLaunch> MakeXditLaunch(const ModelSpec& model, const Workload& work
     par.push_back(*x.flag(XditMethodKey(m)));
   };
   option(XditMethod::kTorchCompile, options.torch_compile);
+  option(XditMethod::kCpuOffload, config.offload != 0);
   option(XditMethod::kParallelVae, options.parallel_vae && config.world_size() > 1);
 
   for (const auto& w : par) out.parallel_flags += (out.parallel_flags.empty() ? "" : " ") + w;

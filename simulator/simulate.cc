@@ -39,7 +39,12 @@ class GraphBuilder {
 
   // Builds everything; `steps` denoising steps. Returns the DiT region [start, end) tasks.
   void Build(int steps) {
-    const Seconds text = TextEncodeTime(*in_.compute, *in_.model, in_.workload, opt_.terms);
+    // Model CPU offload's moves (config offload): the text encoders to the GPU and back and
+    // the DiT to it before the loop, the DiT back and the VAE to it and back after.
+    const OffloadTraffic moves = OffloadMoves(*in_.model, c_);
+    const Seconds before_loop = HostLinkTime(moves.before_loop);
+    const Seconds after_loop = HostLinkTime(moves.after_loop);
+    const Seconds text = TextEncodeTime(*in_.compute, *in_.model, in_.workload, opt_.terms) + before_loop;
     for (int s = 0; s < stages_; ++s) {
       text_task_.push_back(Add(compute_[s], text, {}, TaskKind::kTextEncode, "text_encode", -1));
       // Preparing the loop's inputs reads the prompt embeddings back on the host, so the
@@ -62,10 +67,20 @@ class GraphBuilder {
     }
     dit_end_ = final_latent;
     const int parallel = opt_.parallel_vae ? layout_.world_size() : 1;
-    const Seconds vae = VaeDecodeTime(*in_.compute, *in_.model, in_.workload, parallel, opt_.terms);
+    const Seconds vae = VaeDecodeTime(*in_.compute, *in_.model, in_.workload, parallel, opt_.terms) + after_loop;
     for (int s = 0; s < stages_; ++s) {
       vae_task_.push_back(Add(compute_[s], vae, {final_latent}, TaskKind::kVaeDecode, "vae_decode", -1));
     }
+  }
+
+  // Weights moved between host memory and the GPU by the framework's module.to(): copies
+  // from pageable memory, which CUDA stages through pinned buffers, reach about half the
+  // link's nominal rate (a public bandwidthTest of large pageable copies: ~8.3 GB/s on a
+  // PCIe 3.0 x16 link of 15.75).
+  Seconds HostLinkTime(Bytes bytes) const {
+    constexpr double kPageableShare = 0.5;
+    if (bytes.value() <= 0) return Seconds(0);
+    return Seconds(bytes.value() / (in_.cluster->gpu->host_link.value() * kPageableShare));
   }
 
   int stages() const { return stages_; }

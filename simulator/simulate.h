@@ -66,6 +66,8 @@ struct RankResult {
 
 struct SimResult {
   Seconds total;        // text encoding + DiT + VAE decode, slowest rank
+  // With model CPU offload, text_encode and vae_decode include the weights' moves around
+  // the loop (OffloadMoves).
   Seconds text_encode;
   Seconds dit;          // the denoising loop
   Seconds vae_decode;

@@ -9,10 +9,14 @@
 
 #include "core/catalog.h"
 #include "core/config_rules.h"
+#include "costmodels/calibration.h"
 #include "costmodels/dit_ops.h"
 #include "costmodels/memory_model.h"
 #include "planner/plan.h"
+#include "planner/suite.h"
+#include "planner/validate_suite.h"
 #include "planner/xdit_launch.h"
+#include "simulator/simulate.h"
 
 namespace ditune {
 namespace {
@@ -336,6 +340,112 @@ TEST(FullyShardTest, ShardedWeightsAreXditsAndChosenWhereTheyMakeAPlanFit) {
     EXPECT_GT(cand.result.steady.exposed_comm.value(), 0);
   }
   EXPECT_TRUE(sharded_plan);
+}
+
+}  // namespace
+}  // namespace ditune
+
+namespace ditune {
+namespace {
+
+// Model CPU offload: xDiT's --enable_model_cpu_offload keeps the text encoders, the DiT and
+// the VAE on the GPU each only while it runs. xDiT's HunyuanVideo tables on 48 GB L20s ran so
+// (docs/performance/hunyuanvideo.md; the example's launch lines pass the flag).
+TEST(CpuOffloadTest, OffloadIsXditsAndItsTurnsAndMovesArePriced) {
+  auto c = ParseParallelConfig("ulysses=2,offload=1");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->world_size(), 2);  // no devices of its own
+  EXPECT_EQ(ToString(*c), "ulysses=2,offload=1");
+  EXPECT_EQ(*ParseParallelConfig("--ulysses_degree 2 --enable_model_cpu_offload"), *c);
+  EXPECT_NE(ToXditFlags(*c).find("--enable_model_cpu_offload"), std::string::npos);
+  EXPECT_EQ(ParseParallelConfig("offload=2").status().ExitCode(), 2);
+  EXPECT_EQ(ParseParallelConfig("--enable_model_cpu_offload=1").status().ExitCode(), 2);
+
+  TokenGeometry t;
+  ValidationContext hv = XditContext("hunyuanvideo", 720, 1280, 129, 2, &t);
+  EXPECT_EQ(Refusal(hv, "ulysses=2,offload=1"), "");
+  hv.xdit = false;
+  EXPECT_NE(Refusal(hv, "ulysses=2,offload=1").find(kRuleOffload), std::string::npos);
+  // PixArt's entry point has no offload flag.
+  EXPECT_NE(Refusal(XditContext("pixart-alpha", 1024, 1024, 1, 2, &t), "cfg=2,offload=1").find(kRuleXditMethod),
+            std::string::npos);
+
+  // HunyuanVideo 720p x 129 on one 48 GB L20: the whole pipeline does not fit; offloaded, the
+  // peak is the runtime and the largest turn: the DiT with its working set.
+  const ModelSpec& m = **Cat().Model("hunyuanvideo");
+  const Workload w{"hunyuanvideo", 720, 1280, 129, 50, 1, OutputType::kDecoded};
+  const TokenGeometry tokens = *ComputeTokenGeometry(m, w);
+  const GpuSpec& l20 = **Cat().Gpu("l20-48gb");
+  const MemoryBreakdown whole = RankMemory(m, tokens, w, ParallelConfig{}, l20, {});
+  ParallelConfig off;
+  off.offload = 1;
+  const MemoryBreakdown turns = RankMemory(m, tokens, w, off, l20, {});
+  EXPECT_FALSE(whole.fits());
+  EXPECT_TRUE(turns.fits());
+  EXPECT_EQ(turns.encoders.value(), 0.0);
+  EXPECT_NEAR(turns.text_encoder_weights.value(), m.text_encoder_params() * 2, 1.0);
+  EXPECT_NEAR(turns.peak().value(),
+              (turns.runtime + turns.weights + turns.activations + turns.attention + turns.comm_buffers).value(), 1.0);
+  // What crosses the host link: the encoders there and back and the DiT there before the
+  // loop; the DiT back and the VAE there and back after it.
+  const OffloadTraffic moves = OffloadMoves(m, off);
+  EXPECT_NEAR(moves.before_loop.value(), 2 * (2 * m.text_encoder_params() + m.published_params), 1.0);
+  EXPECT_NEAR(moves.after_loop.value(), 2 * (m.published_params + 2 * m.vae_decoder_params), 1.0);
+  EXPECT_EQ(OffloadMoves(m, ParallelConfig{}).before_loop.value(), 0.0);
+
+  // The simulation adds them at half the host link's nominal rate (pageable copies), before
+  // the loop and after it; the loop itself is unchanged.
+  const Cluster one = *ResolveCluster({"l20-48gb", 1}, Cat());
+  auto models = MakeCostModels(one, {});
+  ASSERT_TRUE(models.ok());
+  auto run = [&](const ParallelConfig& config) {
+    auto r = Simulate({&m, w, &one, config, &models->compute, models->comm.get()});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return *r;
+  };
+  const SimResult plain = run(ParallelConfig{});
+  const SimResult offloaded = run(off);
+  const double rate = 31.5e9 * 0.5;
+  EXPECT_FALSE(plain.fits);
+  EXPECT_TRUE(offloaded.fits);
+  EXPECT_NEAR(offloaded.text_encode.value() - plain.text_encode.value(), moves.before_loop.value() / rate, 1e-6);
+  EXPECT_NEAR(offloaded.vae_decode.value() - plain.vae_decode.value(), moves.after_loop.value() / rate, 1e-6);
+  EXPECT_NEAR(offloaded.dit.value(), plain.dit.value(), 1e-6);
+
+  // The planner offloads where nothing fits whole, and the launch line passes the flag.
+  auto plan = MakePlan(Cat(), w, *ResolveCluster({"l20-48gb", 2}, Cat()), {}, PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->ranked.front().config.offload, 1);
+  EXPECT_NE(plan->ranked.front().xdit->command.find("--enable_model_cpu_offload"), std::string::npos)
+      << plan->ranked.front().xdit->command;
+  ASSERT_TRUE(plan->single_gpu.has_value());
+  EXPECT_EQ(plan->single_gpu->config.offload, 1);
+  // Where the whole pipeline fits, it is not offloaded.
+  auto h100 = MakePlan(Cat(), w, *ResolveCluster({"h100-sxm5-80gb", 2}, Cat()), {}, PlanOptions{});
+  ASSERT_TRUE(h100.ok()) << h100.status().ToString();
+  for (const auto& cand : h100->ranked) EXPECT_EQ(cand.config.offload, 0) << Label(cand.config);
+}
+
+// A published run that ran is predicted with offload where only that fits; a published OOM
+// is not rescued by it.
+TEST(CpuOffloadTest, APublishedRunThatOnlyFitsOffloadedIsPredicted) {
+  const std::string header =
+      "group,model,height,width,frames,steps,scope,gpu,gpus,nodes,gpus_per_node,intra,inter,config,role,latency_s,"
+      "source\n";
+  const std::string rows =
+      "hv,hunyuanvideo,720,1280,129,50,e2e,l20-48gb,1,1,8,pcie4,none,,calibrate,6043.88,s\n"
+      "hv,hunyuanvideo,720,1280,129,50,e2e,l20-48gb,2,1,8,pcie4,none,ulysses=2,predict,3271.44,s\n"
+      "hv,hunyuanvideo,720,1280,129,50,e2e,l20-48gb,2,1,8,pcie4,none,ring=2,predict,OOM,s\n";
+  auto suite = ParseSuite(header + rows, "test", Cat());
+  ASSERT_TRUE(suite.ok()) << suite.status().ToString();
+  auto report = PredictSuite(*suite, Cat(), {});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->rows.size(), 3u);
+  EXPECT_EQ(report->rows[1].config, "ulysses=2,offload=1");
+  ASSERT_TRUE(report->rows[1].predicted_s.has_value());
+  EXPECT_LT(*report->rows[1].ape, 0.1);
+  EXPECT_FALSE(report->rows[2].feasible);
+  EXPECT_EQ(report->summary.oom_agree, 1);
 }
 
 }  // namespace
