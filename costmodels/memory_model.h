@@ -57,8 +57,8 @@ MemoryBreakdown RankMemory(const ModelSpec& model, const TokenGeometry& tokens, 
 Bytes DitWeightBytes(const ModelSpec& model, const ParallelConfig& config);
 
 // What model CPU offload (ParallelConfig::offload) moves over a GPU's host link in one
-// generation, each way: before the loop the text encoders come and go and the DiT comes;
-// after it the DiT goes and the VAE comes and goes.
+// generation, both directions summed: before the loop the text encoders come and go and the
+// DiT comes; after it the DiT goes and the VAE comes and goes.
 struct OffloadTraffic {
   Bytes before_loop;
   Bytes after_loop;

@@ -74,9 +74,10 @@ class GraphBuilder {
   }
 
   // Weights moved between host memory and the GPU by the framework's module.to(): copies
-  // from pageable memory, which CUDA stages through pinned buffers, reach about half the
-  // link's nominal rate (a public bandwidthTest of large pageable copies: ~8.3 GB/s on a
-  // PCIe 3.0 x16 link of 15.75).
+  // from pageable memory, which CUDA stages through pinned buffers, run well below the
+  // link's nominal rate (a bandwidthTest of large pageable host-to-device copies on NVIDIA's
+  // developer forum levels off at 8.3 GB/s); half the nominal rate is taken. An estimate:
+  // no published run of the training suite offloads.
   Seconds HostLinkTime(Bytes bytes) const {
     constexpr double kPageableShare = 0.5;
     if (bytes.value() <= 0) return Seconds(0);
