@@ -121,6 +121,7 @@ int RunHardware(int argc, char** argv) {
                       {"fp16_fp32acc_tflops", g.fp16_fp32acc_peak.value() / 1e12},
                       {"fp32_tflops", g.fp32_peak.value() / 1e12},
                       {"memory_bandwidth_gbps", g.memory_bandwidth.value() / 1e9},
+                      {"host_link_gbps", g.host_link.value() / 1e9},
                       {"memory_gb", g.memory.value() / 1e9}, {"default_intra", g.default_intra},
                       {"source", g.source}, {"notes", g.notes}});
     }
@@ -139,10 +140,13 @@ int RunHardware(int argc, char** argv) {
   for (const auto& g : c.gpus()) {
     rows.push_back({g.id, Compact(g.bf16_peak.value() / 1e12), Compact(g.fp16_fp32acc_peak.value() / 1e12),
                     Compact(g.fp32_peak.value() / 1e12), Compact(g.memory_bandwidth.value() / 1e9),
-                    Compact(g.memory.value() / 1e9), g.default_intra});
+                    Compact(g.memory.value() / 1e9), g.is_cpu ? "-" : Compact(g.host_link.value() / 1e9),
+                    g.default_intra});
   }
   std::cout << "GPUs\n"
-            << FormatTable({"id", "bf16 TF/s", "fp16/fp32acc TF/s", "fp32 TF/s", "mem GB/s", "mem GB", "intra"}, rows);
+            << FormatTable(
+                   {"id", "bf16 TF/s", "fp16/fp32acc TF/s", "fp32 TF/s", "mem GB/s", "mem GB", "host GB/s", "intra"},
+                   rows);
   rows.clear();
   for (const auto& l : c.links()) {
     rows.push_back({l.id, l.scope == LinkScope::kInter ? "inter" : "intra", std::string(LinkTopologyName(l.topology)),

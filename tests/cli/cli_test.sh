@@ -32,6 +32,7 @@ expect models 0 "flux.1-dev +19 joint \+ 38 single" -- models
 expect models-json 0 '"id": "pixart-alpha"' -- models --json
 expect hardware 0 "h100-sxm5-80gb +989" -- hardware
 expect hardware-links 0 "pcie4 +intra +pcie-two-socket" -- hardware
+expect hardware-host-link 0 "l20-48gb +120 .* 48 +31.5 +pcie4" -- hardware
 expect hardware-bad-flag 2 "Option .jsno. does not exist" -- hardware --jsno
 
 # Commands that never touch a GPU never load the GPU libraries; the GPU backends load on use.
@@ -217,6 +218,10 @@ expect plan-compile 0 "launch with xDiT: .*--use_torch_compile" -- plan --model 
   --gpus 4 --torch-compile
 expect plan-compile-ditune 2 "--torch-compile and --parallel-vae are xDiT's options" -- plan --model flux.1-dev \
   --gpu h100-sxm5-80gb --gpus 4 --torch-compile --executor ditune
+expect plan-offload 0 "launch with xDiT: .*--enable_model_cpu_offload" -- plan --model hunyuanvideo --height 720 \
+  --width 1280 --frames 129 --steps 50 --gpu l20-48gb --gpus 2
+expect check-offload-ditune 2 "offload-is-xdits" -- check --model hunyuanvideo --height 720 --width 1280 --frames 129 \
+  --gpu l20-48gb --gpus 2 --config ulysses=2,offload=1 --executor ditune
 expect plan-latte-frames 2 "always generates 16 frames" -- plan --model latte-1 --frames 32 --gpu l20-48gb --gpus 8
 expect plan-latte-ditune 2 "spatial and temporal blocks are priced by the planner but not executed" -- plan \
   --model latte-1 --gpu l20-48gb --gpus 8 --executor ditune
