@@ -145,12 +145,12 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
     // with model CPU offload.
     ParallelConfig one_gpu;
     ValidationContext ctx1{model, tokens, workload.steps, workload.batch, 1};
-    if (!RankMemory(*model, tokens, workload, one_gpu, *cluster.gpu, opt.sim.memory).fits() &&
-        opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu) {
+    MemoryBreakdown mem = RankMemory(*model, tokens, workload, one_gpu, *cluster.gpu, opt.sim.memory);
+    if (!mem.fits() && opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu) {
       one_gpu.offload = 1;
       ctx1.xdit = true;
+      mem = RankMemory(*model, tokens, workload, one_gpu, *cluster.gpu, opt.sim.memory);
     }
-    const MemoryBreakdown mem = RankMemory(*model, tokens, workload, one_gpu, *cluster.gpu, opt.sim.memory);
     if (mem.fits() && IsValidConfig(ctx1, one_gpu)) {
       CostModels single_models{models.compute, std::make_unique<CommModel>(single), models.terms};
       auto c = SimulateCandidate(*model, workload, single, one_gpu, single_models, opt.sim);
@@ -307,7 +307,7 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
   const bool can_offload = ctx.xdit && model->xdit->runs(XditMethod::kCpuOffload);
   for (const ParallelConfig& config : configs) {
     // Memory first: it is cheap and rules out configurations without simulating them.
-    MemoryBreakdown mem = RankMemory(*model, tokens, workload, config, *cluster.gpu, opt.sim.memory);
+    const MemoryBreakdown mem = RankMemory(*model, tokens, workload, config, *cluster.gpu, opt.sim.memory);
     std::vector<ParallelConfig> fitting;
     if (mem.fits()) fitting.push_back(config);
     smallest = std::min(smallest, mem.peak());

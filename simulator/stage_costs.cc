@@ -76,18 +76,16 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
   // torch.compile fuses the eager DiT's kernels (Mechanisms::compiled_device_scale): the
   // blocks' and the step's own device time, not the methods' copies and collectives.
   const double compiled = compute.runtime() == Runtime::kCompiled ? compute.mechanisms().compiled_device_scale : 1.0;
-  for (const auto& op : StepOverheadOps(model, work_full_)) {
-    const Seconds device = compute.DeviceTime(op) * compiled;
-    overhead_full_ += device;
-    overhead_host_full_ += compute.HostTime(op);
-    AddByKernel(op, device, kernel_breakdown ? &overhead_kernels_full_ : nullptr);
-  }
-  for (const auto& op : StepOverheadOps(model, work_patched_)) {
-    const Seconds device = compute.DeviceTime(op) * compiled;
-    overhead_patched_ += device;
-    overhead_host_patched_ += compute.HostTime(op);
-    AddByKernel(op, device, kernel_breakdown ? &overhead_kernels_patched_ : nullptr);
-  }
+  auto step_overhead = [&](const RankWork& work, Seconds* device, Seconds* host, KernelBreakdown* kernels) {
+    for (const auto& op : StepOverheadOps(model, work)) {
+      const Seconds t = compute.DeviceTime(op) * compiled;
+      *device += t;
+      *host += compute.HostTime(op);
+      AddByKernel(op, t, kernel_breakdown ? kernels : nullptr);
+    }
+  };
+  step_overhead(work_full_, &overhead_full_, &overhead_host_full_, &overhead_kernels_full_);
+  step_overhead(work_patched_, &overhead_patched_, &overhead_host_patched_, &overhead_kernels_patched_);
 }
 
 const BlockCost& StageCosts::Block(int index, bool patched) const {
