@@ -229,9 +229,11 @@ Status EnableWal(sqlite3* db, const std::string& path) {
   };
   while (true) {
     Status st = attempt();
-    if (st.code() != Status::Code::kUnavailable || std::chrono::steady_clock::now() >= deadline) {
-      return st;
-    }
+    // SqliteError reports a held lock as the user's to resolve (InvalidArgument); whether to
+    // wait again is the connection's last result code.
+    const int last = sqlite3_errcode(db) & 0xff;
+    const bool held = !st.ok() && (last == SQLITE_BUSY || last == SQLITE_LOCKED);
+    if (!held || std::chrono::steady_clock::now() >= deadline) return st;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
