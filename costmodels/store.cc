@@ -201,17 +201,6 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const Stor
   return store;
 }
 
-Status Store::SeedIfEmpty(const std::vector<Fit>& fits) {
-  DITUNE_ASSIGN_OR_RETURN(
-      Statement count,
-      Statement::Prepare(db_, path_,
-                         "SELECT (SELECT COUNT(*) FROM fits) + (SELECT COUNT(*) FROM measurements)",
-                         "checking whether the store is new"));
-  DITUNE_ASSIGN_OR_RETURN(bool row, count.Step());
-  if (!row || count.Int(0) > 0) return Status::Ok();
-  return ReplaceFits(fits);
-}
-
 StatusOr<std::unique_ptr<Store>> Store::OpenReadOnly(const std::string& path, bool immutable) {
   sqlite3* db = nullptr;
   // immutable: no locks and no shared-memory index (a WAL file's -shm that cannot be created
@@ -501,6 +490,41 @@ Status Store::ReplaceFits(const std::vector<Fit>& fits) {
       WriteTransaction::Begin(db_, path_, fmt::format("replacing {} fits", fits.size())));
   StatusOr<std::vector<int64_t>> ids = InsertFits(db_, path_, fits, params, measurement_ids);
   if (!ids.ok()) return ids.status();
+  return txn.Commit();
+}
+
+namespace {
+
+// Whether the store holds neither fits nor measurements. The statement is finished before this
+// returns: a statement left pending would keep its read snapshot, and a write started on a
+// stale snapshot fails at once when another process has written since.
+StatusOr<bool> StoreIsEmpty(sqlite3* db, const std::string& path) {
+  DITUNE_ASSIGN_OR_RETURN(
+      Statement count,
+      Statement::Prepare(db, path,
+                         "SELECT (SELECT COUNT(*) FROM fits) + (SELECT COUNT(*) FROM measurements)",
+                         "checking whether the store is new"));
+  DITUNE_ASSIGN_OR_RETURN(bool row, count.Step());
+  return row && count.Int(0) == 0;
+}
+
+}  // namespace
+
+Status Store::SeedIfEmpty(const std::vector<Fit>& fits) {
+  // The cheap check needs no lock; the store is new only once, and then the check is made
+  // again under the write lock, so that processes opening a new store at once (the ranks of
+  // one job) seed it once.
+  DITUNE_ASSIGN_OR_RETURN(bool empty, StoreIsEmpty(db_, path_));
+  if (!empty) return Status::Ok();
+  std::vector<std::string> params, measurement_ids;
+  DITUNE_RETURN_IF_ERROR(EncodeFits(fits, &params, &measurement_ids));
+  DITUNE_RETURN_IF_ERROR(CheckWritable("seeding the factory fits"));
+  DITUNE_ASSIGN_OR_RETURN(
+      WriteTransaction txn,
+      WriteTransaction::Begin(db_, path_, fmt::format("seeding {} factory fits", fits.size())));
+  DITUNE_ASSIGN_OR_RETURN(empty, StoreIsEmpty(db_, path_));
+  if (!empty) return Status::Ok();  // another process seeded it first; the guard rolls back
+  DITUNE_RETURN_IF_ERROR(InsertFits(db_, path_, fits, params, measurement_ids).status());
   return txn.Commit();
 }
 

@@ -40,6 +40,13 @@ Status SqliteError(sqlite3* db, int rc, std::string_view doing, const std::strin
       return Damaged(path, fmt::format("{} while {}", msg, doing));
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
+      if (rc == SQLITE_BUSY_SNAPSHOT) {
+        // Not a held lock: this connection's read snapshot went stale before it could write.
+        return Status::InvalidArgument(
+            fmt::format("{}: {} while {}: another process wrote to the database while this one was reading it "
+                        "(run again)",
+                        path, msg, doing));
+      }
       // The user chooses the store: name the holder's effect and what to do.
       return Status::InvalidArgument(
           fmt::format("{}: {} while {}: another process held the database for more than {} s (let it finish, or "

@@ -668,6 +668,32 @@ TEST_F(StoreTest, TwoProcessesWritingAtOnceLoseNothing) {
   EXPECT_EQ(per_writer["writer-b"], 200);
 }
 
+// Every rank of an MPI job opens the same new store with the factory fits at once: each must
+// open it, and the fits are seeded once.
+TEST_F(StoreTest, ProcessesSeedingANewStoreAtOnceAllOpenItAndSeedItOnce) {
+  StoreOptions options;
+  for (int i = 0; i < 14; ++i) options.seed_fits.push_back(MakeFit("comm", "seed/" + std::to_string(i), 1e-5));
+  for (int trial = 0; trial < 12; ++trial) {
+    const std::string path = (dir_ / ("seeded-" + std::to_string(trial) + ".db")).string();
+    std::vector<pid_t> kids;
+    for (int k = 0; k < 3; ++k) {
+      kids.push_back(Spawn([&path, &options, k] {
+        StatusOr<std::unique_ptr<Store>> store = Store::Open(path, options);
+        if (!store.ok()) {
+          std::fprintf(stderr, "opener %d: %s\n", k, store.status().ToString().c_str());
+          return 2;
+        }
+        return 0;
+      }));
+      ASSERT_GT(kids.back(), 0);
+    }
+    for (pid_t kid : kids) EXPECT_EQ(Wait(kid), 0) << "trial " << trial;
+    RawDb raw(path);
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM fits"), 14) << "trial " << trial;
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM fits WHERE active = 1"), 14) << "trial " << trial;
+  }
+}
+
 TEST_F(StoreTest, DamagedFileIsRefusedNamingThePath) {
   {
     auto store = OpenStore();
