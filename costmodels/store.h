@@ -68,7 +68,8 @@ struct StoreOptions {
   bool read_only = false;
   // Fits a store starts with (the factory calibration shipped in data/calibration): written
   // in one transaction when a writable store is opened holding no fits and no measurements
-  // (new, or created by a process killed before it could seed it); ignored otherwise.
+  // (new, or created by a process killed before it could seed it); ignored otherwise. Processes
+  // opening the same new store at once (the ranks of one job) seed it once.
   std::vector<Fit> seed_fits;
 };
 
