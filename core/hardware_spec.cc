@@ -72,6 +72,7 @@ StatusOr<LinkSpec> ParseLinkSpec(const nlohmann::json& j, const std::string& ori
   l.latency = Microseconds(f.Number("latency_us", 0, 1e6));
   l.sockets = static_cast<int>(f.Int("sockets", 1, 16));
   l.cross_socket = GigabytesPerSecond(f.Number("cross_socket_gbps", 0, 1e5));
+  if (f.Has("gpus_per_switch")) l.gpus_per_switch = static_cast<int>(f.Int("gpus_per_switch", 0, 64));
   l.nics_per_node = static_cast<int>(f.Int("nics_per_node", 0, 64));
   l.source = f.String("source");
   l.notes = f.String("notes");
@@ -88,6 +89,11 @@ StatusOr<LinkSpec> ParseLinkSpec(const nlohmann::json& j, const std::string& ori
   if (l.topology == LinkTopology::kPcieTwoSocket && (l.sockets < 2 || l.cross_socket.value() <= 0)) {
     return Status::InvalidArgument(fmt::format(
         "{}: a pcie-two-socket link needs sockets >= 2 and cross_socket_gbps > 0", origin));
+  }
+  if (l.gpus_per_switch > 0 && l.topology != LinkTopology::kPcieTwoSocket) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: gpus_per_switch describes a pcie-two-socket box; this link's topology is {}", origin,
+        LinkTopologyName(l.topology)));
   }
   return l;
 }

@@ -51,6 +51,10 @@ struct LinkSpec {
   Seconds latency;            // base cost of one collective or message
   int sockets = 1;            // pcie-two-socket boxes: 2
   BytesPerSecond cross_socket;  // achieved between sockets; 0 where not applicable
+  // pcie-two-socket boxes: GPUs behind each PCIe switch (consecutive GPUs share one, and its
+  // one x16 uplink to the CPU carries all their traffic to GPUs behind other switches);
+  // 0 where the GPUs sit on the CPU's root ports directly.
+  int gpus_per_switch = 0;
   int nics_per_node = 0;      // inter-node links
   std::string source;
   std::string notes;

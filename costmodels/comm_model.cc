@@ -132,32 +132,56 @@ Seconds CommModel::Time(Collective c, Bytes size, const std::vector<int>& group,
   if (c == Collective::kAllToAll && tier != LinkTier::kInterNode &&
       cluster_->intra->topology == LinkTopology::kPcieTwoSocket) {
     // Each rank's shares leave and arrive over its own PCIe link (peer to peer, or through
-    // host memory, whose bandwidth is several links'): inside a socket the link is the limit;
-    // across the sockets, the one path between them that every crossing pair shares.
+    // host memory, whose bandwidth is several links'): inside a socket that link or its
+    // switch's uplink is the limit; across the sockets, the one path between them that every
+    // crossing pair shares.
     return PcieAllToAll(size, group, tier, sharing);
   }
   return DefaultLatency(tier) + Bytes(bus_bytes) / DefaultBusBandwidth(c, tier, group);
 }
 
+namespace {
+
+// The most shares that cross out of any one part (socket or switch) each way in an all-to-all
+// of n ranks, `per_part` of them in each part: c x (n - c) for the part holding c.
+double MostCrossing(const std::map<int, int>& per_part, int n) {
+  double crossing = 0;
+  for (const auto& [part, count] : per_part) crossing = std::max(crossing, static_cast<double>(count) * (n - count));
+  return crossing;
+}
+
+}  // namespace
+
 Seconds CommModel::PcieAllToAll(Bytes size, const std::vector<int>& group, LinkTier tier, double sharing) const {
   const int n = static_cast<int>(group.size());
   const Collective c = Collective::kAllToAll;
-  const double bus_bytes = size.value() * BusFactor(c, n) * std::max(1.0, sharing) / bandwidth_scale_;
+  const double scale = std::max(1.0, sharing) / bandwidth_scale_;
+  const double bus_bytes = size.value() * BusFactor(c, n) * scale;
+  // Each PCIe switch's one uplink carries every share between its ranks and the group's ranks
+  // behind other switches: c x (n - c) / n of the per-rank size each way, against (n - 1) / n
+  // over each rank's own link, which is as wide. The busier of the two sets the time.
+  const double uplink_bytes = size.value() * SwitchCrossing(group) / n * scale;
+  const Seconds links = Bytes(std::max(bus_bytes, uplink_bytes)) / DefaultBusBandwidth(c, LinkTier::kIntra, group);
   if (tier == LinkTier::kCrossSocket) {
     // Every rank on one socket sends each rank on the other its share at once: the host path
     // between the sockets carries a x b / n of the per-rank size each way (a and b ranks on
     // the two sockets), against one share per rank on a switch.
     std::map<int, int> per_socket;
     for (int r : group) per_socket[SocketOf(r)]++;
-    double crossing = 0;
-    for (const auto& [socket, count] : per_socket) crossing = std::max(crossing, static_cast<double>(count) * (n - count));
-    const double link_bytes = size.value() * crossing / n * std::max(1.0, sharing) / bandwidth_scale_;
+    const double host_bytes = size.value() * MostCrossing(per_socket, n) / n * scale;
     const BytesPerSecond host_path = cluster_->intra->cross_socket * mechanisms_.cross_socket_alltoall_efficiency;
     return DefaultLatency(tier) + Microseconds(mechanisms_.cross_socket_alltoall_latency_us) +
-           std::max(Bytes(bus_bytes) / DefaultBusBandwidth(c, LinkTier::kIntra, group),
-                    Bytes(link_bytes) / host_path);
+           std::max(links, Bytes(host_bytes) / host_path);
   }
-  return DefaultLatency(tier) + Bytes(bus_bytes) / DefaultBusBandwidth(c, tier, group);
+  return DefaultLatency(tier) + links;
+}
+
+double CommModel::SwitchCrossing(const std::vector<int>& group) const {
+  const int per_switch = cluster_->intra->gpus_per_switch;
+  if (per_switch <= 0) return 0;
+  std::map<int, int> per_switch_count;
+  for (int r : group) per_switch_count[(r % cluster_->gpus_per_node()) / per_switch]++;
+  return MostCrossing(per_switch_count, static_cast<int>(group.size()));
 }
 
 double CommModel::Sharing(const std::vector<int>& group, const std::vector<std::vector<int>>& concurrent) const {

@@ -43,6 +43,10 @@ class CommModel {
   LinkTier TierOf(const std::vector<int>& group) const;
   // The socket of a rank inside its node (0 where the box has one socket).
   int SocketOf(int rank) const;
+  // The most shares any one PCIe switch's uplink carries each way in an all-to-all of
+  // `group`: c x (n - c) for c of its n ranks behind that switch (consecutive GPUs of a node
+  // share a switch, LinkSpec::gpus_per_switch of them); 0 where the link has no switches.
+  double SwitchCrossing(const std::vector<int>& group) const;
   // The fit key of a collective on a tier of this cluster, e.g. "all_to_all/pcie4/cross-socket".
   std::string FitKey(Collective c, LinkTier tier) const;
 
@@ -73,8 +77,8 @@ class CommModel {
   Seconds DefaultLatency(LinkTier tier) const;
 
  private:
-  // All-to-all on a PCIe box's links (within a socket, or across with the inter-socket
-  // path shared by every crossing pair), before host staging.
+  // All-to-all on a PCIe box's links (each rank's own and each switch's uplink, within a
+  // socket; across, with the inter-socket path shared by every crossing pair too).
   Seconds PcieAllToAll(Bytes size, const std::vector<int>& group, LinkTier tier, double sharing) const;
 
   const Cluster* cluster_;

@@ -57,7 +57,8 @@ struct Mechanisms {
   // fabric (NVLink / NVSwitch, xGMI): n - 1 concurrent peer streams instead of a ring.
   double switch_alltoall_efficiency = 1;
   // The same on a PCIe box (two sockets, GPUs on PCIe switches): NCCL stages all-to-all
-  // through host memory when GPU peer access is off, and every pair crosses the host.
+  // through host memory when GPU peer access is off, and every pair crosses the host. It
+  // applies to each GPU's link and to each switch's uplink alike (both one x16 link).
   double pcie_alltoall_efficiency = 1;
   // Achieved fraction of a PCIe box's catalog bandwidth for all-reduce (a ring: two of its
   // hops cross the sockets).

@@ -180,6 +180,25 @@ TEST_F(BadCatalogTest, WrongTypeAndMissingField) {
   EXPECT_NE(c.status().message().find("missing field 'heads'"), std::string::npos);
 }
 
+TEST_F(BadCatalogTest, SwitchWidthOutOfRangeOrOnAnotherTopologyIsRejected) {
+  auto j = *ReadJsonFile((dir_ / "hardware/links/pcie4.json").string());
+  j["gpus_per_switch"] = 100;
+  Write("hardware/links/pcie4.json", j.dump());
+  auto c = Catalog::Load(dir_);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().ExitCode(), 2);
+  EXPECT_NE(c.status().message().find("gpus_per_switch"), std::string::npos) << c.status().ToString();
+
+  Write("hardware/links/pcie4.json", ReadJsonFile(std::string(DITUNE_TEST_DATA_DIR) + "/hardware/links/pcie4.json")->dump());
+  j = *ReadJsonFile((dir_ / "hardware/links/nvlink4.json").string());
+  j["gpus_per_switch"] = 2;
+  Write("hardware/links/nvlink4.json", j.dump());
+  c = Catalog::Load(dir_);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("gpus_per_switch describes a pcie-two-socket box"), std::string::npos)
+      << c.status().ToString();
+}
+
 TEST_F(BadCatalogTest, IdMustMatchFileName) {
   std::filesystem::copy_file(dir_ / "models/pixart-alpha.json", dir_ / "models/pixart-beta.json");
   auto c = Catalog::Load(dir_);

@@ -61,21 +61,44 @@ Cluster PcieBox(int gpus) {
   return *c;
 }
 
-TEST(MechanismsTest, InSocketAllToAllIsLimitedByEachRanksOwnLink) {
+TEST(MechanismsTest, InSocketAllToAllIsLimitedByEachRanksLinkOrItsSwitchsUplink) {
   const Cluster c = PcieBox(8);
   const LinkSpec& pcie = **Cat().Link("pcie4");
+  ASSERT_EQ(pcie.gpus_per_switch, 2);
   CommModel comm(c);
   Mechanisms m;
   m.pcie_alltoall_efficiency = 0.5;
   comm.SetMechanisms(m);
-  // Two ranks on one socket: each moves half of its 1 MB over its link, at half the catalog's
-  // bus bandwidth.
-  const double two = pcie.latency.value() + 1e6 * 0.5 / (pcie.busbw.value() * 0.5);
+  const double bw = pcie.busbw.value() * 0.5;
+  // Two ranks behind one switch: each moves half of its 1 MB over its own link, at half the
+  // catalog's bus bandwidth; nothing leaves the switch.
+  const double two = pcie.latency.value() + 1e6 * 0.5 / bw;
   EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1}).value(), two, 1e-12);
-  // Four: each rank's link carries 3/4 of its share, whatever the group size (no path that
-  // the node's ranks share inside a socket).
-  const double four = pcie.latency.value() + 1e6 * 0.75 / (pcie.busbw.value() * 0.5);
-  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1, 2, 3}).value(), four, 1e-12);
+  // Two ranks behind different switches: each uplink carries the one share, as each link does.
+  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {1, 2}).value(), two, 1e-12);
+  // Three (two behind one switch, one behind the next): the pair's uplink carries 2 x 1 / 3 of
+  // the size each way, as much as each rank's link (2/3): the links still set the time.
+  EXPECT_NEAR(comm.SwitchCrossing({0, 1, 2}), 2.0, 0);
+  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1, 2}).value(),
+              pcie.latency.value() + 1e6 * 2.0 / 3 / bw, 1e-12);
+  // Four (two pairs): each uplink carries 2 x 2 / 4 = the whole size, a third more than each
+  // rank's link (3/4): the uplinks set the time.
+  EXPECT_NEAR(comm.SwitchCrossing({0, 1, 2, 3}), 4.0, 0);
+  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1, 2, 3}).value(),
+              pcie.latency.value() + 1e6 * 1.0 / bw, 1e-12);
+}
+
+TEST(MechanismsTest, ABoxWithoutSwitchesLimitsAnInSocketAllToAllByEachRanksLink) {
+  auto spec = ClusterSpec{"l40-48gb", 8};
+  spec.intra_id = "pcie3";
+  auto c = ResolveCluster(spec, Cat());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const LinkSpec& pcie = **Cat().Link("pcie3");
+  ASSERT_EQ(pcie.gpus_per_switch, 0);
+  CommModel comm(*c);
+  EXPECT_EQ(comm.SwitchCrossing({0, 1, 2, 3}), 0.0);
+  EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1, 2, 3}).value(),
+              pcie.latency.value() + 1e6 * 0.75 / pcie.busbw.value(), 1e-12);
 }
 
 TEST(MechanismsTest, CrossSocketAllToAllLoadsTheInterSocketPathWithEveryCrossingPair) {
@@ -91,9 +114,10 @@ TEST(MechanismsTest, CrossSocketAllToAllLoadsTheInterSocketPathWithEveryCrossing
   const double link = 4.0 * 4.0 / 8 * 1e6 / (pcie.cross_socket.value() * 0.5);
   EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1, 2, 3, 4, 5, 6, 7}).value(),
               pcie.latency.value() * 1.5 + 400e-6 + link, 1e-12);
-  // Inside one socket the pairs go peer to peer: no staged exchange's fixed time.
+  // Inside one socket the pairs go peer to peer: no staged exchange's fixed time (two pairs
+  // of switches: each uplink carries the whole size).
   EXPECT_NEAR(comm.Time(Collective::kAllToAll, Bytes(1e6), {0, 1, 2, 3}).value(),
-              pcie.latency.value() + 1e6 * 0.75 / pcie.busbw.value(), 1e-12);
+              pcie.latency.value() + 1e6 * 1.0 / pcie.busbw.value(), 1e-12);
 }
 
 TEST(MechanismsTest, EfficienciesScaleTheCatalogLinesOnly) {
