@@ -131,7 +131,7 @@ int RunHardware(int argc, char** argv) {
                        {"topology", LinkTopologyName(l.topology)}, {"line_gbps", l.line.value() / 1e9},
                        {"busbw_gbps", l.busbw.value() / 1e9}, {"p2p_gbps", l.p2p.value() / 1e9},
                        {"latency_us", l.latency.value() * 1e6}, {"cross_socket_gbps", l.cross_socket.value() / 1e9},
-                       {"source", l.source}, {"notes", l.notes}});
+                       {"gpus_per_switch", l.gpus_per_switch}, {"source", l.source}, {"notes", l.notes}});
     }
     std::cout << nlohmann::json{{"gpus", gpus}, {"links", links}}.dump(2) << "\n";
     return 0;
@@ -152,10 +152,11 @@ int RunHardware(int argc, char** argv) {
     rows.push_back({l.id, l.scope == LinkScope::kInter ? "inter" : "intra", std::string(LinkTopologyName(l.topology)),
                     Compact(l.line.value() / 1e9), Compact(l.busbw.value() / 1e9), Compact(l.p2p.value() / 1e9),
                     l.cross_socket.value() > 0 ? Compact(l.cross_socket.value() / 1e9) : "-",
-                    Compact(l.latency.value() * 1e6)});
+                    l.gpus_per_switch > 0 ? std::to_string(l.gpus_per_switch) : "-", Compact(l.latency.value() * 1e6)});
   }
   std::cout << "\nLinks (GB/s per direction)\n"
-            << FormatTable({"id", "scope", "topology", "line", "busbw", "p2p", "cross-socket", "latency us"}, rows);
+            << FormatTable({"id", "scope", "topology", "line", "busbw", "p2p", "cross-socket", "GPUs/switch", "latency us"},
+                           rows);
   std::cout << "\nthe source of every figure, and notes: ditune hardware --json\n";
   return 0;
 }

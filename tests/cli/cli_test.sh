@@ -32,6 +32,7 @@ expect models 0 "flux.1-dev +19 joint \+ 38 single" -- models
 expect models-json 0 '"id": "pixart-alpha"' -- models --json
 expect hardware 0 "h100-sxm5-80gb +989" -- hardware
 expect hardware-links 0 "pcie4 +intra +pcie-two-socket" -- hardware
+expect hardware-pcie-switches 0 "pcie4 +intra +pcie-two-socket +32 +20 +22 +12 +2 +18" -- hardware
 expect hardware-host-link 0 "l20-48gb +120 .* 48 +31.5 +pcie4" -- hardware
 expect hardware-bad-flag 2 "Option .jsno. does not exist" -- hardware --jsno
 
