@@ -1,4 +1,4 @@
-// `ditune calibrate ingest FILE | fit | show | compute | comm | learn`: measurements into the
+// `ditune calibrate ingest FILE | fit | show | compute | comm | learn | factory`: measurements into the
 // store, fits from them; the subcommands' own files hold ingest and the sweeps.
 #include <cstring>
 #include <fstream>
@@ -16,6 +16,7 @@
 #include "costmodels/calibration.h"
 #include "costmodels/ingest.h"
 #include "costmodels/store.h"
+#include "planner/factory.h"
 #include "planner/gpu_launch.h"
 #include "planner/measured_runs.h"
 #include "planner/predict.h"
@@ -30,7 +31,7 @@ namespace ditune::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: ditune calibrate ingest FILE [options] | fit | show | compute | comm | learn --suite FILE   "
+    "usage: ditune calibrate ingest FILE [options] | fit | show | compute | comm | learn --suite FILE | factory   "
     "(ditune calibrate SUB --help)";
 
 }  // namespace
@@ -164,6 +165,36 @@ int Show(int argc, char** argv) {
 }
 
 
+int FactoryCmd(int argc, char** argv) {
+  cxxopts::Options options("ditune calibrate factory",
+                           "Put the shipped factory calibration (data/calibration/factory.json) back into the store: "
+                           "its constants and compute scales replace the active fits of the same kind and key, your "
+                           "own included; measurements stay (`calibrate fit` refits from them). A store seeded by "
+                           "an earlier release is brought to the shipped one when opened; one that predates the "
+                           "releases' digests needs this command once");
+  options.add_options()("db", "calibration database", cxxopts::value<std::string>());
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("calibrate factory", args.status());
+  if (help) return 0;
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("calibrate factory", catalog.status());
+  auto fits = LoadFactoryFits(**catalog);
+  if (!fits.ok()) return Fail("calibrate factory", fits.status());
+  if (fits->empty()) {
+    return Fail("calibrate factory", Status::InvalidArgument(fmt::format(
+                                         "{} ships no factory calibration ({})", (*catalog)->data_dir().string(),
+                                         kFactoryCalibrationPath)));
+  }
+  auto store = OpenStoreFromArgs(*args);
+  if (!store.ok()) return Fail("calibrate factory", store.status());
+  Status st = (*store)->ReplaceFits(*fits);
+  if (!st.ok()) return Fail("calibrate factory", st);
+  std::cout << fmt::format("{}: {} factory fits of release {} active\n", (*store)->path(), fits->size(),
+                           fits->front().params[kFactoryDigestParam].get<std::string>());
+  return 0;
+}
+
 }  // namespace
 
 int RunCalibrate(int argc, char** argv) {
@@ -178,6 +209,7 @@ int RunCalibrate(int argc, char** argv) {
   if (sub == "compute") return CalibrateCompute(argc - 1, argv + 1);
   if (sub == "comm") return CalibrateComm(argc - 1, argv + 1);
   if (sub == "learn") return RunCalibrateLearn(argc - 1, argv + 1);
+  if (sub == "factory") return FactoryCmd(argc - 1, argv + 1);
   if (sub == "-h" || sub == "--help") {
     std::cout << kUsage << "\n";
     return 0;

@@ -243,7 +243,10 @@ StatusOr<std::optional<Mechanisms>> MechanismsIn(const std::vector<Fit>& fits, c
   }
   if (chosen == nullptr) return std::optional<Mechanisms>();
   nlohmann::json constants = chosen->params;
-  if (constants.is_object()) constants.erase("origin");  // where they came from, not a constant
+  if (constants.is_object()) {
+    constants.erase("origin");  // where they came from, not constants
+    constants.erase(kFactoryDigestParam);
+  }
   auto m = MechanismsFromJson(constants);
   if (!m.ok()) {
     return Status::Corruption(fmt::format("fit {} '{}': {}", chosen->id, chosen->key, m.status().message()));

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <filesystem>
 #include <iterator>
+#include <map>
+#include <set>
 #include <string_view>
 #include <system_error>
 #include <thread>
@@ -197,7 +199,10 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const Stor
   DITUNE_RETURN_IF_ERROR(Exec(db, path, "PRAGMA synchronous=NORMAL", "setting synchronous mode"));
   DITUNE_RETURN_IF_ERROR(store->Migrate());
   DITUNE_RETURN_IF_ERROR(CheckColumns(db, path));
-  if (!options.seed_fits.empty()) DITUNE_RETURN_IF_ERROR(store->SeedIfEmpty(options.seed_fits));
+  if (!options.seed_fits.empty()) {
+    DITUNE_RETURN_IF_ERROR(store->SeedIfEmpty(options.seed_fits));
+    DITUNE_RETURN_IF_ERROR(store->RefreshFactoryFits(options.seed_fits));
+  }
   return store;
 }
 
@@ -525,6 +530,86 @@ Status Store::SeedIfEmpty(const std::vector<Fit>& fits) {
   DITUNE_ASSIGN_OR_RETURN(empty, StoreIsEmpty(db_, path_));
   if (!empty) return Status::Ok();  // another process seeded it first; the guard rolls back
   DITUNE_RETURN_IF_ERROR(InsertFits(db_, path_, fits, params, measurement_ids).status());
+  return txn.Commit();
+}
+
+namespace {
+
+// The factory digest a fit was seeded with; "" for the user's own fits.
+std::string FactoryDigest(const Fit& f) {
+  if (!f.params.is_object()) return "";
+  auto it = f.params.find(kFactoryDigestParam);
+  return it != f.params.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// What bringing `active` to the factory fits `fits` of digest `digest` writes: the seed fits
+// to insert (each replacing the active fit of its kind and key) and the stale factory fits to
+// deactivate. Both empty when no active fit carries another digest.
+void StaleFactoryFits(const std::vector<Fit>& active, const std::vector<Fit>& fits, const std::string& digest,
+                      std::vector<Fit>* insert, std::vector<std::pair<std::string, std::string>>* retire) {
+  std::map<std::pair<std::string, std::string>, std::string> current;  // (kind, key) -> its digest
+  bool stale = false;
+  for (const auto& f : active) {
+    const std::string d = FactoryDigest(f);
+    current[{f.kind, f.key}] = d;
+    stale = stale || (!d.empty() && d != digest);
+  }
+  if (!stale) return;
+  std::set<std::pair<std::string, std::string>> shipped;
+  for (const auto& f : fits) {
+    shipped.insert({f.kind, f.key});
+    auto it = current.find({f.kind, f.key});
+    if (it == current.end() || (!it->second.empty() && it->second != digest)) insert->push_back(f);
+  }
+  for (const auto& [kind_key, d] : current) {
+    if (!d.empty() && d != digest && !shipped.contains(kind_key)) retire->push_back(kind_key);
+  }
+}
+
+}  // namespace
+
+Status Store::RefreshFactoryFits(const std::vector<Fit>& fits) {
+  if (read_only_ || fits.empty()) return Status::Ok();
+  const std::string digest = FactoryDigest(fits.front());
+  if (digest.empty()) return Status::Ok();
+  for (const auto& f : fits) {
+    if (FactoryDigest(f) != digest) {
+      return Status::InvalidArgument("factory fits: every seed fit must carry the same factory digest");
+    }
+  }
+  // The cheap check needs no lock; the refresh is decided again under the write lock, so that
+  // processes opening the store at once refresh it once.
+  std::vector<Fit> insert;
+  std::vector<std::pair<std::string, std::string>> retire;
+  {
+    DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> active, ActiveFits());
+    StaleFactoryFits(active, fits, digest, &insert, &retire);
+  }
+  if (insert.empty() && retire.empty()) return Status::Ok();
+  DITUNE_ASSIGN_OR_RETURN(WriteTransaction txn,
+                          WriteTransaction::Begin(db_, path_, "bringing the factory fits to this release"));
+  insert.clear();
+  retire.clear();
+  {
+    DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> active, ActiveFits());
+    StaleFactoryFits(active, fits, digest, &insert, &retire);
+  }
+  if (insert.empty() && retire.empty()) return Status::Ok();  // another process did it; the guard rolls back
+  const std::string doing = "retiring the factory fits of another release";
+  DITUNE_ASSIGN_OR_RETURN(
+      Statement deactivate,
+      Statement::Prepare(db_, path_, "UPDATE fits SET active = 0 WHERE kind = ? AND key = ? AND active = 1", doing));
+  for (const auto& [kind, key] : retire) {
+    deactivate.Reset();
+    deactivate.BindText(1, kind);
+    deactivate.BindText(2, key);
+    DITUNE_RETURN_IF_ERROR(deactivate.Run());
+  }
+  std::vector<std::string> params, measurement_ids;
+  DITUNE_RETURN_IF_ERROR(EncodeFits(insert, &params, &measurement_ids));
+  // InsertFits bumps the calibration version, also where it inserts nothing and retirements
+  // alone changed the active fits.
+  DITUNE_RETURN_IF_ERROR(InsertFits(db_, path_, insert, params, measurement_ids).status());
   return txn.Commit();
 }
 

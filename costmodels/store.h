@@ -59,6 +59,10 @@ struct MeasurementFilter {
   std::optional<std::string> link;
 };
 
+// The fit parameter naming the release of the shipped factory calibration a fit was seeded
+// from (see StoreOptions::seed_fits).
+inline constexpr const char* kFactoryDigestParam = "factory";
+
 struct StoreOptions {
   // Read only: nothing is created, migrated or written; the write methods return
   // InvalidArgument naming the store. For a shared calibration (a read-only mount, a copy in
@@ -68,8 +72,17 @@ struct StoreOptions {
   bool read_only = false;
   // Fits a store starts with (the factory calibration shipped in data/calibration): written
   // in one transaction when a writable store is opened holding no fits and no measurements
-  // (new, or created by a process killed before it could seed it); ignored otherwise. Processes
-  // opening the same new store at once (the ranks of one job) seed it once.
+  // (new, or created by a process killed before it could seed it). Processes opening the same
+  // new store at once (the ranks of one job) seed it once.
+  //
+  // Seed fits that carry the factory calibration's digest (params[kFactoryDigestParam], the
+  // same in all of them) also keep an existing store current: when a writable store holds an
+  // active fit with another digest (seeded by another release of the calibration), each seed
+  // fit replaces the active fit of its (kind, key) where that one carries another digest or
+  // there is none, and active fits of the old digest that no seed fit replaces are
+  // deactivated; all in one transaction, once however many processes open the store at once.
+  // Fits without a digest (the user's own: fitted from measurements, refined on runs,
+  // learned with `calibrate learn --db`) are never touched, nor replaced where they are active.
   std::vector<Fit> seed_fits;
 };
 
@@ -136,6 +149,8 @@ class Store {
   static StatusOr<std::unique_ptr<Store>> OpenReadOnly(const std::string& path, bool immutable);
   Status Migrate();
   Status SeedIfEmpty(const std::vector<Fit>& fits);
+  // Brings the factory fits of an existing store to `fits`' digest (StoreOptions::seed_fits).
+  Status RefreshFactoryFits(const std::vector<Fit>& fits);
   // InvalidArgument naming the store and `doing` when it is read only.
   Status CheckWritable(std::string_view doing) const;
   // Validation before a transaction, and inserts inside one.

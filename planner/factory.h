@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,9 +35,14 @@ nlohmann::json FactoryCalibrationJson(const LearnResult& learned, const std::str
 // line N, ..."). InvalidArgument naming the field when the document is malformed.
 StatusOr<std::vector<Fit>> FactoryFits(const nlohmann::json& doc);
 
-// FactoryFits of the catalog's data directory's file; an empty list where the data
-// directory ships none.
+// FactoryFits of the catalog's data directory's file, each marked with the file's digest
+// (params[kFactoryDigestParam]: a store seeded from another release of the file is brought to
+// this one when opened, StoreOptions::seed_fits); an empty list where the data directory ships
+// none.
 StatusOr<std::vector<Fit>> LoadFactoryFits(const Catalog& catalog);
+
+// The digest that names a release of the factory file: 16 hex digits of its text's hash.
+std::string FactoryDigestOf(std::string_view text);
 
 // Opens the calibration store at `path` (Store::Open: an empty path is refused); a new one
 // starts with LoadFactoryFits(catalog) (StoreOptions::seed_fits).

@@ -108,6 +108,9 @@ expect ingest-nccl 0 "ingested 9 measurements" -- calibrate ingest "$data/all_re
 expect fit 0 "all_reduce/nvlink4@2x1 +9 " -- calibrate fit --db "$db"
 expect show 0 "9 measurements, [0-9]+ active fits" -- calibrate show --db "$db"
 expect show-json 0 '"key": "all_reduce/nvlink4@2x1"' -- calibrate show --db "$db" --json
+expect calibrate-factory 0 "[0-9]+ factory fits of release [0-9a-f]{16} active" -- calibrate factory --db "$db"
+expect calibrate-factory-kept 0 "9 measurements" -- calibrate show --db "$db"
+expect calibrate-factory-bad-flag 2 "Option .dbb. does not exist" -- calibrate factory --dbb "$db"
 expect ingest-xdit 0 "ingested 1 measurements" -- calibrate ingest "$data/xdit_flux_4gpu.log" --gpu h100-sxm5-80gb \
   --model flux.1-dev --config ulysses=4 --db "$db"
 expect ingest-no-link 2 "--link" -- calibrate ingest "$data/all_reduce_perf.txt" --gpu h100-sxm5-80gb --db "$db"

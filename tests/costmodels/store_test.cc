@@ -694,6 +694,116 @@ TEST_F(StoreTest, ProcessesSeedingANewStoreAtOnceAllOpenItAndSeedItOnce) {
   }
 }
 
+// A factory release's fits: each marked with the release's digest.
+std::vector<Fit> Release(const std::string& digest, const std::vector<std::pair<std::string, double>>& keys) {
+  std::vector<Fit> fits;
+  for (const auto& [key, alpha] : keys) {
+    Fit f = MakeFit("e2e", key, alpha);
+    f.measurement_ids.clear();
+    f.params[kFactoryDigestParam] = digest;
+    fits.push_back(std::move(f));
+  }
+  return fits;
+}
+
+// The active fits' (key -> alpha_s, digest or "user").
+std::map<std::string, std::pair<double, std::string>> ActiveByKey(Store& store) {
+  std::map<std::string, std::pair<double, std::string>> out;
+  auto fits = store.ActiveFits();
+  EXPECT_TRUE(fits.ok()) << fits.status().ToString();
+  if (!fits.ok()) return out;
+  for (const auto& f : *fits) {
+    out[f.key] = {f.params["alpha_s"].get<double>(),
+                  f.params.contains(kFactoryDigestParam) ? f.params[kFactoryDigestParam].get<std::string>() : "user"};
+  }
+  return out;
+}
+
+TEST_F(StoreTest, AStoreSeededByAnotherReleaseIsBroughtToThisOneAndTheUsersFitsStay) {
+  StoreOptions old_release;
+  old_release.seed_fits = Release("aaaa", {{"k1", 1e-5}, {"k2", 2e-5}, {"k5", 5e-5}});
+  {
+    auto store = Store::Open(path_, old_release);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    // The user's own fits: one replaces the factory's k2, one has a key of its own.
+    ASSERT_TRUE((*store)->ReplaceFit(MakeFit("e2e", "k2", 2.5e-5)).ok());
+    ASSERT_TRUE((*store)->ReplaceFit(MakeFit("e2e", "k3", 3e-5)).ok());
+  }
+  int64_t before = 0;
+  {
+    auto store = Store::Open(path_, old_release);  // the same release again: nothing to do
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    before = *(*store)->CalibrationVersion();
+  }
+  StoreOptions new_release;
+  new_release.seed_fits = Release("bbbb", {{"k1", 1.1e-5}, {"k2", 2.2e-5}, {"k4", 4.4e-5}});
+  auto store = Store::Open(path_, new_release);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  using Entry = std::pair<double, std::string>;
+  const std::map<std::string, Entry> expect = {
+      {"k1", {1.1e-5, "bbbb"}},  // the factory's, brought to the new release
+      {"k2", {2.5e-5, "user"}},  // the user's fit stays active over the factory's
+      {"k3", {3e-5, "user"}},    // the user's own key stays
+      {"k4", {4.4e-5, "bbbb"}},  // a key new in this release is added
+  };                             // k5, in the old release only, is retired
+  EXPECT_EQ(ActiveByKey(**store), expect);
+  const int64_t after = *(*store)->CalibrationVersion();
+  EXPECT_GT(after, before);
+  store->reset();
+  // Opened again with the same release, nothing changes.
+  auto again = Store::Open(path_, new_release);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ActiveByKey(**again), expect);
+  EXPECT_EQ(*(*again)->CalibrationVersion(), after);
+  // The measurements and the retired fits' rows are kept: history is not rewritten.
+  RawDb raw(path_);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM fits WHERE key = 'k5' AND active = 0"), 1);
+}
+
+TEST_F(StoreTest, AStoreWhoseFitsCarryNoReleaseIsLeftAsItIs) {
+  {
+    auto store = Store::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->ReplaceFit(MakeFit("e2e", "k1", 1e-5)).ok());
+  }
+  StoreOptions release;
+  release.seed_fits = Release("bbbb", {{"k1", 1.1e-5}, {"k4", 4.4e-5}});
+  auto store = Store::Open(path_, release);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  using Entry = std::pair<double, std::string>;
+  EXPECT_EQ(ActiveByKey(**store), (std::map<std::string, Entry>{{"k1", {1e-5, "user"}}}));
+}
+
+// Every rank of an MPI job opens a store seeded by an earlier release at once: each opens it,
+// and the release is brought in once.
+TEST_F(StoreTest, ProcessesOpeningAStoreOfAnEarlierReleaseAtOnceBringItInOnce) {
+  StoreOptions old_release, new_release;
+  for (int i = 0; i < 14; ++i) {
+    old_release.seed_fits.push_back(Release("aaaa", {{"seed/" + std::to_string(i), 1e-5}}).front());
+    new_release.seed_fits.push_back(Release("bbbb", {{"seed/" + std::to_string(i), 2e-5}}).front());
+  }
+  for (int trial = 0; trial < 8; ++trial) {
+    const std::string path = (dir_ / ("release-" + std::to_string(trial) + ".db")).string();
+    ASSERT_TRUE(Store::Open(path, old_release).ok());
+    std::vector<pid_t> kids;
+    for (int k = 0; k < 3; ++k) {
+      kids.push_back(Spawn([&path, &new_release, k] {
+        StatusOr<std::unique_ptr<Store>> store = Store::Open(path, new_release);
+        if (!store.ok()) {
+          std::fprintf(stderr, "opener %d: %s\n", k, store.status().ToString().c_str());
+          return 2;
+        }
+        return 0;
+      }));
+      ASSERT_GT(kids.back(), 0);
+    }
+    for (pid_t kid : kids) EXPECT_EQ(Wait(kid), 0) << "trial " << trial;
+    RawDb raw(path);
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM fits"), 28) << "trial " << trial;
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM fits WHERE active = 1 AND params LIKE '%bbbb%'"), 14) << "trial " << trial;
+  }
+}
+
 TEST_F(StoreTest, DamagedFileIsRefusedNamingThePath) {
   {
     auto store = OpenStore();

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -129,6 +130,55 @@ TEST(LearnTest, FactoryDocumentErrorsNameTheField) {
   auto bad = FactoryFits({{"mechanisms", nlohmann::json::object()}, {"scales", {{{"key", "x/y"}}}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("compute_scale"), std::string::npos);
+}
+
+// A store seeded by an earlier release of the factory file predicts with the shipped one once
+// opened again; the user's own measured scale stays.
+TEST(LearnTest, AStoreOfAnEarlierFactoryReleaseIsBroughtToTheShippedOne) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(DITUNE_TEST_TMP_DIR) / "earlier-factory";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy(DITUNE_TEST_DATA_DIR, dir / "data", fs::copy_options::recursive);
+  const fs::path file = dir / "data" / kFactoryCalibrationPath;
+  nlohmann::json earlier = nlohmann::json::parse(std::ifstream(file));
+  earlier["mechanisms"]["ring_call_ops"] = 7.0;
+  std::ofstream(file, std::ios::trunc) << earlier.dump(2) << "\n";
+  auto earlier_catalog = Catalog::Load(dir / "data");
+  ASSERT_TRUE(earlier_catalog.ok()) << earlier_catalog.status().ToString();
+  const std::string db = (dir / "store.db").string();
+  {
+    auto store = OpenCalibrationStore(*earlier_catalog, db);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    auto mech = MechanismsIn(*(*store)->ActiveFits());
+    ASSERT_TRUE(mech.ok() && mech->has_value());
+    EXPECT_EQ((*mech)->ring_call_ops, 7.0);
+    // The user's own scale for one (GPU, model), fitted from a measurement.
+    Fit own;
+    own.kind = kFitKindE2e;
+    own.key = E2eFitKey("h100-sxm5-80gb", "flux.1-dev");
+    own.params = {{"compute_scale", 2.5}};
+    own.points = 1;
+    ASSERT_TRUE((*store)->ReplaceFit(own).ok());
+  }
+  auto store = OpenCalibrationStore(Cat(), db);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto fits = (*store)->ActiveFits();
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  auto shipped = LoadFactoryFits(Cat());
+  ASSERT_TRUE(shipped.ok());
+  auto mech = MechanismsIn(*fits);
+  ASSERT_TRUE(mech.ok() && mech->has_value());
+  EXPECT_EQ(**mech, **MechanismsIn(*shipped));
+  for (const auto& f : *fits) {
+    if (f.kind != kFitKindE2e) continue;
+    if (f.key == E2eFitKey("h100-sxm5-80gb", "flux.1-dev")) {
+      EXPECT_EQ(f.params["compute_scale"].get<double>(), 2.5);
+      EXPECT_FALSE(f.params.contains(kFactoryDigestParam));
+    } else {
+      EXPECT_EQ(f.params[kFactoryDigestParam], shipped->front().params[kFactoryDigestParam]) << f.key;
+    }
+  }
 }
 
 // Cross-validation never sees the held-out group: poisoning its published latencies changes
