@@ -150,7 +150,8 @@ int Show(int argc, char** argv) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& f : *fits) {
       out.push_back({{"id", f.id}, {"kind", f.kind}, {"key", f.key}, {"points", f.points}, {"mape", f.mape},
-                     {"params", f.params}, {"measurement_ids", f.measurement_ids}, {"unix_time", f.unix_time}});
+                     {"params", f.params}, {"measurement_ids", f.measurement_ids}, {"unix_time", f.unix_time},
+                     {"factory_release", f.factory_release != 0 ? fmt::format("{:016x}", f.factory_release) : ""}});
     }
     std::cout << nlohmann::json{{"db", (*store)->path()}, {"calibration_version", *version},
                                 {"measurements", measurements->size()}, {"fits", out}}
@@ -190,8 +191,8 @@ int FactoryCmd(int argc, char** argv) {
   if (!store.ok()) return Fail("calibrate factory", store.status());
   Status st = (*store)->ReplaceFits(*fits);
   if (!st.ok()) return Fail("calibrate factory", st);
-  std::cout << fmt::format("{}: {} factory fits of release {} active\n", (*store)->path(), fits->size(),
-                           fits->front().params[kFactoryDigestParam].get<std::string>());
+  std::cout << fmt::format("{}: {} factory fits of release {:016x} active\n", (*store)->path(), fits->size(),
+                           fits->front().factory_release);
   return 0;
 }
 

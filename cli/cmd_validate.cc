@@ -106,7 +106,8 @@ int RunValidate(int argc, char** argv) {
   const bool record = args->count("db") > 0;
   auto store = OpenStore(record ? (*args)["db"].as<std::string>() : Store::DefaultPath());
   if (!store.ok()) return Fail("validate", store.status());
-  // Without --db the default store's fits are read but nothing is written to it.
+  // Without --db the default store's fits are read and nothing of this run is written to it
+  // (opening it seeds it, or brings in the shipped factory release, as for every command).
   std::unique_ptr<Store> scratch;
   Store* target = store->get();
   if (!record) {

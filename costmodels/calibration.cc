@@ -243,10 +243,7 @@ StatusOr<std::optional<Mechanisms>> MechanismsIn(const std::vector<Fit>& fits, c
   }
   if (chosen == nullptr) return std::optional<Mechanisms>();
   nlohmann::json constants = chosen->params;
-  if (constants.is_object()) {
-    constants.erase("origin");  // where they came from, not constants
-    constants.erase(kFactoryDigestParam);
-  }
+  if (constants.is_object()) constants.erase("origin");  // where they came from, not a constant
   auto m = MechanismsFromJson(constants);
   if (!m.ok()) {
     return Status::Corruption(fmt::format("fit {} '{}': {}", chosen->id, chosen->key, m.status().message()));

@@ -410,6 +410,9 @@ namespace {
 
 // Deactivates each fit's (kind, key) predecessor and inserts it, inside the caller's
 // transaction; then bumps the calibration version once.
+// The meta row that holds a fit's factory release (Fit::factory_release).
+std::string ReleaseName(int64_t fit_id) { return fmt::format("factory_release/{}", fit_id); }
+
 StatusOr<std::vector<int64_t>> InsertFits(sqlite3* db, const std::string& path,
                                           const std::vector<Fit>& fits,
                                           const std::vector<std::string>& params,
@@ -429,6 +432,9 @@ StatusOr<std::vector<int64_t>> InsertFits(sqlite3* db, const std::string& path,
       Statement bump,
       Statement::Prepare(
           db, path, "UPDATE meta SET value = value + 1 WHERE name = 'calibration_version'", doing));
+  DITUNE_ASSIGN_OR_RETURN(
+      Statement mark,
+      Statement::Prepare(db, path, "INSERT OR REPLACE INTO meta(name, value) VALUES (?, ?)", doing));
   const int64_t now = UnixNow();
   std::vector<int64_t> ids;
   ids.reserve(fits.size());
@@ -448,6 +454,12 @@ StatusOr<std::vector<int64_t>> InsertFits(sqlite3* db, const std::string& path,
     insert.BindInt(7, f.unix_time != 0 ? f.unix_time : now);
     DITUNE_RETURN_IF_ERROR(insert.Run());
     ids.push_back(sqlite3_last_insert_rowid(db));
+    if (f.factory_release != 0) {
+      mark.Reset();
+      mark.BindText(1, ReleaseName(ids.back()));
+      mark.BindInt(2, static_cast<int64_t>(f.factory_release));
+      DITUNE_RETURN_IF_ERROR(mark.Run());
+    }
   }
   DITUNE_RETURN_IF_ERROR(bump.Run());
   if (sqlite3_changes(db) != 1) {
@@ -535,34 +547,42 @@ Status Store::SeedIfEmpty(const std::vector<Fit>& fits) {
 
 namespace {
 
-// The factory digest a fit was seeded with; "" for the user's own fits.
-std::string FactoryDigest(const Fit& f) {
-  if (!f.params.is_object()) return "";
-  auto it = f.params.find(kFactoryDigestParam);
-  return it != f.params.end() && it->is_string() ? it->get<std::string>() : "";
+using KindKey = std::pair<std::string, std::string>;
+
+// The factory release of each active fit, by (kind, key); 0 for the user's own. Reads no
+// params, so that one damaged fit does not stop a store from opening.
+StatusOr<std::map<KindKey, uint64_t>> ActiveReleases(sqlite3* db, const std::string& path) {
+  DITUNE_ASSIGN_OR_RETURN(
+      Statement s,
+      Statement::Prepare(db, path,
+                         "SELECT f.kind, f.key, COALESCE(m.value, 0) FROM fits AS f LEFT JOIN meta AS m "
+                         "ON m.name = 'factory_release/' || f.id WHERE f.active = 1",
+                         "reading the active fits' factory releases"));
+  std::map<KindKey, uint64_t> out;
+  while (true) {
+    DITUNE_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out[{s.Text(0), s.Text(1)}] = static_cast<uint64_t>(s.Int(2));
+  }
+  return out;
 }
 
-// What bringing `active` to the factory fits `fits` of digest `digest` writes: the seed fits
-// to insert (each replacing the active fit of its kind and key) and the stale factory fits to
-// deactivate. Both empty when no active fit carries another digest.
-void StaleFactoryFits(const std::vector<Fit>& active, const std::vector<Fit>& fits, const std::string& digest,
-                      std::vector<Fit>* insert, std::vector<std::pair<std::string, std::string>>* retire) {
-  std::map<std::pair<std::string, std::string>, std::string> current;  // (kind, key) -> its digest
-  bool stale = false;
-  for (const auto& f : active) {
-    const std::string d = FactoryDigest(f);
-    current[{f.kind, f.key}] = d;
-    stale = stale || (!d.empty() && d != digest);
-  }
-  if (!stale) return;
-  std::set<std::pair<std::string, std::string>> shipped;
+// What bringing a store whose active fits are of `current` releases to the factory fits
+// `fits` of `release` writes: the seed fits to insert (each replacing the active fit of its
+// kind and key) and the other release's fits to deactivate. Both empty when no active fit is
+// of another release.
+void StaleFactoryFits(const std::map<KindKey, uint64_t>& current, const std::vector<Fit>& fits, uint64_t release,
+                      std::vector<Fit>* insert, std::vector<KindKey>* retire) {
+  auto other = [release](uint64_t r) { return r != 0 && r != release; };
+  if (std::none_of(current.begin(), current.end(), [&](const auto& kv) { return other(kv.second); })) return;
+  std::set<KindKey> shipped;
   for (const auto& f : fits) {
     shipped.insert({f.kind, f.key});
     auto it = current.find({f.kind, f.key});
-    if (it == current.end() || (!it->second.empty() && it->second != digest)) insert->push_back(f);
+    if (it == current.end() || other(it->second)) insert->push_back(f);
   }
-  for (const auto& [kind_key, d] : current) {
-    if (!d.empty() && d != digest && !shipped.contains(kind_key)) retire->push_back(kind_key);
+  for (const auto& [kind_key, r] : current) {
+    if (other(r) && !shipped.contains(kind_key)) retire->push_back(kind_key);
   }
 }
 
@@ -570,20 +590,20 @@ void StaleFactoryFits(const std::vector<Fit>& active, const std::vector<Fit>& fi
 
 Status Store::RefreshFactoryFits(const std::vector<Fit>& fits) {
   if (read_only_ || fits.empty()) return Status::Ok();
-  const std::string digest = FactoryDigest(fits.front());
-  if (digest.empty()) return Status::Ok();
+  const uint64_t release = fits.front().factory_release;
+  if (release == 0) return Status::Ok();
   for (const auto& f : fits) {
-    if (FactoryDigest(f) != digest) {
-      return Status::InvalidArgument("factory fits: every seed fit must carry the same factory digest");
+    if (f.factory_release != release) {
+      return Status::InvalidArgument("factory fits: every seed fit must be of the same factory release");
     }
   }
   // The cheap check needs no lock; the refresh is decided again under the write lock, so that
   // processes opening the store at once refresh it once.
   std::vector<Fit> insert;
-  std::vector<std::pair<std::string, std::string>> retire;
+  std::vector<KindKey> retire;
   {
-    DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> active, ActiveFits());
-    StaleFactoryFits(active, fits, digest, &insert, &retire);
+    DITUNE_ASSIGN_OR_RETURN(auto current, ActiveReleases(db_, path_));
+    StaleFactoryFits(current, fits, release, &insert, &retire);
   }
   if (insert.empty() && retire.empty()) return Status::Ok();
   DITUNE_ASSIGN_OR_RETURN(WriteTransaction txn,
@@ -591,8 +611,8 @@ Status Store::RefreshFactoryFits(const std::vector<Fit>& fits) {
   insert.clear();
   retire.clear();
   {
-    DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> active, ActiveFits());
-    StaleFactoryFits(active, fits, digest, &insert, &retire);
+    DITUNE_ASSIGN_OR_RETURN(auto current, ActiveReleases(db_, path_));
+    StaleFactoryFits(current, fits, release, &insert, &retire);
   }
   if (insert.empty() && retire.empty()) return Status::Ok();  // another process did it; the guard rolls back
   const std::string doing = "retiring the factory fits of another release";
@@ -617,7 +637,9 @@ StatusOr<std::vector<Fit>> Store::ActiveFits(const std::optional<std::string>& k
   DITUNE_ASSIGN_OR_RETURN(
       Statement s,
       Statement::Prepare(db_, path_,
-                         fmt::format("SELECT {} FROM fits WHERE active = 1{} ORDER BY kind, key",
+                         fmt::format("SELECT {}, COALESCE((SELECT value FROM meta WHERE name = "
+                                     "'factory_release/' || fits.id), 0) FROM fits WHERE active = 1{} "
+                                     "ORDER BY kind, key",
                                      kFitColumns, kind ? " AND kind = ?" : ""),
                          "reading active fits"));
   if (kind) s.BindText(1, *kind);
@@ -626,6 +648,7 @@ StatusOr<std::vector<Fit>> Store::ActiveFits(const std::optional<std::string>& k
     DITUNE_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
     DITUNE_ASSIGN_OR_RETURN(Fit f, ReadFit(s, path_));
+    f.factory_release = static_cast<uint64_t>(s.Int(9));
     out.push_back(std::move(f));
   }
   return out;

@@ -39,6 +39,10 @@ struct Fit {
   std::vector<int64_t> measurement_ids;              // which measurements
   bool active = true;
   int64_t unix_time = 0;
+  // The release of the shipped factory calibration the fit was seeded from (a digest of its
+  // file); 0 for the user's own fits. Kept beside the fit, not in its params, so that any
+  // ditune reads the params.
+  uint64_t factory_release = 0;
 };
 
 // One executor run: the plan, what was predicted and what was measured.
@@ -59,10 +63,6 @@ struct MeasurementFilter {
   std::optional<std::string> link;
 };
 
-// The fit parameter naming the release of the shipped factory calibration a fit was seeded
-// from (see StoreOptions::seed_fits).
-inline constexpr const char* kFactoryDigestParam = "factory";
-
 struct StoreOptions {
   // Read only: nothing is created, migrated or written; the write methods return
   // InvalidArgument naming the store. For a shared calibration (a read-only mount, a copy in
@@ -75,14 +75,14 @@ struct StoreOptions {
   // (new, or created by a process killed before it could seed it). Processes opening the same
   // new store at once (the ranks of one job) seed it once.
   //
-  // Seed fits that carry the factory calibration's digest (params[kFactoryDigestParam], the
-  // same in all of them) also keep an existing store current: when a writable store holds an
-  // active fit with another digest (seeded by another release of the calibration), each seed
-  // fit replaces the active fit of its (kind, key) where that one carries another digest or
-  // there is none, and active fits of the old digest that no seed fit replaces are
-  // deactivated; all in one transaction, once however many processes open the store at once.
-  // Fits without a digest (the user's own: fitted from measurements, refined on runs,
-  // learned with `calibrate learn --db`) are never touched, nor replaced where they are active.
+  // Seed fits of one factory release (Fit::factory_release, the same in all of them) also
+  // keep an existing store current: when a writable store holds an active fit of another
+  // release, each seed fit replaces the active fit of its (kind, key) where that one is of
+  // another release or there is none, and active fits of another release that no seed fit
+  // replaces are deactivated; all in one transaction, once however many processes open the
+  // store at once. The user's own fits (release 0: fitted from measurements, refined on runs,
+  // learned with `calibrate learn --db`) are never touched, nor replaced where they are
+  // active. Deciding reads only the active fits' kinds, keys and releases, never their params.
   std::vector<Fit> seed_fits;
 };
 

@@ -89,19 +89,19 @@ StatusOr<std::vector<Fit>> LoadFactoryFits(const Catalog& catalog) {
   if (doc.is_discarded()) return Status::InvalidArgument(fmt::format("{}: not valid JSON", path.string()));
   auto fits = FactoryFits(doc);
   if (!fits.ok()) return fits.status().WithContext(path.string());
-  const std::string digest = FactoryDigestOf(text.str());
-  for (auto& f : *fits) f.params[kFactoryDigestParam] = digest;
+  const uint64_t release = FactoryReleaseOf(text.str());
+  for (auto& f : *fits) f.factory_release = release;
   return fits;
 }
 
-std::string FactoryDigestOf(std::string_view text) {
-  // FNV-1a, 64 bits: a release's file names its fits; any edit of the file is a new release.
+uint64_t FactoryReleaseOf(std::string_view text) {
+  // FNV-1a, 64 bits: any edit of the file is another release.
   uint64_t h = 14695981039346656037ull;
   for (unsigned char c : text) {
     h ^= c;
     h *= 1099511628211ull;
   }
-  return fmt::format("{:016x}", h);
+  return h != 0 ? h : 1;  // 0 marks the user's own fits
 }
 
 StatusOr<std::unique_ptr<Store>> OpenCalibrationStore(const Catalog& catalog, const std::string& path) {

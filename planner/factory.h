@@ -8,6 +8,7 @@
 #ifndef DITUNE_PLANNER_FACTORY_H_
 #define DITUNE_PLANNER_FACTORY_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -35,14 +36,14 @@ nlohmann::json FactoryCalibrationJson(const LearnResult& learned, const std::str
 // line N, ..."). InvalidArgument naming the field when the document is malformed.
 StatusOr<std::vector<Fit>> FactoryFits(const nlohmann::json& doc);
 
-// FactoryFits of the catalog's data directory's file, each marked with the file's digest
-// (params[kFactoryDigestParam]: a store seeded from another release of the file is brought to
-// this one when opened, StoreOptions::seed_fits); an empty list where the data directory ships
+// FactoryFits of the catalog's data directory's file, each marked as of the file's release
+// (Fit::factory_release: a store seeded from another release of the file is brought to this
+// one when opened, StoreOptions::seed_fits); an empty list where the data directory ships
 // none.
 StatusOr<std::vector<Fit>> LoadFactoryFits(const Catalog& catalog);
 
-// The digest that names a release of the factory file: 16 hex digits of its text's hash.
-std::string FactoryDigestOf(std::string_view text);
+// The release of a factory file: a 64-bit hash of its text, never 0.
+uint64_t FactoryReleaseOf(std::string_view text);
 
 // Opens the calibration store at `path` (Store::Open: an empty path is refused); a new one
 // starts with LoadFactoryFits(catalog) (StoreOptions::seed_fits).

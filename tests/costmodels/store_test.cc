@@ -694,34 +694,35 @@ TEST_F(StoreTest, ProcessesSeedingANewStoreAtOnceAllOpenItAndSeedItOnce) {
   }
 }
 
-// A factory release's fits: each marked with the release's digest.
-std::vector<Fit> Release(const std::string& digest, const std::vector<std::pair<std::string, double>>& keys) {
+// A factory release's fits.
+std::vector<Fit> Release(uint64_t release, const std::vector<std::pair<std::string, double>>& keys) {
   std::vector<Fit> fits;
   for (const auto& [key, alpha] : keys) {
     Fit f = MakeFit("e2e", key, alpha);
     f.measurement_ids.clear();
-    f.params[kFactoryDigestParam] = digest;
+    f.factory_release = release;
     fits.push_back(std::move(f));
   }
   return fits;
 }
 
-// The active fits' (key -> alpha_s, digest or "user").
-std::map<std::string, std::pair<double, std::string>> ActiveByKey(Store& store) {
-  std::map<std::string, std::pair<double, std::string>> out;
+// The active fits' (key -> alpha_s, release: 0 for the user's own). Their params are the
+// seed fits' as they were: any ditune reads them.
+std::map<std::string, std::pair<double, uint64_t>> ActiveByKey(Store& store) {
+  std::map<std::string, std::pair<double, uint64_t>> out;
   auto fits = store.ActiveFits();
   EXPECT_TRUE(fits.ok()) << fits.status().ToString();
   if (!fits.ok()) return out;
   for (const auto& f : *fits) {
-    out[f.key] = {f.params["alpha_s"].get<double>(),
-                  f.params.contains(kFactoryDigestParam) ? f.params[kFactoryDigestParam].get<std::string>() : "user"};
+    EXPECT_EQ(f.params, MakeFit("e2e", f.key, f.params["alpha_s"].get<double>()).params) << f.key;
+    out[f.key] = {f.params["alpha_s"].get<double>(), f.factory_release};
   }
   return out;
 }
 
 TEST_F(StoreTest, AStoreSeededByAnotherReleaseIsBroughtToThisOneAndTheUsersFitsStay) {
   StoreOptions old_release;
-  old_release.seed_fits = Release("aaaa", {{"k1", 1e-5}, {"k2", 2e-5}, {"k5", 5e-5}});
+  old_release.seed_fits = Release(0xaaaa, {{"k1", 1e-5}, {"k2", 2e-5}, {"k5", 5e-5}});
   {
     auto store = Store::Open(path_, old_release);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -736,15 +737,15 @@ TEST_F(StoreTest, AStoreSeededByAnotherReleaseIsBroughtToThisOneAndTheUsersFitsS
     before = *(*store)->CalibrationVersion();
   }
   StoreOptions new_release;
-  new_release.seed_fits = Release("bbbb", {{"k1", 1.1e-5}, {"k2", 2.2e-5}, {"k4", 4.4e-5}});
+  new_release.seed_fits = Release(0xbbbb, {{"k1", 1.1e-5}, {"k2", 2.2e-5}, {"k4", 4.4e-5}});
   auto store = Store::Open(path_, new_release);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  using Entry = std::pair<double, std::string>;
+  using Entry = std::pair<double, uint64_t>;
   const std::map<std::string, Entry> expect = {
-      {"k1", {1.1e-5, "bbbb"}},  // the factory's, brought to the new release
-      {"k2", {2.5e-5, "user"}},  // the user's fit stays active over the factory's
-      {"k3", {3e-5, "user"}},    // the user's own key stays
-      {"k4", {4.4e-5, "bbbb"}},  // a key new in this release is added
+      {"k1", {1.1e-5, 0xbbbb}},  // the factory's, brought to the new release
+      {"k2", {2.5e-5, 0}},       // the user's fit stays active over the factory's
+      {"k3", {3e-5, 0}},         // the user's own key stays
+      {"k4", {4.4e-5, 0xbbbb}},  // a key new in this release is added
   };                             // k5, in the old release only, is retired
   EXPECT_EQ(ActiveByKey(**store), expect);
   const int64_t after = *(*store)->CalibrationVersion();
@@ -767,11 +768,35 @@ TEST_F(StoreTest, AStoreWhoseFitsCarryNoReleaseIsLeftAsItIs) {
     ASSERT_TRUE((*store)->ReplaceFit(MakeFit("e2e", "k1", 1e-5)).ok());
   }
   StoreOptions release;
-  release.seed_fits = Release("bbbb", {{"k1", 1.1e-5}, {"k4", 4.4e-5}});
+  release.seed_fits = Release(0xbbbb, {{"k1", 1.1e-5}, {"k4", 4.4e-5}});
   auto store = Store::Open(path_, release);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  using Entry = std::pair<double, std::string>;
-  EXPECT_EQ(ActiveByKey(**store), (std::map<std::string, Entry>{{"k1", {1e-5, "user"}}}));
+  using Entry = std::pair<double, uint64_t>;
+  EXPECT_EQ(ActiveByKey(**store), (std::map<std::string, Entry>{{"k1", {1e-5, 0}}}));
+}
+
+// Deciding whether a store needs the shipped release reads no fit's params: a damaged one
+// does not stop the store from opening (the commands that read it name it).
+TEST_F(StoreTest, ADamagedFitDoesNotStopAStoreOfAnEarlierReleaseFromOpening) {
+  StoreOptions old_release, new_release;
+  old_release.seed_fits = Release(0xaaaa, {{"k1", 1e-5}});
+  new_release.seed_fits = Release(0xbbbb, {{"k1", 1.1e-5}});
+  {
+    auto store = Store::Open(path_, old_release);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->ReplaceFit(MakeFit("e2e", "k3", 3e-5)).ok());
+  }
+  {
+    RawDb raw(path_);
+    raw.Exec("UPDATE fits SET params = '{not json' WHERE key = 'k3'");
+  }
+  auto store = Store::Open(path_, new_release);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  RawDb raw(path_);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM fits WHERE key = 'k1' AND active = 1 AND params LIKE '%1.1e-05%'"), 1);
+  auto fits = (*store)->ActiveFits();
+  ASSERT_FALSE(fits.ok());
+  EXPECT_TRUE(Contains(fits.status().message(), "params")) << fits.status().ToString();
 }
 
 // Every rank of an MPI job opens a store seeded by an earlier release at once: each opens it,
@@ -779,8 +804,8 @@ TEST_F(StoreTest, AStoreWhoseFitsCarryNoReleaseIsLeftAsItIs) {
 TEST_F(StoreTest, ProcessesOpeningAStoreOfAnEarlierReleaseAtOnceBringItInOnce) {
   StoreOptions old_release, new_release;
   for (int i = 0; i < 14; ++i) {
-    old_release.seed_fits.push_back(Release("aaaa", {{"seed/" + std::to_string(i), 1e-5}}).front());
-    new_release.seed_fits.push_back(Release("bbbb", {{"seed/" + std::to_string(i), 2e-5}}).front());
+    old_release.seed_fits.push_back(Release(0xaaaa, {{"seed/" + std::to_string(i), 1e-5}}).front());
+    new_release.seed_fits.push_back(Release(0xbbbb, {{"seed/" + std::to_string(i), 2e-5}}).front());
   }
   for (int trial = 0; trial < 8; ++trial) {
     const std::string path = (dir_ / ("release-" + std::to_string(trial) + ".db")).string();
@@ -800,7 +825,10 @@ TEST_F(StoreTest, ProcessesOpeningAStoreOfAnEarlierReleaseAtOnceBringItInOnce) {
     for (pid_t kid : kids) EXPECT_EQ(Wait(kid), 0) << "trial " << trial;
     RawDb raw(path);
     EXPECT_EQ(raw.Int("SELECT count(*) FROM fits"), 28) << "trial " << trial;
-    EXPECT_EQ(raw.Int("SELECT count(*) FROM fits WHERE active = 1 AND params LIKE '%bbbb%'"), 14) << "trial " << trial;
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM fits JOIN meta ON meta.name = 'factory_release/' || fits.id "
+                      "WHERE fits.active = 1 AND meta.value = 48059"),  // 0xbbbb
+              14)
+        << "trial " << trial;
   }
 }
 
