@@ -408,11 +408,11 @@ StatusOr<std::vector<Measurement>> Store::MeasurementsById(const std::vector<int
 
 namespace {
 
-// Deactivates each fit's (kind, key) predecessor and inserts it, inside the caller's
-// transaction; then bumps the calibration version once.
 // The meta row that holds a fit's factory release (Fit::factory_release).
 std::string ReleaseName(int64_t fit_id) { return fmt::format("factory_release/{}", fit_id); }
 
+// Deactivates each fit's (kind, key) predecessor and inserts it, with its factory release
+// where it has one, inside the caller's transaction; then bumps the calibration version once.
 StatusOr<std::vector<int64_t>> InsertFits(sqlite3* db, const std::string& path,
                                           const std::vector<Fit>& fits,
                                           const std::vector<std::string>& params,
