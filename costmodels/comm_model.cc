@@ -52,14 +52,15 @@ std::string_view LinkTierName(LinkTier t) {
 
 CommModel::CommModel(const Cluster& cluster) : cluster_(&cluster) {}
 
-int CommModel::SocketOf(int rank) const {
+int CommModel::GpusPerSocket() const {
   const int sockets = cluster_->intra->topology == LinkTopology::kPcieTwoSocket ? cluster_->intra->sockets : 1;
   // Ranks fill a node's GPUs in order; the box splits its GPUs evenly over the sockets, so
   // a job that uses 6 GPUs of an 8-GPU two-socket box has 4 on one socket and 2 on the other.
   const int box = std::max(cluster_->gpus_per_node(), cluster_->gpu->max_gpus_per_node);
-  const int per_socket = std::max(1, (box + sockets - 1) / sockets);
-  return (rank % cluster_->gpus_per_node()) / per_socket;
+  return std::max(1, (box + sockets - 1) / sockets);
 }
+
+int CommModel::SocketOf(int rank) const { return (rank % cluster_->gpus_per_node()) / GpusPerSocket(); }
 
 LinkTier CommModel::TierOf(const std::vector<int>& group) const {
   if (group.empty()) return LinkTier::kIntra;
@@ -179,8 +180,14 @@ Seconds CommModel::PcieAllToAll(Bytes size, const std::vector<int>& group, LinkT
 double CommModel::SwitchCrossing(const std::vector<int>& group) const {
   const int per_switch = cluster_->intra->gpus_per_switch;
   if (per_switch <= 0) return 0;
+  // A socket's GPUs fill its switches in order; a switch never spans two sockets.
+  const int per_socket = GpusPerSocket();
+  const int switches_per_socket = (per_socket + per_switch - 1) / per_switch;
   std::map<int, int> per_switch_count;
-  for (int r : group) per_switch_count[(r % cluster_->gpus_per_node()) / per_switch]++;
+  for (int r : group) {
+    const int local = r % cluster_->gpus_per_node();
+    per_switch_count[(local / per_socket) * switches_per_socket + (local % per_socket) / per_switch]++;
+  }
   return MostCrossing(per_switch_count, static_cast<int>(group.size()));
 }
 

@@ -44,8 +44,9 @@ class CommModel {
   // The socket of a rank inside its node (0 where the box has one socket).
   int SocketOf(int rank) const;
   // The most shares any one PCIe switch's uplink carries each way in an all-to-all of
-  // `group`: c x (n - c) for c of its n ranks behind that switch (consecutive GPUs of a node
-  // share a switch, LinkSpec::gpus_per_switch of them); 0 where the link has no switches.
+  // `group`: c x (n - c) for c of its n ranks behind that switch (consecutive GPUs of a
+  // socket share a switch, LinkSpec::gpus_per_switch of them); 0 where the link has no
+  // switches.
   double SwitchCrossing(const std::vector<int>& group) const;
   // The fit key of a collective on a tier of this cluster, e.g. "all_to_all/pcie4/cross-socket".
   std::string FitKey(Collective c, LinkTier tier) const;
@@ -80,6 +81,8 @@ class CommModel {
   // All-to-all on a PCIe box's links (each rank's own and each switch's uplink, within a
   // socket; across, with the inter-socket path shared by every crossing pair too).
   Seconds PcieAllToAll(Bytes size, const std::vector<int>& group, LinkTier tier, double sharing) const;
+  // GPUs of a node on each socket (the whole node where the box has one socket).
+  int GpusPerSocket() const;
 
   const Cluster* cluster_;
   struct SizedFit {

@@ -88,6 +88,24 @@ TEST(MechanismsTest, InSocketAllToAllIsLimitedByEachRanksLinkOrItsSwitchsUplink)
               pcie.latency.value() + 1e6 * 1.0 / bw, 1e-12);
 }
 
+TEST(MechanismsTest, ASwitchNeverSpansTwoSockets) {
+  // A box of four GPUs a socket behind switches of three: {0, 1, 2}, {3} on the first socket,
+  // {4, 5, 6}, {7} on the second.
+  Cluster c = PcieBox(8);
+  LinkSpec wide = *c.intra;
+  wide.gpus_per_switch = 3;
+  c.intra = &wide;
+  CommModel comm(c);
+  EXPECT_EQ(comm.SocketOf(3), 0);
+  EXPECT_EQ(comm.SocketOf(4), 1);
+  // GPUs 3 and 4 are on different sockets, so behind different switches: each crosses once.
+  EXPECT_EQ(comm.SwitchCrossing({3, 4}), 1.0);
+  // GPUs 4 and 5 share the second socket's first switch: nothing leaves it.
+  EXPECT_EQ(comm.SwitchCrossing({4, 5}), 0.0);
+  // 0..3: the first switch holds three of the four, and its uplink carries 3 x 1 shares.
+  EXPECT_EQ(comm.SwitchCrossing({0, 1, 2, 3}), 3.0);
+}
+
 TEST(MechanismsTest, ABoxWithoutSwitchesLimitsAnInSocketAllToAllByEachRanksLink) {
   auto spec = ClusterSpec{"l40-48gb", 8};
   spec.intra_id = "pcie3";
