@@ -171,8 +171,8 @@ int FactoryCmd(int argc, char** argv) {
                            "Put the shipped factory calibration (data/calibration/factory.json) back into the store: "
                            "its constants and compute scales replace the active fits of the same kind and key, your "
                            "own included; measurements stay (`calibrate fit` refits from them). A store seeded by "
-                           "an earlier release is brought to the shipped one when opened; one that predates the "
-                           "releases' digests needs this command once");
+                           "another release is brought to the shipped one when opened; one seeded before fits were "
+                           "marked with a release needs this command once");
   options.add_options()("db", "calibration database", cxxopts::value<std::string>());
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
