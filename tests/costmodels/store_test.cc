@@ -668,6 +668,25 @@ TEST_F(StoreTest, TwoProcessesWritingAtOnceLoseNothing) {
   EXPECT_EQ(per_writer["writer-b"], 200);
 }
 
+// Opens the store at `path` with `options` from `processes` processes at once; each one's
+// exit status (0: opened; the error is printed), -1 where a process could not be started.
+std::vector<int> OpenAtOnce(const std::string& path, const StoreOptions& options, int processes) {
+  std::vector<pid_t> kids;
+  for (int k = 0; k < processes; ++k) {
+    kids.push_back(Spawn([&path, &options, k] {
+      StatusOr<std::unique_ptr<Store>> store = Store::Open(path, options);
+      if (!store.ok()) {
+        std::fprintf(stderr, "opener %d: %s\n", k, store.status().ToString().c_str());
+        return 2;
+      }
+      return 0;
+    }));
+  }
+  std::vector<int> statuses;
+  for (pid_t kid : kids) statuses.push_back(kid > 0 ? Wait(kid) : -1);
+  return statuses;
+}
+
 // Every rank of an MPI job opens the same new store with the factory fits at once: each must
 // open it, and the fits are seeded once.
 TEST_F(StoreTest, ProcessesSeedingANewStoreAtOnceAllOpenItAndSeedItOnce) {
@@ -675,19 +694,7 @@ TEST_F(StoreTest, ProcessesSeedingANewStoreAtOnceAllOpenItAndSeedItOnce) {
   for (int i = 0; i < 14; ++i) options.seed_fits.push_back(MakeFit("comm", "seed/" + std::to_string(i), 1e-5));
   for (int trial = 0; trial < 12; ++trial) {
     const std::string path = (dir_ / ("seeded-" + std::to_string(trial) + ".db")).string();
-    std::vector<pid_t> kids;
-    for (int k = 0; k < 3; ++k) {
-      kids.push_back(Spawn([&path, &options, k] {
-        StatusOr<std::unique_ptr<Store>> store = Store::Open(path, options);
-        if (!store.ok()) {
-          std::fprintf(stderr, "opener %d: %s\n", k, store.status().ToString().c_str());
-          return 2;
-        }
-        return 0;
-      }));
-      ASSERT_GT(kids.back(), 0);
-    }
-    for (pid_t kid : kids) EXPECT_EQ(Wait(kid), 0) << "trial " << trial;
+    for (int status : OpenAtOnce(path, options, 3)) EXPECT_EQ(status, 0) << "trial " << trial;
     RawDb raw(path);
     EXPECT_EQ(raw.Int("SELECT count(*) FROM fits"), 14) << "trial " << trial;
     EXPECT_EQ(raw.Int("SELECT count(*) FROM fits WHERE active = 1"), 14) << "trial " << trial;
@@ -810,19 +817,7 @@ TEST_F(StoreTest, ProcessesOpeningAStoreOfAnEarlierReleaseAtOnceBringItInOnce) {
   for (int trial = 0; trial < 8; ++trial) {
     const std::string path = (dir_ / ("release-" + std::to_string(trial) + ".db")).string();
     ASSERT_TRUE(Store::Open(path, old_release).ok());
-    std::vector<pid_t> kids;
-    for (int k = 0; k < 3; ++k) {
-      kids.push_back(Spawn([&path, &new_release, k] {
-        StatusOr<std::unique_ptr<Store>> store = Store::Open(path, new_release);
-        if (!store.ok()) {
-          std::fprintf(stderr, "opener %d: %s\n", k, store.status().ToString().c_str());
-          return 2;
-        }
-        return 0;
-      }));
-      ASSERT_GT(kids.back(), 0);
-    }
-    for (pid_t kid : kids) EXPECT_EQ(Wait(kid), 0) << "trial " << trial;
+    for (int status : OpenAtOnce(path, new_release, 3)) EXPECT_EQ(status, 0) << "trial " << trial;
     RawDb raw(path);
     EXPECT_EQ(raw.Int("SELECT count(*) FROM fits"), 28) << "trial " << trial;
     EXPECT_EQ(raw.Int("SELECT count(*) FROM fits JOIN meta ON meta.name = 'factory_release/' || fits.id "
