@@ -12,8 +12,9 @@
 
 namespace ditune::cli {
 
-// The store --db names, or the default one.
-StatusOr<std::unique_ptr<Store>> OpenStoreFromArgs(const cxxopts::ParseResult& args);
+// The store --db names, or the default one. A command that records (`records`) refuses a
+// store in memory (`--db :memory:`): what it keeps would vanish with the process.
+StatusOr<std::unique_ptr<Store>> OpenStoreFromArgs(const cxxopts::ParseResult& args, bool records = true);
 // The fits as a table: kind, key, points, error and each fit's parameters.
 void PrintFits(const std::vector<Fit>& fits);
 

@@ -3,6 +3,7 @@
 #include "planner/factory.h"
 
 #include "core/config_rules.h"
+#include "core/output_file.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -132,7 +133,9 @@ StatusOr<cxxopts::ParseResult> Parse(cxxopts::Options& options, int argc, char**
       const bool flag_value = at > 0 || argv[i - 1][0] == '-';
       std::string v = arg.substr(at);
       if (!v.empty() && v[0] == '-') v.erase(0, 1);
-      if (flag_value && v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) {
+      const bool hex_number = v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X') &&
+                              v.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
+      if (flag_value && hex_number) {
         return Status::InvalidArgument(
             fmt::format("'{}' after {}: give numbers in decimal", arg, at > 0 ? arg.substr(0, at - 1) : argv[i - 1]));
       }
@@ -205,15 +208,17 @@ StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path) {
   return OpenCalibrationStore(*catalog, path);
 }
 
+StatusOr<std::unique_ptr<Store>> OpenPricingStore(const cxxopts::ParseResult& args) {
+  DITUNE_ASSIGN_OR_RETURN(const Catalog* catalog, Catalog::Default());
+  std::string note;
+  DITUNE_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
+                          OpenStoreForPricing(*catalog, args.count("db") ? args["db"].as<std::string>() : "", &note));
+  if (!note.empty()) std::cerr << "note: " << note << "\n";
+  return store;
+}
+
 Status WriteOutputFile(const std::string& flag, const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) {
-    return Status::InvalidArgument(fmt::format("--{} '{}': cannot write there ({})", flag, path, std::strerror(errno)));
-  }
-  out << text;
-  out.close();
-  if (!out) return Status::IOError(fmt::format("--{} '{}': writing failed ({})", flag, path, std::strerror(errno)));
-  return Status::Ok();
+  return WriteFileWhole(path, text, "--" + flag);
 }
 
 }  // namespace ditune::cli

@@ -54,6 +54,10 @@ int Fail(const std::string& command, const Status& status);
 // shipped in the data directory (planner/factory.h).
 StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path);
 
+// The store a pricing command reads (--db, else the default): OpenStoreForPricing, with its
+// note on stderr where the shipped factory calibration stands in for an unopenable default.
+StatusOr<std::unique_ptr<Store>> OpenPricingStore(const cxxopts::ParseResult& args);
+
 // Writes `text` to `path`, the value of --`flag`: InvalidArgument naming the flag and the path
 // when it cannot be opened, IOError when writing fails.
 Status WriteOutputFile(const std::string& flag, const std::string& path, const std::string& text);

@@ -36,8 +36,13 @@ constexpr const char* kUsage =
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Store>> OpenStoreFromArgs(const cxxopts::ParseResult& args) {
+StatusOr<std::unique_ptr<Store>> OpenStoreFromArgs(const cxxopts::ParseResult& args, bool records) {
   const std::string path = args.count("db") ? args["db"].as<std::string>() : Store::DefaultPath();
+  if (records && path == ":memory:") {
+    return Status::InvalidArgument(
+        "--db :memory:: calibrate keeps what it measures and fits in a store on disk; give the database's file "
+        "path (--db or DITUNE_DB)");
+  }
   return OpenStore(path);
 }
 
@@ -138,7 +143,7 @@ int Show(int argc, char** argv) {
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("calibrate show", args.status());
   if (help) return 0;
-  auto store = OpenStoreFromArgs(*args);
+  auto store = OpenStoreFromArgs(*args, /*records=*/false);
   if (!store.ok()) return Fail("calibrate show", store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return Fail("calibrate show", fits.status());

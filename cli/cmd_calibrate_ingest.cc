@@ -138,6 +138,19 @@ int CalibrateIngest(int argc, char** argv) {
                                                "for this machine's cores)",
                                                m.device));
     }
+    if (st.ok() && m.params.is_object() && m.params.contains("peak_memory_gb") &&
+        m.params["peak_memory_gb"].is_number()) {
+      // A peak beyond the GPU's memory cannot have been measured on it: fitted, it would make
+      // every later plan on that GPU "not fit".
+      const double peak = m.params["peak_memory_gb"].get<double>();
+      const GpuSpec& gpu = **(*catalog)->Gpu(m.device);
+      if (!(peak > 0) || peak * 1e9 > gpu.memory.value()) {
+        st = Status::InvalidArgument(fmt::format(
+            "peak memory {} GB is not possible on {} ({:.0f} GB): valid: above 0 and at most the GPU's memory; check "
+            "the log's GPU (--gpu) and its memory lines",
+            peak, m.device, gpu.memory.value() / 1e9));
+      }
+    }
     if (st.ok() && !m.link.empty() && !(*catalog)->Link(m.link).ok()) {
       st = Status::InvalidArgument(fmt::format("link '{}' is not a catalog link id (see `ditune hardware`)", m.link));
     }

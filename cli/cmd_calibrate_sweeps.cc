@@ -130,10 +130,35 @@ int CalibrateComm(int argc, char** argv) {
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return root ? Fail("calibrate comm", args.status()) : 2;
   if (help) return 0;
+  // Every rank checks the same flags, so every rank refuses them together (no rank waits).
+  auto refuse = [&](const Status& st) { return root ? Fail("calibrate comm", st) : st.ExitCode(); };
+  const int iters = (*args)["iters"].as<int>();
+  if (iters < 1 || iters > 1000) {
+    return refuse(Status::InvalidArgument(fmt::format("--iters {}: give 1 to 1000 timed iterations per size", iters)));
+  }
+  auto link_catalog = Catalog::Default();
+  if (!link_catalog.ok()) return refuse(link_catalog.status());
+  const std::string link_id = (*args)["link"].as<std::string>();
+  auto link = (*link_catalog)->Link(link_id);
+  if (!link.ok()) return refuse(link.status().WithContext("--link"));
+  // Host-memory ranks measure host memory: their timings must never become the curves of a
+  // GPU link every later GPU plan is priced with; GPU ranks never price the host's.
+  const bool host_link = (*link)->topology == LinkTopology::kSharedMemory;
+  if (!(*world)->device_memory() && !host_link && (*link)->scope == LinkScope::kIntra) {
+    return refuse(Status::InvalidArgument(fmt::format(
+        "--link {}: the {} ranks move host memory, so they measure the host's shared memory, not {} between GPUs; "
+        "use --link shm here, or --comm nccl on GPUs (one per rank) to measure {}",
+        link_id, (*world)->backend(), (*link)->name, link_id)));
+  }
+  if ((*world)->device_memory() && host_link) {
+    return refuse(Status::InvalidArgument(fmt::format(
+        "--link {}: the {} ranks move GPU memory; name the link between the GPUs (nvlink4, pcie4, ...)", link_id,
+        (*world)->backend())));
+  }
   std::vector<Measurement> ms;
-  auto rows = exec::CommSweep(world->get(), (*args)["link"].as<std::string>(), (*args)["iters"].as<int>(), &ms,
+  auto rows = exec::CommSweep(world->get(), link_id, iters, &ms,
                               root ? TerminalProgress("comm sweep") : exec::Progress{}, device.get());
-  if (!rows.ok()) return root ? Fail("calibrate comm", rows.status()) : rows.status().ExitCode();
+  if (!rows.ok()) return refuse(rows.status());
   if (!root) return 0;
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("calibrate comm", catalog.status());

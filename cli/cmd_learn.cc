@@ -9,6 +9,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "core/output_file.h"
 #include "costmodels/calibration.h"
 #include "planner/factory.h"
 #include "planner/learn.h"
@@ -36,6 +37,10 @@ int RunCalibrateLearn(int argc, char** argv) {
   if (help) return 0;
   if (args->count("suite") == 0) return Fail("calibrate learn", Status::InvalidArgument("--suite FILE.csv is required"));
   const std::string path = (*args)["suite"].as<std::string>();
+  // A bad --out is refused before the search, not after it.
+  if (args->count("out")) {
+    if (Status st = CheckWritable((*args)["out"].as<std::string>(), "--out"); !st.ok()) return Fail("calibrate learn", st);
+  }
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("calibrate learn", catalog.status());
   auto rows = LoadSuiteFile(path, **catalog);
@@ -61,10 +66,7 @@ int RunCalibrateLearn(int argc, char** argv) {
   const nlohmann::json doc = FactoryCalibrationJson(*learned, name, *rows);
   if (args->count("out")) {
     const std::string out = (*args)["out"].as<std::string>();
-    std::ofstream f(out, std::ios::binary | std::ios::trunc);
-    if (!f || !(f << doc.dump(2) << "\n") || !f.flush()) {
-      return Fail("calibrate learn", Status::InvalidArgument(fmt::format("cannot write '{}' (--out)", out)));
-    }
+    if (Status st = WriteFileWhole(out, doc.dump(2) + "\n", "--out"); !st.ok()) return Fail("calibrate learn", st);
   }
   if (args->count("db")) {
     auto store = OpenStore((*args)["db"].as<std::string>());

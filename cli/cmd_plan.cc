@@ -102,7 +102,10 @@ int RunPlan(int argc, char** argv) {
   }
   bool cached = false;
   opt->from_cache = &cached;
+  std::string store_note;
+  opt->store_note = &store_note;
   auto plan = AutoConfigure(*workload, *spec, *opt);
+  if (!store_note.empty()) std::cerr << "note: " << store_note << "\n";
   if (!plan.ok()) return Fail("plan", plan.status());
   const Candidate& best = plan->ranked.front();
 

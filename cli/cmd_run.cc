@@ -6,6 +6,7 @@
 // (run_report.cc).
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "executor/comm_wait.h"
 #include "executor/device.h"
 #include "executor/engine_run.h"
+#include "executor/rank_agreement.h"
 #include "planner/gpu_launch.h"
 #include "planner/predict.h"
 
@@ -128,54 +130,83 @@ int RunRun(int argc, char** argv) {
   }
   const bool root = launched == nullptr || launched->rank() == 0;
   auto fail = [&](const Status& st) { return root ? Fail(kCmd, st) : st.ExitCode(); };
-  auto catalog = Catalog::Default();
-  if (!catalog.ok()) return fail(catalog.status());
-  auto workload = ReadWorkload(args, **catalog);
-  if (!workload.ok()) return fail(workload.status());
-  const ModelSpec& model = **(*catalog)->Model(workload->model_id);
-  // Every rank reads the store; only rank 0 writes it.
-  auto store = OpenStore(args.count("db") ? args["db"].as<std::string>() : Store::DefaultPath());
-  if (!store.ok()) return fail(store.status());
-  auto fits = (*store)->ActiveFits();
-  if (!fits.ok()) return fail(fits.status());
-  const int ranks = launched != nullptr ? launched->size() : 1;
-  std::string auto_gpu;  // --auto: the catalog GPU the launched ranks are
-  if (args.count("auto")) {
-    std::string device_name = "host";
-    if (backend == "cuda" && !args.count("gpu")) {
-      auto device = exec::CreateDevice(backend);
-      if (!device.ok()) return fail(device.status());
-      device_name = (*device)->props().name;
-    }
-    auto id = RunGpuId(args, **catalog, backend, device_name);
-    if (!id.ok()) return fail(id.status());
-    auto_gpu = *id;
-  }
-  auto config = ChooseConfig(args, **catalog, *workload, *fits, backend, auto_gpu, ranks);
-  if (!config.ok()) return fail(config.status());
-  const int n = config->world_size();
+  // Every rank prepares its run from its own flags and store; under mpirun the ranks then
+  // agree on it before the first transfer (a rank's refusal, or any difference, ends the job
+  // on every rank at once, named).
+  const Catalog* catalog = nullptr;
+  std::optional<Workload> workload;
+  const ModelSpec* model_ptr = nullptr;
+  std::unique_ptr<Store> store;
+  std::vector<Fit> fits;
+  std::optional<ParallelConfig> config;
+  int n = 1;
   const int rank = emulate ? args["emulate-rank"].as<int>() : 0;
-  if (rank < 0 || rank >= n) {
-    return fail(Status::InvalidArgument(
-        fmt::format("--emulate-rank {}: '{}' has ranks 0 to {}", rank, Label(*config), n - 1)));
+  const int ranks = launched != nullptr ? launched->size() : 1;
+  Status prepared = [&]() -> Status {
+    DITUNE_ASSIGN_OR_RETURN(catalog, Catalog::Default());
+    DITUNE_ASSIGN_OR_RETURN(workload, ReadWorkload(args, *catalog));
+    model_ptr = *catalog->Model(workload->model_id);
+    // Every rank reads the store; only rank 0 writes it.
+    DITUNE_ASSIGN_OR_RETURN(store, OpenStore(args.count("db") ? args["db"].as<std::string>() : Store::DefaultPath()));
+    DITUNE_ASSIGN_OR_RETURN(fits, store->ActiveFits());
+    std::string auto_gpu;  // --auto: the catalog GPU the launched ranks are
+    if (args.count("auto")) {
+      std::string device_name = "host";
+      if (backend == "cuda" && !args.count("gpu")) {
+        DITUNE_ASSIGN_OR_RETURN(auto device, exec::CreateDevice(backend));
+        device_name = device->props().name;
+      }
+      DITUNE_ASSIGN_OR_RETURN(auto_gpu, RunGpuId(args, *catalog, backend, device_name));
+    }
+    DITUNE_ASSIGN_OR_RETURN(config, ChooseConfig(args, *catalog, *workload, fits, backend, auto_gpu, ranks));
+    n = config->world_size();
+    if (rank < 0 || rank >= n) {
+      return Status::InvalidArgument(
+          fmt::format("--emulate-rank {}: '{}' has ranks 0 to {}", rank, Label(*config), n - 1));
+    }
+    if (!emulate && n != ranks) {
+      return Status::InvalidArgument(
+          launched != nullptr
+              ? fmt::format("'{}' needs {} ranks; {} were launched", Label(*config), n, ranks)
+              : fmt::format("'{}' needs {} ranks: launch `mpirun -np {} ditune run ...`, or measure one rank of it "
+                            "with --emulate-rank R (0 to {})",
+                            Label(*config), n, n, n - 1));
+    }
+    DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*model_ptr, *workload));
+    DITUNE_RETURN_IF_ERROR(ValidateConfig({model_ptr, tokens, workload->steps, workload->batch, n}, *config));
+    if (args.count("gpu") || args.count("gpus")) {
+      // The CLUSTER flags the prediction prices: a mistake in them stops the run before it starts.
+      DITUNE_RETURN_IF_ERROR(
+          RunCluster(args, *catalog, args.count("gpu") ? args["gpu"].as<std::string>() : "cpu", *config).status());
+    }
+    return Status::Ok();
+  }();
+  if (launched != nullptr && ranks > 1) {
+    exec::RankIntent intent;
+    intent.refused = prepared;
+    if (prepared.ok()) {
+      const Workload& w = *workload;
+      intent.fields = {{"--model", w.model_id},
+                       {"--height", std::to_string(w.height)},
+                       {"--width", std::to_string(w.width)},
+                       {"--frames", std::to_string(w.frames)},
+                       {"--steps", std::to_string(w.steps)},
+                       {"--batch", std::to_string(w.batch)},
+                       {"--output-type", std::string(OutputTypeName(w.output))},
+                       {"configuration", ToString(*config)},
+                       {"--backend", backend},
+                       {"--comm", args.count("comm") ? args["comm"].as<std::string>() : "(default)"},
+                       {"--iters", std::to_string(iters)},
+                       {"--warmup", std::to_string(warmup)},
+                       {"--seed", std::to_string(args["seed"].as<uint64_t>())},
+                       {"--profile", args.count("profile") || args.count("trace") ? "on" : "off"}};
+    }
+    Status agreed = exec::AgreeAcrossRanks(launched.get(), intent);
+    if (!agreed.ok()) return fail(agreed);
+  } else if (!prepared.ok()) {
+    return fail(prepared);
   }
-  if (!emulate && n != ranks) {
-    return fail(Status::InvalidArgument(
-        launched != nullptr
-            ? fmt::format("'{}' needs {} ranks; {} were launched", Label(*config), n, ranks)
-            : fmt::format("'{}' needs {} ranks: launch `mpirun -np {} ditune run ...`, or measure one rank of it "
-                          "with --emulate-rank R (0 to {})",
-                          Label(*config), n, n, n - 1)));
-  }
-  auto tokens = ComputeTokenGeometry(model, *workload);
-  if (!tokens.ok()) return fail(tokens.status());
-  Status valid = ValidateConfig({&model, *tokens, workload->steps, workload->batch, n}, *config);
-  if (!valid.ok()) return fail(valid);
-  if (args.count("gpu") || args.count("gpus")) {
-    // The CLUSTER flags the prediction prices: a mistake in them stops the run before it starts.
-    auto cluster = RunCluster(args, **catalog, args.count("gpu") ? args["gpu"].as<std::string>() : "cpu", *config);
-    if (!cluster.ok()) return fail(cluster.status());
-  }
+  const ModelSpec& model = *model_ptr;
 
   // Every rank of the plan, one process each: the world they exchange over.
   std::unique_ptr<exec::Comm> nccl;
@@ -237,8 +268,8 @@ int RunRun(int argc, char** argv) {
   }
   if (!root) return 0;
   const RunReport report{&model,   *workload, *config, backend, rank, emulate, n, world, trace_path,
-                         RunGpuId(args, **catalog, backend, r->device_name)};
-  return ReportRun(args, **catalog, *fits, store->get(), report, *r);
+                         RunGpuId(args, *catalog, backend, r->device_name)};
+  return ReportRun(args, *catalog, fits, store.get(), report, *r);
 }
 
 }  // namespace ditune::cli

@@ -103,7 +103,7 @@ int RunServe(int argc, char** argv) {
   }
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("serve", catalog.status());
-  auto store = OpenStore(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
+  auto store = OpenPricingStore(*args);
   if (!store.ok()) return Fail("serve", store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return Fail("serve", fits.status());

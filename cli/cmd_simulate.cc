@@ -7,6 +7,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "core/config_rules.h"
+#include "core/output_file.h"
 #include "costmodels/calibration.h"
 #include "costmodels/store.h"
 #include "planner/predict.h"
@@ -41,7 +42,7 @@ int RunSimulate(int argc, char** argv) {
   const Cluster* cluster = &inputs->cluster;
   const ParallelConfig* config = &inputs->config;
 
-  auto store = OpenStore(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
+  auto store = OpenPricingStore(*args);
   if (!store.ok()) return Fail("simulate", store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return Fail("simulate", fits.status());
@@ -52,6 +53,9 @@ int RunSimulate(int argc, char** argv) {
   SimOptions opt;
   opt.terms = models->terms;
   const bool trace = args->count("trace") > 0;
+  if (trace) {
+    if (Status st = CheckWritable((*args)["trace"].as<std::string>(), "trace"); !st.ok()) return Fail("simulate", st);
+  }
   opt.extrapolate = !trace;  // a trace shows every step
   TaskScheduler engine;
   auto r = Simulate(in, opt, &engine);

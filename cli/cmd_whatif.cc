@@ -134,7 +134,7 @@ int RunWhatIf(int argc, char** argv) {
   auto executor = ParsePlanFor((*args)["executor"].as<std::string>());
   if (!executor.ok()) return Fail("whatif", executor.status());
   q.plan.executor = *executor;
-  auto store = OpenStore(args->count("db") ? (*args)["db"].as<std::string>() : Store::DefaultPath());
+  auto store = OpenPricingStore(*args);
   if (!store.ok()) return Fail("whatif", store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return Fail("whatif", fits.status());

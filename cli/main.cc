@@ -1,4 +1,6 @@
 // The ditune command line: a thin dispatcher over the libraries.
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <new>
@@ -29,6 +31,19 @@ constexpr Command kCommands[] = {
     {"calibrate", ditune::cli::RunCalibrate, "ingest measurements, fit the cost models, show the fits"},
 };
 
+// A result that did not reach stdout (a full disk behind `> FILE`, a closed pipe) is a failed
+// command: exit 1 naming the cause, never 0 with a truncated document.
+int CheckStdout(const std::string& cmd, int rc) {
+  errno = 0;
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (flushed && !std::ferror(stdout) && std::cout.good()) return rc;
+  std::cerr << "ditune " << cmd << ": the output could not be written to stdout"
+            << " (" << (err != 0 ? std::strerror(err) : "a full disk or a closed pipe") << "); it is incomplete\n";
+  return rc == 0 ? 1 : rc;
+}
+
 void Usage(std::ostream& os) {
   os << "usage: ditune COMMAND [options]   (ditune COMMAND --help for its options)\n\ncommands:\n";
   for (const auto& c : kCommands) os << "  " << c.name << std::string(12 - std::strlen(c.name), ' ') << c.summary << "\n";
@@ -44,12 +59,12 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     Usage(std::cout);
-    return 0;
+    return CheckStdout(cmd, 0);
   }
   for (const auto& c : kCommands) {
     if (cmd == c.name) {
       try {
-        return c.run(argc - 1, argv + 1);
+        return CheckStdout(cmd, c.run(argc - 1, argv + 1));
       } catch (const std::bad_alloc&) {
         // The input asked for more memory than this process may have (a host's memory, or a
         // limit such as `ulimit -v`): the input's size is the cause the user controls.

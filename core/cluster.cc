@@ -35,6 +35,12 @@ StatusOr<Cluster> ResolveCluster(const ClusterSpec& in, const Catalog& catalog) 
   if (s.gpus_per_node == 0) {
     s.gpus_per_node = s.nodes > 0 ? (s.gpus + s.nodes - 1) / s.nodes
                                   : std::min(s.gpus, c.gpu->max_gpus_per_node);
+    if (s.gpus_per_node > c.gpu->max_gpus_per_node) {
+      const int fewest = (s.gpus + c.gpu->max_gpus_per_node - 1) / c.gpu->max_gpus_per_node;
+      return Status::InvalidArgument(fmt::format(
+          "--gpus {} on --nodes {} puts {} GPUs in a node; a {} node holds at most {}: use --nodes {} or more",
+          s.gpus, s.nodes, s.gpus_per_node, s.gpu_id, c.gpu->max_gpus_per_node, fewest));
+    }
   }
   if (s.gpus_per_node > c.gpu->max_gpus_per_node) {
     return Status::InvalidArgument(fmt::format(

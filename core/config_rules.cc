@@ -138,12 +138,19 @@ bool CheckXdit(const ValidationContext& ctx, const ParallelConfig& c, std::vecto
       return false;
   }
   // An entry point without PipeFusion's patch or warm-up flag runs xDiT's defaults: as many
-  // patches as stages, one warm-up step.
+  // patches as stages, one warm-up step. xDiT recomputes that count where it does not split
+  // the rows (XditRunsAs), so the recomputed count is the same launch.
   if (c.pipefusion > 1 && x.flag("patches") == nullptr && c.patches != c.pipefusion) {
-    if (!fail(kRuleXditFlag, [&] {
+    ParallelConfig by_default = c;
+    by_default.patches = c.pipefusion;
+    const int runs = XditRunsAs(ctx.tokens, ctx.steps, by_default).patches;
+    if (c.patches != runs &&
+        !fail(kRuleXditFlag, [&] {
           return fmt::format("xDiT's entry point for {} takes no patch count ({}): it runs as many patches as "
-                             "stages; use patches={}",
-                             m.id, x.flags_source, c.pipefusion);
+                             "stages{}; use patches={}",
+                             m.id, x.flags_source,
+                             runs != c.pipefusion ? fmt::format(" (recomputed to {} for these rows)", runs) : "",
+                             c.pipefusion);
         }))
       return false;
   }

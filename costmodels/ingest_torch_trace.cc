@@ -570,6 +570,7 @@ StatusOr<std::vector<Measurement>> ParseTorchTrace(std::string_view data, const 
     DITUNE_ASSIGN_OR_RETURN(inflated, Gunzip(data, origin));
     data = inflated;
   }
+  if (data.starts_with("\xEF\xBB\xBF")) data.remove_prefix(3);  // a UTF-8 byte-order mark
   DITUNE_ASSIGN_OR_RETURN(const Json doc, ParseTraceJson(data, origin));
   TraceReader reader(ctx, origin);
   DITUNE_RETURN_IF_ERROR(reader.Read(doc));

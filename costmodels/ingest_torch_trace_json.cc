@@ -165,6 +165,7 @@ StatusOr<Json> ParseTraceJson(std::string_view text, std::string_view origin) {
 
 bool LooksLikeTorchTrace(std::string_view data) {
   if (torch_trace::IsGzip(data)) return true;
+  if (data.starts_with("\xEF\xBB\xBF")) data.remove_prefix(3);  // a UTF-8 byte-order mark
   const std::string_view t = Trim(data);
   if (t.empty() || t.front() != '{') return false;
   for (size_t at = t.find("\"traceEvents\""); at != std::string_view::npos;

@@ -124,6 +124,12 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const Stor
         "the calibration store path is empty (--db \"\" or DITUNE_DB=\"\"): give the database's file path, or "
         "leave both out for the default");
   }
+  if (path.rfind("file:", 0) == 0) {
+    return Status::InvalidArgument(fmt::format(
+        "the calibration store '{}' is an SQLite URI; give the database's file path (--db or DITUNE_DB), and "
+        "DITUNE_DB_READ_ONLY=1 to open it read only",
+        path));
+  }
   bool read_only = options.read_only;
   if (const char* env = std::getenv("DITUNE_DB_READ_ONLY"); env != nullptr && *env != '\0') {
     const std::string_view v(env);

@@ -131,12 +131,10 @@ const CpuKernelTable& CpuKernelsFor(CpuIsa isa) {
 
 const CpuKernelTable& CpuKernels() {
   if (const CpuKernelTable* t = active.load(std::memory_order_acquire)) return *t;
+  // A refused DITUNE_CPU_ISA is the caller's to report (ActiveCpuIsa; the CLI refuses it at
+  // start-up): the kernels themselves run the best ISA this CPU has.
   const StatusOr<CpuIsa> isa = ActiveCpuIsa();
-  if (!isa.ok()) {
-    std::cerr << "ditune: " << isa.status().message() << "\n";
-    std::exit(2);
-  }
-  const CpuKernelTable* t = &CpuKernelsFor(*isa);
+  const CpuKernelTable* t = &CpuKernelsFor(isa.ok() ? *isa : BestCpuIsa());
   const CpuKernelTable* expected = nullptr;
   // A concurrent SetCpuIsa wins over the environment's choice.
   return active.compare_exchange_strong(expected, t, std::memory_order_acq_rel) ? *t : *expected;

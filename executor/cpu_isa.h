@@ -43,9 +43,8 @@ StatusOr<CpuIsa> ActiveCpuIsa();
 // not usable here.
 Status SetCpuIsa(CpuIsa isa);
 
-// The kernels of the ISA in use. A refused DITUNE_CPU_ISA value cannot be returned from here
-// (the kernels' callers return matrices, not Status): it is written to stderr and the process
-// exits with status 2, the CLI's code for bad input.
+// The kernels of the ISA in use; while DITUNE_CPU_ISA holds a refused value (ActiveCpuIsa
+// returns the refusal, which the caller reports), those of BestCpuIsa().
 const CpuKernelTable& CpuKernels();
 // The kernels of `isa`, which must be usable (CpuIsaUsable): another ISA's code would stop
 // the process with an illegal instruction.

@@ -266,6 +266,7 @@ StatusOr<std::vector<CollectiveRow>> CommSweep(Comm* comm, const std::string& li
                                                Device* device) {
   const int n = comm->size();
   if (n < 2) return Status::InvalidArgument("a communication sweep needs at least 2 ranks (mpirun -np 2 ...)");
+  if (iters < 1) return Status::InvalidArgument(fmt::format("a communication sweep needs iters >= 1 (got {})", iters));
   if (comm->device_memory() && device == nullptr) {
     return Status::InvalidArgument(fmt::format("the {} communicator needs device buffers", comm->backend()));
   }

@@ -33,8 +33,11 @@ StatusOr<Plan> AutoConfigure(const Workload& workload, const ClusterSpec& spec, 
   DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog->Model(workload.model_id));
   DITUNE_RETURN_IF_ERROR(ComputeTokenGeometry(*model, workload).status());
   DITUNE_ASSIGN_OR_RETURN(Cluster cluster, ResolveCluster(spec, *catalog));
-  DITUNE_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
-                          OpenCalibrationStore(*catalog, opt.db_path.empty() ? Store::DefaultPath() : opt.db_path));
+  std::string fallback;
+  StatusOr<std::unique_ptr<Store>> opened = OpenStoreForPricing(*catalog, opt.db_path, &fallback);
+  if (!opened.ok()) return opened.status();
+  if (opt.store_note != nullptr) *opt.store_note = fallback;
+  std::unique_ptr<Store> store = std::move(*opened);
   DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> fits, store->ActiveFits());
   DITUNE_ASSIGN_OR_RETURN(int64_t version, store->CalibrationVersion());
   const std::string key = PlanCacheKey(workload, cluster, opt.plan);
@@ -65,6 +68,7 @@ StatusOr<Plan> AutoConfigure(const Workload& workload, const ClusterSpec& spec, 
   }
   DITUNE_ASSIGN_OR_RETURN(Plan plan, MakePlan(*catalog, workload, cluster, fits, opt.plan));
   DITUNE_RETURN_IF_ERROR(AddMeasured(*store, *catalog, &plan));
+  if (!fallback.empty()) plan.explanation.push_back(fallback);
   // A read-only store serves cached plans but keeps no new ones.
   if (opt.use_cache && !store->read_only()) {
     nlohmann::json ranked = nlohmann::json::array();

@@ -25,6 +25,10 @@ struct AutoConfigureOptions {
   bool use_cache = true;
   // Set on return: whether the ranking came from the cache.
   bool* from_cache = nullptr;
+  // Set on return where the default store could not be opened and the shipped factory
+  // calibration priced alone (OpenStoreForPricing's note; also in the plan's explanation);
+  // cleared otherwise.
+  std::string* store_note = nullptr;
 };
 
 // Loads the default catalog and the store's fits, and plans. The ranking is cached in the

@@ -1,5 +1,7 @@
 #include "planner/factory.h"
 
+#include <cstdlib>
+
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -108,6 +110,19 @@ StatusOr<std::unique_ptr<Store>> OpenCalibrationStore(const Catalog& catalog, co
   StoreOptions options;
   DITUNE_ASSIGN_OR_RETURN(options.seed_fits, LoadFactoryFits(catalog));
   return Store::Open(path, options);
+}
+
+StatusOr<std::unique_ptr<Store>> OpenStoreForPricing(const Catalog& catalog, const std::string& explicit_path,
+                                                     std::string* note) {
+  note->clear();
+  const std::string path = explicit_path.empty() ? Store::DefaultPath() : explicit_path;
+  StatusOr<std::unique_ptr<Store>> opened = OpenCalibrationStore(catalog, path);
+  const char* env = std::getenv("DITUNE_DB");
+  if (opened.ok() || !explicit_path.empty() || (env != nullptr && *env != '\0')) return opened;
+  *note = fmt::format("the default calibration store {} could not be opened ({}): priced with the shipped factory "
+                      "calibration only (--db or DITUNE_DB names a store)",
+                      path, opened.status().message());
+  return OpenCalibrationStore(catalog, ":memory:");
 }
 
 std::vector<std::string> CalibrationSources(const std::vector<Fit>& fits, const Cluster& cluster,

@@ -49,6 +49,14 @@ uint64_t FactoryReleaseOf(std::string_view text);
 // starts with LoadFactoryFits(catalog) (StoreOptions::seed_fits).
 StatusOr<std::unique_ptr<Store>> OpenCalibrationStore(const Catalog& catalog, const std::string& path);
 
+// The store a command that only reads calibration prices with: `explicit_path` (--db) when
+// given, else Store::DefaultPath(). Where the default store cannot be opened and DITUNE_DB does
+// not name it (no writable home in a container, a full disk), a store in memory holding only
+// the shipped factory calibration, and `*note` says so (else it is left empty): pricing needs
+// no write. An explicit path's failure is returned.
+StatusOr<std::unique_ptr<Store>> OpenStoreForPricing(const Catalog& catalog, const std::string& explicit_path,
+                                                     std::string* note);
+
 // Where the figures behind a prediction for `model_id` on `cluster` come from, a line each:
 // the (GPU, model) compute scale (learned from published runs, fitted from the store's
 // measurements, or none: the catalog's peak and efficiencies), the global constants

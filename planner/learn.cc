@@ -46,6 +46,16 @@ std::vector<Fit> With(const std::vector<Fit>& base, const Mechanisms& m, bool ke
 StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const Catalog& catalog,
                                       const std::vector<Fit>& base, const LearnOptions& options) {
   if (rows.empty()) return Status::InvalidArgument("learning needs a suite with rows");
+  // Without a published latency to predict every constant's loss is the same: the search
+  // would return its start as if it had learned it.
+  const bool predicts = std::any_of(rows.begin(), rows.end(), [](const SuiteRow& r) {
+    return r.role == SuiteRole::kPredict && r.latency_s.has_value();
+  });
+  if (!predicts) {
+    return Status::InvalidArgument(
+        "the suite has no predict row with a published latency: there is nothing to learn the constants from "
+        "(every group needs its calibrate row and at least one predict row)");
+  }
   LearnResult out;
   out.start = options.start;
   auto evaluate = [&](const Mechanisms& m) -> StatusOr<SuiteReport> {

@@ -471,6 +471,17 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
     if (!p.contains("peak_memory_gb") || !p["peak_memory_gb"].is_number()) continue;
     const ModelSpec& model = **catalog.Model(rows[i].workload.model_id);
     const GpuSpec& gpu = **catalog.Gpu(rows[i].cluster.gpu_id);
+    const double peak_gb = p["peak_memory_gb"].get<double>();
+    if (!(peak_gb > 0) || peak_gb * 1e9 > gpu.memory.value()) {
+      // A store written before ingest checked this: one impossible peak would price every
+      // later plan on the GPU as not fitting.
+      if (skipped != nullptr) {
+        skipped->push_back(fmt::format("measurement {} (xDiT run): peak memory {} GB is beyond {}'s {:.0f} GB; left "
+                                       "out of the runtime overhead",
+                                       used[i]->id, peak_gb, gpu.id, gpu.memory.value() / 1e9));
+      }
+      continue;
+    }
     DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(model, rows[i].workload));
     const MemoryBreakdown mb = RankMemory(model, tokens, rows[i].workload, *rows[i].config, gpu);
     const Bytes overhead = FitRuntimeOverhead(mb, Gigabytes(p["peak_memory_gb"].get<double>()));

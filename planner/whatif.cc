@@ -62,9 +62,25 @@ StatusOr<std::vector<WhatIfRow>> RunWhatIf(const Catalog& catalog, const WhatIfQ
               spec.intra_id = intra;
               const bool multi = n > gpu->max_gpus_per_node;
               spec.inter_id = !inter_choice.empty() ? inter_choice : (multi ? "ib-ndr" : "");
-              if (multi && inter_choice.empty()) row.note = "assumed ib-ndr between nodes";
+              std::vector<std::string> notes;
+              if (multi && inter_choice.empty()) notes.push_back("assumed ib-ndr between nodes");
+              if (multi) {
+                // Whole nodes: the most GPUs per node that divides the count (12 of 8 per
+                // node: 2 nodes of 6).
+                spec.gpus_per_node = gpu->max_gpus_per_node;
+                while (n % spec.gpus_per_node != 0) --spec.gpus_per_node;
+                if (spec.gpus_per_node < gpu->max_gpus_per_node) {
+                  notes.push_back(fmt::format("{} nodes of {} GPUs", n / spec.gpus_per_node, spec.gpus_per_node));
+                }
+              }
+              for (const auto& note : notes) row.note += (row.note.empty() ? "" : "; ") + note;
               auto cluster = ResolveCluster(spec, catalog);
-              if (!cluster.ok()) return cluster.status().WithContext(fmt::format("{} x {}", n, gpu_id));
+              if (!cluster.ok()) {
+                // One count that no cluster of this GPU makes does not stop the sweep.
+                row.note = cluster.status().message();
+                rows.push_back(std::move(row));
+                continue;
+              }
               row.inter = cluster->spec.inter_id;
               row.inter_swept = !inter_choice.empty();
               row.nodes = cluster->nodes();

@@ -97,6 +97,8 @@ StatusOr<std::array<Seconds, kNumOpClasses>> ModelledClassTimes(const SimInput& 
 
 // Writes `scheduler`'s schedule as a Chrome trace (Perfetto opens it): a process per rank,
 // a thread per stream; representative ranks are replicated to the ranks they stand for.
+// InvalidArgument, before anything is built, where that is more than kMaxTraceEvents events.
+inline constexpr size_t kMaxTraceEvents = 4'000'000;
 Status WriteChromeTrace(const TaskScheduler& scheduler, const SimInput& input, const std::string& path);
 
 }  // namespace ditune

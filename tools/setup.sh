@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package ditune's build needs, configures (Ninja, Release), builds,
-# and runs the main job on the embedded defaults. Idempotent; run as root on a fresh
+# Installs every Debian package ditune's build needs, configures (Ninja, Release), builds the
+# ditune binary, and runs the main job on the embedded defaults. Idempotent; run as root on a fresh
 # machine, or as a user with sudo.
 #   tools/setup.sh            install, build, run the example plan
 #   tools/setup.sh --no-run   install and build only
@@ -34,7 +34,14 @@ build=${DITUNE_BUILD_DIR:-build}
 if [[ ! -f "$build/build.ninja" ]]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 fi
-cmake --build "$build" -j "$(nproc)"
+# The binary, and the GPU module only where a GPU answers: tests, benchmarks and fuzz targets
+# are tools/test.sh's to build.
+targets=(ditune)
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
+  cmake --build "$build" --target help | grep -q '^ditune_gpu:'; then
+  targets+=(ditune_gpu)
+fi
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
 if ((run_example)); then
   echo

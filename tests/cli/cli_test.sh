@@ -138,6 +138,11 @@ expect ingest-xdit-no-model 2 "an xDiT log needs the run's workload: give --mode
   calibrate ingest "$data/xdit_flux_4gpu.log" --gpu h100-sxm5-80gb --db "$db"
 expect ingest-xdit-bad-config 2 "cfg-needs-guidance" -- calibrate ingest "$data/xdit_flux_4gpu.log" \
   --gpu h100-sxm5-80gb --model flux.1-dev --config ulysses=2,cfg=2 --db "$db"
+sed 's/memory: 35.71 GB/memory: 300.00 GB/' "$data/xdit_flux_4gpu.log" >"$tmp/xdit_300gb.log"
+expect ingest-xdit-impossible-peak 2 "peak memory 300 GB is not possible on h100-sxm5-80gb" -- calibrate ingest \
+  "$tmp/xdit_300gb.log" --gpu h100-sxm5-80gb --model flux.1-dev --config ulysses=4 --db "$db"
+expect ingest-memory-store 2 "--db :memory:: calibrate keeps what it measures" -- calibrate ingest \
+  "$data/xdit_flux_4gpu.log" --gpu h100-sxm5-80gb --model flux.1-dev --config ulysses=4 --db :memory:
 expect ingest-nothing-stored 0 "10 measurements" -- calibrate show --db "$db"
 expect fit-after-refusals 0 "all_reduce/nvlink4@2x1 +9 " -- calibrate fit --db "$db"
 # A read-only store (a shared calibration): reads serve, writes are refused by name, nothing changes.
@@ -167,6 +172,9 @@ expect ingest-trace-classes 0 "kernel_class +h100-sxm5-80gb .*gemm 0.70x, attent
 expect trace-quarantine 0 "measurement 2 \(profiler trace\): elementwise kernels quarantined: 0.096x" -- calibrate fit --db "$tdb"
 expect trace-explain 0 "efficiency per op class of xDiT's kernels on h100-sxm5-80gb: gemm 0.70x, attention 1.34x.*profiler trace" \
   -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 2 --explain --db "$tdb"
+{ printf '\xEF\xBB\xBF'; cat "$data/trace/profile_trace_1gpu.json"; } >"$tmp/bom_trace.json"
+expect ingest-trace-bom 0 "ingested [0-9]+ measurements" -- calibrate ingest "$tmp/bom_trace.json" --gpu h100-sxm5-80gb \
+  --model pixart-alpha --height 256 --width 256 --steps 1 --db "$tmp/bom.db"
 expect calibrate-usage 2 "usage: ditune calibrate" -- calibrate
 expect calibrate-unknown 2 "unknown subcommand 'fitt'" -- calibrate fitt
 
@@ -201,6 +209,12 @@ expect learn 0 "^after: rows=94 median_ape=0\.[0-9]+ p90_ape=0\.[0-9]+ oom_agree
 expect learn-shipped 0 'eager_op_us=' -- calibrate show --db "$tmp/learned.db"
 expect learn-bad-suite 2 "header.csv:1: the header must be exactly" -- calibrate learn --suite "$tmp/header.csv"
 expect learn-no-suite 2 "--suite FILE.csv is required" -- calibrate learn
+grep -v ',predict,' "$suite" >"$tmp/no-predict.csv"
+expect learn-no-predict-row 2 "the suite has no predict row with a published latency" -- calibrate learn \
+  --suite "$tmp/no-predict.csv" --db "$tmp/learned.db"
+expect learn-kept-constants 0 'eager_op_us=' -- calibrate show --db "$tmp/learned.db"
+expect learn-bad-out-first 2 "--out '$tmp/none/f.json': cannot create a file in '$tmp/none'" -- calibrate learn \
+  --suite "$suite" --out "$tmp/none/f.json"
 head -11 "$suite" >"$tmp/two-groups.csv"
 head -7 "$suite" >"$tmp/only-flux.csv"
 expect cross-validate 0 "^cross-validated: rows=8 median_ape=" -- validate --suite "$tmp/two-groups.csv" --cross-validate
@@ -370,10 +384,42 @@ expect whatif-size-overflow 2 "--sizes: '4294967312' is not an integer from 1 to
   --model pixart-alpha --gpu l40-48gb --gpus 1 --sizes 4294967312x16
 expect whatif-zero-slo 2 "--slo 0: give the latency target in seconds, > 0" -- whatif --model pixart-alpha \
   --gpu l40-48gb --gpus 1 --slo 0
-expect whatif-unwritable 2 "--csv '$tmp': cannot write there \(Is a directory\)" -- whatif --model pixart-alpha \
+expect whatif-unwritable 2 "--csv '$tmp': is a folder; give a file name" -- whatif --model pixart-alpha \
   --gpu l40-48gb --gpus 1 --csv "$tmp"
-expect trace-unwritable 2 "cannot write trace '$tmp/none/t.json' \(No such file or directory\)" -- simulate \
+expect trace-unwritable 2 "trace '$tmp/none/t.json': cannot create a file in '$tmp/none' \(No such file or directory\)" -- simulate \
   --model pixart-alpha --gpu h100-sxm5-80gb --gpus 1 --config "" --trace "$tmp/none/t.json"
+# Results that cannot reach stdout fail; a store that cannot be made does not stop planning.
+"$bin" plan --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --json >/dev/full 2>"$tmp/full.err"
+rc=$?
+if [[ $rc -eq 1 ]] && grep -q "the output could not be written to stdout" "$tmp/full.err"; then
+  pass=$((pass + 1))
+else
+  echo "FAIL plan-stdout-full: exit $rc"; cat "$tmp/full.err"; fail=$((fail + 1))
+fi
+DITUNE_DB= HOME=/proc expect plan-no-home 0 "priced with the shipped factory calibration only" -- plan \
+  --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --explain
+expect plan-sqlite-uri 2 "is an SQLite URI; give the database's file path" -- plan --model flux.1-dev \
+  --gpu h100-sxm5-80gb --gpus 2 --db "file:$tmp/x.db?mode=ro"
+# PipeFusion patch counts xDiT recomputes are launched as ranked, on many nodes and odd sizes.
+for args in "--gpus 24 --nodes 3" "--gpus 48 --nodes 6" "--gpus 128 --nodes 16"; do
+  # shellcheck disable=SC2086
+  expect "plan-flux-${args// /}" 0 "launch with xDiT: torchrun --nnodes=" -- plan --model flux.1-dev \
+    --gpu h100-sxm5-80gb $args --inter ib-ndr
+done
+expect plan-flux2-48 0 "launch with xDiT|launch with" -- plan --model flux.2-dev --gpu h100-sxm5-80gb --gpus 48 \
+  --nodes 6 --inter ib-ndr
+for size in 320x320 272x1024; do
+  expect "plan-flux-$size" 0 "launch with xDiT: torchrun" -- plan --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 \
+    --height "${size%x*}" --width "${size#*x}"
+done
+expect whatif-to-128 0 "128 +ulysses" -- whatif --model flux.1-dev --gpu h100-sxm5-80gb \
+  --gpus 1,2,4,8,16,24,32,48,64,128 --inter ib-ndr
+expect plan-nodes-too-few 2 "--gpus 12 on --nodes 1 puts 12 GPUs in a node; a h100-sxm5-80gb node holds at most 8: use --nodes 2" \
+  -- plan --model flux.1-dev --gpu h100-sxm5-80gb --gpus 12 --nodes 1 --inter ib-ndr
+expect whatif-uneven-nodes 0 "12 .*2 nodes of 6 GPUs" -- whatif --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8,12 \
+  --inter ib-ndr
+expect serve-zero-replicas-layout 2 "the replica count '0' is not an integer from 1" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --rate 0.1 \
+  --layout '0x(ulysses=2)'
 expect run-huge-iters 2 "--iters must be 1 to 10000" -- run --model tiny-pixart --steps 2 --config "" \
   --iters 2147483647
 "$bin" plan --model tiny-sd3 --gpu cpu --gpus 1 --json >"$tmp/plan-sd3.json" 2>/dev/null

@@ -20,6 +20,7 @@ expect() {
   pass=$((pass + 1))
 }
 mpirun2=("$mpi" -np 2 --oversubscribe --allow-run-as-root)
+mkdir -p "$tmp/dir"  # a folder where a store is expected
 expect run-serial 0 "DiT \(device time, median of 2\)" -- "$bin" run --model tiny-pixart --steps 2 --iters 2 --config ""
 expect run-ulysses 0 "ranks' medians: [0-9.]+, [0-9.]+ s" -- "${mpirun2[@]}" "$bin" run --model tiny-pixart --steps 2 --iters 2 --config ulysses=2
 expect run-auto 0 "\(cpu kernels\): '[a-z0-9=,]+' on 2 ranks over mpi" -- "${mpirun2[@]}" "$bin" run --model tiny-sd3 --steps 2 --iters 1 --auto
@@ -73,6 +74,24 @@ expect engine-ranks-too-big 2 "needs about [0-9.]+ GB on the device" -- "${mpiru
 expect calibrate-compute 0 "cpu/cpu/gemm" -- "$bin" calibrate compute --reps 2
 expect calibrate-comm 0 "all_to_all +1024 " -- "${mpirun2[@]}" "$bin" calibrate comm --iters 3
 expect calibrate-comm-one-rank 2 "needs at least 2 ranks" -- "$bin" calibrate comm
+for iters in 0 -1 1000000000; do
+  expect "calibrate-comm-iters$iters" 2 "--iters $iters: give 1 to 1000" -- "${mpirun2[@]}" "$bin" calibrate comm \
+    --iters "$iters"
+done
+expect calibrate-comm-junk-link 2 "--link: unknown link 'junk'" -- "${mpirun2[@]}" "$bin" calibrate comm --link junk
+expect calibrate-comm-host-as-gpu-link 2 "--link nvlink4: the mpi ranks move host memory" -- "${mpirun2[@]}" "$bin" \
+  calibrate comm --link nvlink4 --iters 1
+# The ranks of one run agree on it before the first transfer, or the job stops at once, named.
+mpmd=("$mpi" --oversubscribe --allow-run-as-root -np 1)
+expect run-ranks-disagree 2 "--height: rank 0 has '256', rank 1 '512'" -- timeout 120 "${mpmd[@]}" "$bin" run \
+  --model tiny-pixart --steps 2 --height 256 --width 256 --config ulysses=2 : -np 1 "$bin" run --model tiny-pixart \
+  --steps 2 --height 512 --width 256 --config ulysses=2
+expect run-ranks-config-disagree 2 "configuration: rank 0 has 'ulysses=2', rank 1 'ring=2'" -- timeout 120 \
+  "${mpmd[@]}" "$bin" run --model tiny-pixart --steps 2 --config ulysses=2 : -np 1 "$bin" run --model tiny-pixart \
+  --steps 2 --config ring=2
+expect run-rank-bad-store 2 "rank 1 of 2 refused its input, so the job stops: .*$tmp/dir" -- timeout 120 \
+  "${mpmd[@]}" "$bin" run --model tiny-pixart --steps 2 --config ulysses=2 : -np 1 "$bin" run \
+  --model tiny-pixart --steps 2 --config ulysses=2 --db "$tmp/dir"
 expect autotune 0 "mean APE [0-9.]+% -> [0-9.]+%" -- "${mpirun2[@]}" "$bin" autotune --model tiny-pixart --steps 2 \
   --candidates 2 --iters 1
 # ditune's engine autotuned across the ranks (its reference kernels, MPI through the host):

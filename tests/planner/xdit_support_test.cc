@@ -1,5 +1,6 @@
 // What xDiT runs per model (the model files' "xdit" sections), the rules that follow from
 // it, and the launch lines the planner prints for xDiT.
+#include <iostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -154,6 +155,69 @@ TEST(XditSupportTest, EveryPlanPrintedForXditIsLaunchable) {
   EXPECT_GT(plans, 300);
   EXPECT_EQ(launchable, plans);
   std::cout << "xDiT plans launchable as printed: " << launchable << " of " << plans << "\n";
+}
+
+// Planning never refuses what it ranked: every catalog model xDiT runs, on 1 to 8 GPUs of one
+// node and on 2 to 16 nodes of 8, at its default size and at three sizes whose patch rows split
+// unevenly (PipeFusion patch counts that xDiT recomputes), plans or says nothing fits.
+TEST(XditSupportTest, PlansOnManyNodesAndOddSizesAreLaunchable) {
+  int plans = 0, infeasible = 0;
+  for (const auto& m : Cat().models()) {
+    if (IsTestModel(m) || !m.xdit) continue;
+    const int unit = m.vae_spatial * m.patch_spatial;
+    const std::vector<std::pair<int, int>> sizes = {
+        {m.default_height, m.default_width}, {20 * unit, 20 * unit}, {17 * unit, 64 * unit}, {45 * unit, 81 * unit}};
+    for (const auto& [h, w] : sizes) {
+      Workload work{m.id, h, w, m.default_frames, m.default_steps, 1, OutputType::kLatent};
+      if (!ComputeTokenGeometry(m, work).ok() || !XditRunsWorkload(m, work).ok()) continue;
+      for (int gpus : {1, 2, 3, 4, 6, 8, 16, 24, 48, 128}) {
+        ClusterSpec spec{"h100-sxm5-80gb", gpus};
+        if (gpus > 8) {
+          spec.gpus_per_node = 8;
+          spec.inter_id = "ib-ndr";
+        }
+        auto cluster = ResolveCluster(spec, Cat());
+        ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+        PlanOptions opt;
+        opt.top_k = 3;
+        auto plan = MakePlan(Cat(), work, *cluster, {}, opt);
+        if (!plan.ok()) {
+          EXPECT_EQ(plan.status().code(), Status::Code::kInfeasible)
+              << m.id << " " << h << "x" << w << " on " << gpus << ": " << plan.status().ToString();
+          ++infeasible;
+          continue;
+        }
+        for (const auto& c : plan->ranked) {
+          ++plans;
+          Status runs = CheckXditRuns(m, work, c.config, gpus);
+          EXPECT_TRUE(runs.ok()) << m.id << " " << h << "x" << w << " " << Label(c.config) << ": " << runs.message();
+        }
+      }
+    }
+  }
+  EXPECT_GT(plans, 1000);
+  std::cout << "plans on 1-128 GPUs at default and odd sizes: " << plans << " ranked, " << infeasible
+            << " where nothing fits\n";
+}
+
+// xDiT recomputes a patch count that leaves uneven rows; an entry point without a patch flag
+// runs the recomputed count, which is the same launch as the stage count.
+TEST(XditSupportTest, RecomputedPatchCountsLaunchWithoutAPatchFlag) {
+  const ModelSpec* flux = *Cat().Model("flux.1-dev");
+  ASSERT_EQ(flux->xdit->flag("patches"), nullptr);
+  Workload w{"flux.1-dev", 1024, 1024, 1, 28, 1, OutputType::kDecoded};
+  auto tokens = *ComputeTokenGeometry(*flux, w);
+  // 64 patch rows, sp 2, 12 stages: 64 / 24 rounded up to 3 rows per rank, 6 per patch: 11.
+  const ParallelConfig runs = XditRunsAs(tokens, 28, *ParseParallelConfig("ulysses=2,pipefusion=12"));
+  EXPECT_EQ(runs.patches, 11);
+  EXPECT_TRUE(CheckXditRuns(*flux, w, runs, 24).ok());
+  EXPECT_TRUE(CheckXditRuns(*flux, w, *ParseParallelConfig("ulysses=2,pipefusion=12"), 24).ok());
+  Status other = CheckXditRuns(*flux, w, *ParseParallelConfig("ulysses=2,pipefusion=12,patches=10"), 24);
+  EXPECT_NE(other.message().find("recomputed to 11"), std::string::npos) << other.message();
+  ClusterSpec spec{"h100-sxm5-80gb", 24, 8, 0, "", "ib-ndr"};
+  auto plan = MakePlan(Cat(), w, *ResolveCluster(spec, Cat()), {}, PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_TRUE(plan->ranked.front().xdit.has_value());
 }
 
 ValidationContext XditContext(const char* id, int h, int w, int frames, int gpus, TokenGeometry* tokens) {
