@@ -141,6 +141,10 @@ expect ingest-xdit-bad-config 2 "cfg-needs-guidance" -- calibrate ingest "$data/
 sed 's/memory: 35.71 GB/memory: 300.00 GB/' "$data/xdit_flux_4gpu.log" >"$tmp/xdit_300gb.log"
 expect ingest-xdit-impossible-peak 2 "peak memory 300 GB is not possible on h100-sxm5-80gb" -- calibrate ingest \
   "$tmp/xdit_300gb.log" --gpu h100-sxm5-80gb --model flux.1-dev --config ulysses=4 --db "$db"
+printf '%s\n%s\n' 'Running test for size 1000, no split batch, warmup_step 0, pp_degree 1, ulysses_degree 3, ring_degree 1, num_pipeline_patches 1' \
+  'epoch time: 1.62 sec, parameter memory: 2.41 GB, memory: 5.88 GB' >"$tmp/announced.log"
+expect ingest-announced-config 2 "measurement 1 of 1 \(nothing was stored\): --height 1000 must be a positive multiple of 16" \
+  -- calibrate ingest "$tmp/announced.log" --gpu h100-sxm5-80gb --model pixart-alpha --db "$db"
 expect ingest-memory-store 2 "--db :memory:: calibrate keeps what it measures" -- calibrate ingest \
   "$data/xdit_flux_4gpu.log" --gpu h100-sxm5-80gb --model flux.1-dev --config ulysses=4 --db :memory:
 expect ingest-nothing-stored 0 "10 measurements" -- calibrate show --db "$db"
