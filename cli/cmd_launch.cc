@@ -49,6 +49,12 @@ int RunLaunch(int argc, char** argv) {
   auto executor_for = ParsePlanFor((*args)["executor"].as<std::string>());
   if (!executor_for.ok()) return Fail("launch", executor_for.status());
   const std::string executor(PlanForName(*executor_for));
+  if (executor == "ditune" && !command.empty()) {
+    return Fail("launch", Status::InvalidArgument(fmt::format(
+                              "--executor ditune launches ditune's own engine under mpirun; it runs no COMMAND (got "
+                              "'{}' after --): leave out the command, or launch it with --executor xdit",
+                              command.front())));
+  }
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("launch", catalog.status());
   auto workload = ReadWorkload(*args, **catalog);

@@ -18,12 +18,11 @@ StatusOr<double> CommTimeoutFromEnv() {
   if (env == nullptr || *env == '\0') return kDefaultCommTimeoutS;
   char* end = nullptr;
   const double v = std::strtod(env, &end);
-  if (end == env || *end != '\0' || !(v >= 0) || v > 1e9) {
+  if (end == env || *end != '\0' || !(v >= 0) || v > kMaxCommTimeoutS) {
     return Status::InvalidArgument(
         fmt::format("{}='{}': give the seconds a rank waits on its peers before it ends the job, a "
-                    "number >= 0 (0 waits "
-                    "forever; default {:g})",
-                    kCommTimeoutEnv, env, kDefaultCommTimeoutS));
+                    "number >= 0 and at most {:g} (0 waits forever; default {:g})",
+                    kCommTimeoutEnv, env, kMaxCommTimeoutS, kDefaultCommTimeoutS));
   }
   return v;
 }

@@ -17,10 +17,12 @@ namespace ditune::exec {
 
 // Ten minutes: far above any one transfer of a DiT step, short enough that a stalled job ends.
 inline constexpr double kDefaultCommTimeoutS = 600;
+// The longest wait DITUNE_COMM_TIMEOUT_S may ask for (about 31 years): beyond it, 0 (forever).
+inline constexpr double kMaxCommTimeoutS = 1e9;
 inline constexpr const char* kCommTimeoutEnv = "DITUNE_COMM_TIMEOUT_S";
 
 // The timeout from the environment, kDefaultCommTimeoutS when unset; InvalidArgument naming
-// the variable for anything but a number >= 0.
+// the variable for anything but a number from 0 to kMaxCommTimeoutS.
 StatusOr<double> CommTimeoutFromEnv();
 
 // How a wait polls: `test` returns true once the transfer is complete (or an error);

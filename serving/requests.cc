@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -151,6 +152,10 @@ StatusOr<RequestStream> PoissonRequests(const std::vector<MixItem>& mix, double 
   return out;
 }
 
+namespace {
+constexpr double kMaxArrivalS = 1e8;
+}  // namespace
+
 StatusOr<RequestStream> ReadRequestTrace(std::string_view text, std::string_view origin,
                                          const RequestShape& defaults, const Catalog& catalog) {
   DITUNE_ASSIGN_OR_RETURN(auto records, ReadCsvRecords(text, origin));
@@ -161,7 +166,16 @@ StatusOr<RequestStream> ReadRequestTrace(std::string_view text, std::string_view
   }
   std::map<std::string, int> col;
   for (size_t i = 0; i < records[0].fields.size(); ++i) {
-    col.emplace(std::string(Trim(records[0].fields[i])), static_cast<int>(i));
+    const std::string name(Trim(records[0].fields[i]));
+    static const std::set<std::string> kColumns = {"arrival_s", "model", "height", "width", "frames", "steps"};
+    if (!kColumns.count(name)) {
+      return Status::InvalidArgument(fmt::format("{}:{}: unknown column '{}'; a trace's columns are {}", origin,
+                                                 records[0].line, name, kHeader));
+    }
+    if (!col.emplace(name, static_cast<int>(i)).second) {
+      return Status::InvalidArgument(
+          fmt::format("{}:{}: column '{}' is named twice; name each once", origin, records[0].line, name));
+    }
   }
   if (!col.count("arrival_s")) {
     return Status::InvalidArgument(fmt::format(
@@ -189,7 +203,10 @@ StatusOr<RequestStream> ReadRequestTrace(std::string_view text, std::string_view
     Row row{0, defaults};
     const std::string_view a = *field("arrival_s");
     auto arrival = ToDouble(a);
-    if (!arrival || *arrival < 0) return bad("arrival_s", a, "a number of seconds >= 0");
+    // Beyond about three years the seconds of one request's latency vanish beside its arrival.
+    if (!arrival || *arrival < 0 || *arrival > kMaxArrivalS) {
+      return bad("arrival_s", a, fmt::format("a number of seconds from 0 to {:g}", kMaxArrivalS));
+    }
     row.arrival = *arrival;
     if (auto m = field("model"); m && !m->empty()) row.shape.model = std::string(*m);
     struct IntColumn {

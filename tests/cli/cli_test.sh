@@ -424,6 +424,8 @@ expect whatif-uneven-nodes 0 "12 .*2 nodes of 6 GPUs" -- whatif --model flux.1-d
   --inter ib-ndr
 expect serve-zero-replicas-layout 2 "the replica count '0' is not an integer from 1" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --rate 0.1 \
   --layout '0x(ulysses=2)'
+expect launch-ditune-with-command 2 "--executor ditune launches ditune's own engine under mpirun; it runs no COMMAND \(got 'python3'" \
+  -- launch --auto --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --executor ditune --dry-run -- python3 x.py
 expect run-huge-iters 2 "--iters must be 1 to 10000" -- run --model tiny-pixart --steps 2 --config "" \
   --iters 2147483647
 "$bin" plan --model tiny-sd3 --gpu cpu --gpus 1 --json >"$tmp/plan-sd3.json" 2>/dev/null
@@ -448,6 +450,8 @@ expect run-cluster-flag 2 "--gpus 4 but '1 device' needs 1" -- run --model tiny-
   --gpu cpu --gpus 4
 expect run-bad-comm 2 "--comm 'bogus': valid: mpi, nccl" -- run --backend ref --comm bogus --model tiny-pixart \
   --steps 2 --config ""
+DITUNE_COMM_TIMEOUT_S=1e12 expect run-huge-timeout-env 2 "DITUNE_COMM_TIMEOUT_S='1e12': .* at most 1e\+09" -- run \
+  --model tiny-pixart --steps 1 --config ""
 DITUNE_COMM_TIMEOUT_S=abc expect run-bad-timeout-env 2 "DITUNE_COMM_TIMEOUT_S='abc': .* a number >= 0" -- run \
   --model tiny-pixart --steps 2 --config ""
 

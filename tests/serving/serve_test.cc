@@ -95,7 +95,7 @@ TEST(RequestsTest, MixItemsTakeTheRestOfTheirShapeFromTheBase) {
 
 TEST(RequestsTest, ATraceFillsMissingColumnsAndSortsByArrival) {
   const RequestShape defaults{"flux.1-dev", 1024, 1024, 1, 28};
-  auto s = ReadRequestTrace("arrival_s,width,note\n2.5,2048,x\n0.5,,y\n0.5,512,z\n", "t.csv", defaults, Cat());
+  auto s = ReadRequestTrace("arrival_s,width\n2.5,2048\n0.5,\n0.5,512\n", "t.csv", defaults, Cat());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   ASSERT_EQ(s->requests.size(), 3u);
   EXPECT_EQ(s->requests[0].arrival.value(), 0.5);
@@ -119,6 +119,9 @@ TEST(RequestsTest, BadTracesNameTheLineAndColumn) {
       {"arrival_s,height\n0,1000\n", "t.csv:2:"},
       {"arrival_s,steps\n0,many\n", "steps 'many' is not an integer"},
       {"arrival_s\n", "no requests"},
+      {"arrival_s\n1e300\n", "t.csv:2: arrival_s '1e300' is not a number of seconds from 0 to 1e+08"},
+      {"arrival_s,heigth\n0,1024\n", "t.csv:1: unknown column 'heigth'; a trace's columns are arrival_s,model"},
+      {"arrival_s,width,width\n0,1024,512\n", "t.csv:1: column 'width' is named twice"},
       {"", "empty"},
   };
   for (const auto& c : cases) {
