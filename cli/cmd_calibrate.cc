@@ -119,10 +119,21 @@ int FitCmd(int argc, char** argv) {
   auto fits = RecalibrateAll(store->get(), **catalog, &skipped);
   if (!fits.ok()) return Fail("calibrate fit", fits.status());
   if (fits->empty()) {
+    auto measured = (*store)->Measurements();
+    if (!measured.ok()) return Fail("calibrate fit", measured.status());
+    if (measured->empty()) {
+      return Fail("calibrate fit", Status::InvalidArgument(fmt::format(
+                                       "{} holds no measurements to fit; add some with `ditune calibrate ingest`",
+                                       (*store)->path())));
+    }
+    std::string why;
+    for (const auto& s : skipped) why += "\n  " + s;
     return Fail("calibrate fit", Status::InvalidArgument(fmt::format(
-                                     "{} holds no op or collective measurements to fit; add some with "
-                                     "`ditune calibrate ingest`",
-                                     (*store)->path())));
+                                     "none of the {} measurement(s) in {} makes a fit{}", measured->size(),
+                                     (*store)->path(),
+                                     why.empty() ? std::string(" (a curve needs two sizes or more of one op, "
+                                                               "collective or link)")
+                                                 : ":" + why)));
   }
   if (args->count("json")) {
     nlohmann::json out = nlohmann::json::array();

@@ -26,31 +26,6 @@
 
 #include <unistd.h>
 namespace ditune::cli {
-namespace {
-
-// The announced or given configuration of an xDiT run, checked against its workload as xDiT
-// checks it.
-Status CheckLoggedRun(const nlohmann::json& p, const Catalog& catalog) {
-  auto number = [&](const char* key, int fallback) {
-    return p.contains(key) && p[key].is_number_integer() ? p[key].get<int>() : fallback;
-  };
-  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(p["model"].get<std::string>()));
-  Workload w{model->id, number("height", model->default_height), number("width", model->default_width),
-             number("frames", model->default_frames), number("steps", model->default_steps), number("batch", 1),
-             OutputType::kDecoded};
-  DITUNE_ASSIGN_OR_RETURN(ParallelConfig config, ParseParallelConfig(p["config"].get<std::string>()));
-  DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*model, w));
-  const int gpus = number("gpus", config.world_size());
-  if (gpus != config.world_size()) {
-    return Status::InvalidArgument(fmt::format("the run's configuration '{}' needs {} GPUs; it ran on {}",
-                                               Label(config), config.world_size(), gpus));
-  }
-  ValidationContext ctx{model, tokens, w.steps, w.batch, gpus};
-  ctx.xdit = model->xdit.has_value();
-  return ValidateConfig(ctx, config).WithContext(fmt::format("{}x{}", w.height, w.width));
-}
-
-}  // namespace
 
 int CalibrateIngest(int argc, char** argv) {
   cxxopts::Options options("ditune calibrate ingest", "Read measurements into the calibration store");
@@ -153,6 +128,20 @@ int CalibrateIngest(int argc, char** argv) {
   auto measurements = ParseIngest(text.str(), format, ctx, file);
   for (const auto& w : warnings) std::cerr << "ditune calibrate ingest: warning: " << w << "\n";
   if (!measurements.ok()) return Fail("calibrate ingest", measurements.status());
+  if (args->count("run-id")) {
+    // Every format takes --run-id; a CSV row's own run_id must agree with it.
+    for (size_t i = 0; i < measurements->size(); ++i) {
+      Measurement& m = (*measurements)[i];
+      if (m.run_id.empty()) m.run_id = ctx.run_id;
+      if (m.run_id != ctx.run_id) {
+        return Fail("calibrate ingest",
+                    Status::InvalidArgument(fmt::format(
+                        "{}: measurement {} of {} has run_id '{}' but --run-id is '{}' (nothing was stored); leave "
+                        "out --run-id or the column",
+                        file, i + 1, measurements->size(), m.run_id, ctx.run_id)));
+      }
+    }
+  }
   // Nothing is stored from a file with an error: every row must also be one the fits and the
   // catalog can take, or it would fail every later fit.
   for (size_t i = 0; i < measurements->size(); ++i) {
@@ -163,11 +152,10 @@ int CalibrateIngest(int argc, char** argv) {
                                                "for this machine's cores)",
                                                m.device));
     }
-    if (st.ok() && m.backend == "xdit" && m.params.is_object() && m.params.contains("config") &&
-        m.params["config"].is_string() && m.params.contains("model") && m.params["model"].is_string()) {
+    if (st.ok() && m.backend == "xdit") {
       // A configuration a log announces ("Running test for size 1000, ulysses_degree 3") gets
       // the checks --config gets: its degrees, its product and its workload's split.
-      st = CheckLoggedRun(m.params, **catalog);
+      st = CheckXditRunConfig(m.params, **catalog);
     }
     if (st.ok() && m.params.is_object() && m.params.contains("peak_memory_gb") &&
         m.params["peak_memory_gb"].is_number()) {

@@ -133,35 +133,19 @@ int CalibrateComm(int argc, char** argv) {
   // Every rank checks the same flags, so every rank refuses them together (no rank waits).
   auto refuse = [&](const Status& st) { return root ? Fail("calibrate comm", st) : st.ExitCode(); };
   const int iters = (*args)["iters"].as<int>();
-  if (iters < 1 || iters > 1000) {
-    return refuse(Status::InvalidArgument(fmt::format("--iters {}: give 1 to 1000 timed iterations per size", iters)));
-  }
-  auto link_catalog = Catalog::Default();
-  if (!link_catalog.ok()) return refuse(link_catalog.status());
   const std::string link_id = (*args)["link"].as<std::string>();
-  auto link = (*link_catalog)->Link(link_id);
-  if (!link.ok()) return refuse(link.status().WithContext("--link"));
-  // Host-memory ranks measure host memory: their timings must never become the curves of a
-  // GPU link every later GPU plan is priced with; GPU ranks never price the host's.
-  const bool host_link = (*link)->topology == LinkTopology::kSharedMemory;
-  if (!(*world)->device_memory() && !host_link && (*link)->scope == LinkScope::kIntra) {
-    return refuse(Status::InvalidArgument(fmt::format(
-        "--link {}: the {} ranks move host memory, so they measure the host's shared memory, not {} between GPUs; "
-        "use --link shm here, or --comm nccl on GPUs (one per rank) to measure {}",
-        link_id, (*world)->backend(), (*link)->name, link_id)));
-  }
-  if ((*world)->device_memory() && host_link) {
-    return refuse(Status::InvalidArgument(fmt::format(
-        "--link {}: the {} ranks move GPU memory; name the link between the GPUs (nvlink4, pcie4, ...)", link_id,
-        (*world)->backend())));
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return refuse(catalog.status());
+  if (Status st = exec::CheckCommSweepFlags(**catalog, link_id, iters, (*world)->device_memory(),
+                                            (*world)->backend());
+      !st.ok()) {
+    return refuse(st);
   }
   std::vector<Measurement> ms;
   auto rows = exec::CommSweep(world->get(), link_id, iters, &ms,
                               root ? TerminalProgress("comm sweep") : exec::Progress{}, device.get());
   if (!rows.ok()) return refuse(rows.status());
   if (!root) return 0;
-  auto catalog = Catalog::Default();
-  if (!catalog.ok()) return Fail("calibrate comm", catalog.status());
   auto store = OpenStoreFromArgs(*args);
   if (!store.ok()) return Fail("calibrate comm", store.status());
   auto ids = (*store)->AddMeasurements(ms);

@@ -368,7 +368,13 @@ Status NcclTestsReader::OtherLine(int number, std::string_view t,
     if (test_.start_line == 0) test_.start_line = number;
     test_.hint = std::string(program);
     test_.hint_line = number;
-    break;
+    return Status::Ok();
+  }
+  // Inside a table, a line whose first token starts like a number but is not a whole count of
+  // bytes ("1.5e6", "1,024", "8M") is a row this reader cannot take: said, not lost.
+  if ((test_.layout || test_.rows > 0) && tokens.size() >= 3 &&
+      std::isdigit(static_cast<unsigned char>(tokens.front().front())) != 0) {
+    Drop(number, fmt::format("size '{}' is not a whole number of bytes; row dropped", Excerpt(tokens.front())));
   }
   return Status::Ok();
 }

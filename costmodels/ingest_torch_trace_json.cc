@@ -25,6 +25,8 @@ using Json = nlohmann::json;
 constexpr int kMaxTraceDepth = 64;
 // The largest trace decompressed: a long profile runs to a few GB of JSON.
 constexpr size_t kMaxInflatedBytes = size_t{8} << 30;
+constexpr size_t kMaxInflateRatio = 200;
+constexpr size_t kMinInflateLimit = size_t{256} << 20;
 
 // The deepest nesting of arrays and objects in `text`, counted up to `limit` + 1.
 int Nesting(std::string_view text, int limit) {
@@ -87,6 +89,9 @@ StatusOr<std::string> Gunzip(std::string_view data, std::string_view origin) {
     return Status::InvalidArgument(
         fmt::format("{}: gzip data {} (valid: {})", origin, why, kTraceExample));
   };
+  // A profiler trace's JSON compresses about 10 to 30 times; far more is a decompression bomb,
+  // refused at the bound rather than after the host's memory is spent.
+  const size_t limit = std::min(kMaxInflatedBytes, std::max(kMinInflateLimit, kMaxInflateRatio * data.size()));
   std::string out;
   std::vector<unsigned char> buffer(size_t{1} << 16);
   size_t fed = 0;  // bytes of `data` handed to zlib
@@ -100,10 +105,16 @@ StatusOr<std::string> Gunzip(std::string_view data, std::string_view origin) {
     zs.next_out = buffer.data();
     zs.avail_out = static_cast<uInt>(buffer.size());
     const int rc = inflate(&zs, Z_NO_FLUSH);
-    out.append(reinterpret_cast<const char*>(buffer.data()), buffer.size() - zs.avail_out);
-    if (out.size() > kMaxInflatedBytes) {
-      return corrupt(fmt::format("decompresses to more than {} GiB", kMaxInflatedBytes >> 30));
+    const size_t produced = buffer.size() - zs.avail_out;
+    if (out.size() + produced > limit) {
+      return corrupt(fmt::format("decompresses to more than {} MiB ({} times its {} bytes; at most {} times, and "
+                                 "{} GiB in all)",
+                                 limit >> 20, kMaxInflateRatio, data.size(), kMaxInflateRatio,
+                                 kMaxInflatedBytes >> 30));
     }
+    // Grown by hand, never past the limit (a doubling string would ask for twice it).
+    if (out.size() + produced > out.capacity()) out.reserve(std::min(limit, 2 * (out.size() + produced)));
+    out.append(reinterpret_cast<const char*>(buffer.data()), produced);
     if (rc == Z_STREAM_END) {
       const size_t rest = zs.avail_in + (data.size() - fed);
       if (rest == 0) return out;

@@ -197,7 +197,18 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const Stor
   if (rc != SQLITE_OK) return SqliteError(db, rc, "setting the busy timeout", path);
   DITUNE_RETURN_IF_ERROR(Exec(db, path, "PRAGMA foreign_keys=ON", "enabling foreign keys"));
   // Check before anything writes to the file.
-  DITUNE_RETURN_IF_ERROR(QuickCheck(db, path));
+  if (Status checked = QuickCheck(db, path); !checked.ok()) {
+    const int code = sqlite3_extended_errcode(db) & 0xff;
+    if (code != SQLITE_IOERR && code != SQLITE_FULL) return checked;
+    // The file system refuses to grow (a full disk: the WAL's files cannot be made): what only
+    // reads the store still works, and a write names the cause.
+    store.reset();
+    auto ro = OpenReadOnly(path, /*immutable=*/false);
+    if (!ro.ok()) ro = OpenReadOnly(path, /*immutable=*/true);
+    if (!ro.ok()) return checked;
+    (*ro)->read_only_why_ = fmt::format("the file system under it refused to write ({})", checked.message());
+    return ro;
+  }
   DITUNE_ASSIGN_OR_RETURN(SchemaState state, ReadSchemaState(db, path));
   DITUNE_RETURN_IF_ERROR(CheckSchema(state, path));
   DITUNE_RETURN_IF_ERROR(EnableWal(db, path));
@@ -273,6 +284,11 @@ StatusOr<std::unique_ptr<Store>> Store::OpenReadOnly(const std::string& path, bo
 
 Status Store::CheckWritable(std::string_view doing) const {
   if (!read_only_) return Status::Ok();
+  if (!read_only_why_.empty()) {
+    return Status::IOError(fmt::format("the calibration store {} is open read-only: {}; {} writes into it: free "
+                                       "space there, or give another store with --db or DITUNE_DB",
+                                       path_, read_only_why_, doing));
+  }
   return Status::InvalidArgument(fmt::format(
       "the calibration store {} is open read-only (not writable here, or DITUNE_DB_READ_ONLY=1); {} writes into "
       "it: give a writable store with --db or DITUNE_DB",

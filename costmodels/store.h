@@ -163,6 +163,8 @@ class Store {
   sqlite3* db_;
   std::string path_;
   bool read_only_ = false;
+  // Why it is read only where that is not the file's or the user's doing (a full disk).
+  std::string read_only_why_;
 };
 
 }  // namespace ditune

@@ -194,7 +194,8 @@ StatusOr<std::vector<Measurement>> KernelSweep(Kernels* kernels, const std::stri
        {{"q", x.q}, {"kv", x.kv}, {"heads", x.heads}, {"head_dim", x.d}});
     if (progress) progress(++done, total);
   }
-  for (auto [rows, cols] : norms) {
+  for (const auto& shape : norms) {
+    const int64_t rows = shape.first, cols = shape.second;  // named: lambdas below capture them
     const auto* shift = static_cast<const float*>(vec->data());
     NormArgs n;
     n.x = at(0);
@@ -260,6 +261,29 @@ StatusOr<std::vector<Measurement>> KernelSweep(Kernels* kernels, const std::stri
   return out;
 }
 
+
+Status CheckCommSweepFlags(const Catalog& catalog, std::string_view link_id, int iters, bool device_memory,
+                           std::string_view backend) {
+  if (iters < 1 || iters > kMaxCommSweepIters) {
+    return Status::InvalidArgument(
+        fmt::format("--iters {}: give 1 to {} timed iterations per size", iters, kMaxCommSweepIters));
+  }
+  auto link = catalog.Link(link_id);
+  if (!link.ok()) return link.status().WithContext("--link");
+  const bool host_link = (*link)->topology == LinkTopology::kSharedMemory;
+  if (!device_memory && !host_link && (*link)->scope == LinkScope::kIntra) {
+    return Status::InvalidArgument(fmt::format(
+        "--link {}: the {} ranks move host memory, so they measure the host's shared memory, not {} between GPUs; "
+        "use --link shm here, or --comm nccl on GPUs (one per rank) to measure {}",
+        link_id, backend, (*link)->name, link_id));
+  }
+  if (device_memory && host_link) {
+    return Status::InvalidArgument(fmt::format(
+        "--link {}: the {} ranks move GPU memory; name the link between the GPUs (nvlink4, pcie4, ...)", link_id,
+        backend));
+  }
+  return Status::Ok();
+}
 
 StatusOr<std::vector<CollectiveRow>> CommSweep(Comm* comm, const std::string& link, int iters,
                                                std::vector<Measurement>* measurements, const Progress& progress,

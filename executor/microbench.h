@@ -6,8 +6,10 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/catalog.h"
 #include "costmodels/measurement.h"
 #include "executor/comm.h"
 #include "executor/device.h"
@@ -33,6 +35,15 @@ struct CollectiveRow {
   double algbw_gbps = 0;
   double busbw_gbps = 0;
 };
+
+// The flags of a communication sweep, checked alike on every rank before it starts: `iters`
+// from 1 to kMaxCommSweepIters, `link` a catalog link, and a link that the ranks' memory
+// measures — host-memory ranks (`device_memory` false) never an intra-node link between GPUs
+// (their timings would price every later GPU plan), GPU ranks never host shared memory.
+// InvalidArgument naming the flag and what is valid.
+inline constexpr int kMaxCommSweepIters = 1000;
+Status CheckCommSweepFlags(const Catalog& catalog, std::string_view link, int iters, bool device_memory,
+                           std::string_view backend);
 
 // Collective over `comm` (every rank calls it). Returns the table (on every rank) and the
 // measurements for the store. `link` names the link the ranks talk over. A communicator

@@ -7,9 +7,11 @@
 namespace ditune::exec {
 namespace {
 
-// One rank's intent as text: "E<code>\n<message>" when it refused, else "K" then a
-// "name\tvalue\n" line per field.
-std::string Encode(const RankIntent& intent) {
+std::vector<std::pair<std::string, std::string>> Fields(const std::string& text);
+
+}  // namespace
+
+std::string EncodeIntent(const RankIntent& intent) {
   std::string text;
   if (!intent.refused.ok()) {
     text = fmt::format("E{}\n{}", intent.refused.ExitCode(), intent.refused.message());
@@ -20,6 +22,8 @@ std::string Encode(const RankIntent& intent) {
   if (text.size() > kMaxIntentChars) text.resize(kMaxIntentChars);
   return text;
 }
+
+namespace {
 
 std::vector<std::pair<std::string, std::string>> Fields(const std::string& text) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -37,29 +41,16 @@ std::vector<std::pair<std::string, std::string>> Fields(const std::string& text)
 
 }  // namespace
 
-Status AgreeAcrossRanks(Comm* comm, const RankIntent& mine) {
-  const int n = comm->size();
-  const std::string text = Encode(mine);
-  // The exchange moves floats: each byte travels as one (exact below 2^24), the length first.
-  std::vector<float> send(kMaxIntentChars + 1, 0.0f);
-  send[0] = static_cast<float>(text.size());
-  for (size_t i = 0; i < text.size(); ++i) send[i + 1] = static_cast<float>(static_cast<unsigned char>(text[i]));
-  std::vector<float> all(send.size() * static_cast<size_t>(n));
-  DITUNE_RETURN_IF_ERROR(comm->AllGather(send.data(), all.data(), send.size()));
-  std::vector<std::string> texts(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    const float* p = all.data() + static_cast<size_t>(r) * send.size();
-    const size_t len = std::min(kMaxIntentChars, static_cast<size_t>(std::max(0.0f, p[0])));
-    std::string& t = texts[static_cast<size_t>(r)];
-    for (size_t i = 0; i < len; ++i) t += static_cast<char>(static_cast<unsigned char>(p[i + 1]));
-  }
+Status CompareIntents(const std::vector<std::string>& texts, int my_rank, const Status& mine) {
+  const int n = static_cast<int>(texts.size());
+  if (n == 0) return Status::Ok();
   for (int r = 0; r < n; ++r) {
     const std::string& t = texts[static_cast<size_t>(r)];
     if (t.empty() || t[0] != 'E') continue;
-    if (r == comm->rank()) return mine.refused;
+    if (r == my_rank && !mine.ok()) return mine;
     const size_t nl = t.find('\n');
-    const std::string message =
-        fmt::format("rank {} of {} refused its input, so the job stops: {}", r, n, nl == std::string::npos ? "" : t.substr(nl + 1));
+    const std::string message = fmt::format("rank {} of {} refused its input, so the job stops: {}", r, n,
+                                            nl == std::string::npos ? "" : t.substr(nl + 1));
     // The refusing rank's exit status: 3 where nothing fits, else 2.
     return t.size() > 1 && t[1] == '3' ? Status::Infeasible(message) : Status::InvalidArgument(message);
   }
@@ -84,6 +75,25 @@ Status AgreeAcrossRanks(Comm* comm, const RankIntent& mine) {
       "the {} ranks of this job were not given the same run (every rank needs the same flags, store and plan):", n);
   for (const auto& d : differences) msg += "\n  " + d;
   return Status::InvalidArgument(msg);
+}
+
+Status AgreeAcrossRanks(Comm* comm, const RankIntent& mine) {
+  const int n = comm->size();
+  const std::string text = EncodeIntent(mine);
+  // The exchange moves floats: each byte travels as one (exact below 2^24), the length first.
+  std::vector<float> send(kMaxIntentChars + 1, 0.0f);
+  send[0] = static_cast<float>(text.size());
+  for (size_t i = 0; i < text.size(); ++i) send[i + 1] = static_cast<float>(static_cast<unsigned char>(text[i]));
+  std::vector<float> all(send.size() * static_cast<size_t>(n));
+  DITUNE_RETURN_IF_ERROR(comm->AllGather(send.data(), all.data(), send.size()));
+  std::vector<std::string> texts(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const float* p = all.data() + static_cast<size_t>(r) * send.size();
+    const size_t len = std::min(kMaxIntentChars, static_cast<size_t>(std::max(0.0f, p[0])));
+    std::string& t = texts[static_cast<size_t>(r)];
+    for (size_t i = 0; i < len; ++i) t += static_cast<char>(static_cast<unsigned char>(p[i + 1]));
+  }
+  return CompareIntents(texts, comm->rank(), mine.refused);
 }
 
 }  // namespace ditune::exec

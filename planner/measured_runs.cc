@@ -501,6 +501,33 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
   return out;
 }
 
+Status CheckXditRunConfig(const nlohmann::json& p, const Catalog& catalog) {
+  if (!p.is_object() || !p.contains("config") || !p["config"].is_string()) return Status::Ok();
+  if (!p.contains("model") || !p["model"].is_string()) {
+    return Status::InvalidArgument("the run names a configuration but no model");
+  }
+  auto number = [&](const char* key, int fallback) {
+    if (!p.contains(key) || !p[key].is_number_integer()) return fallback;
+    const int64_t v = p[key].get<int64_t>();
+    return v >= 0 && v <= 1'000'000'000 ? static_cast<int>(v) : -1;  // out of range: refused below
+  };
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(p["model"].get<std::string>()));
+  Workload w{model->id, number("height", model->default_height), number("width", model->default_width),
+             number("frames", model->default_frames), number("steps", model->default_steps), number("batch", 1),
+             OutputType::kDecoded};
+  DITUNE_ASSIGN_OR_RETURN(ParallelConfig config, ParseParallelConfig(p["config"].get<std::string>()));
+  DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*model, w));
+  const int gpus = number("gpus", config.world_size());
+  if (gpus != config.world_size()) {
+    return Status::InvalidArgument(fmt::format("the run's configuration '{}' needs {} GPUs; it ran on {}",
+                                               Label(config), config.world_size(), gpus));
+  }
+  ValidationContext ctx{model, tokens, w.steps, w.batch, gpus};
+  ctx.xdit = model->xdit.has_value();
+  return ValidateConfig(ctx, config).WithContext(fmt::format("{}x{}", w.height, w.width));
+}
+
+
 std::optional<Bytes> MeasuredRuntimeOverhead(const std::vector<Fit>& fits, const std::string& gpu,
                                              const std::string& model) {
   for (const auto& f : fits) {

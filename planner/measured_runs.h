@@ -81,6 +81,12 @@ std::vector<MeasuredRun> MeasuredXditRuns(const std::vector<Measurement>& measur
 StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measurements, const Catalog& catalog,
                                            const std::vector<Fit>& fits, std::vector<std::string>* skipped = nullptr);
 
+// Checks the configuration of an xDiT run's parameters (an e2e measurement's params: "model",
+// "config", and "height", "width", "frames", "steps", "batch", "gpus" where given) against its
+// workload as xDiT's entry point checks it: a configuration a log announces gets the checks
+// --config gets. InvalidArgument naming the rule; Ok for a valid one.
+Status CheckXditRunConfig(const nlohmann::json& params, const Catalog& catalog);
+
 // The memory fit of (gpu, model), when the store's runs printed their peak.
 std::optional<Bytes> MeasuredRuntimeOverhead(const std::vector<Fit>& fits, const std::string& gpu,
                                              const std::string& model);

@@ -239,6 +239,22 @@ StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& meas
 
 StatusOr<std::vector<Fit>> RecalibrateAll(Store* store, const Catalog& catalog, std::vector<std::string>* skipped) {
   DITUNE_ASSIGN_OR_RETURN(std::vector<Measurement> all, store->Measurements());
+  // Collectives timed between host-memory ranks (MPI, one process) never become the curves of
+  // a link between GPUs: every later GPU plan would be priced with shared-memory timings. A
+  // store may hold such rows from before `calibrate comm` refused them.
+  std::erase_if(all, [&](const Measurement& m) {
+    if (m.kind != MeasurementKind::kCollective || (m.backend != "mpi" && m.backend != "local")) return false;
+    auto link = catalog.Link(m.link);
+    if (!link.ok() || (*link)->scope != LinkScope::kIntra || (*link)->topology == LinkTopology::kSharedMemory) {
+      return false;
+    }
+    if (skipped != nullptr) {
+      skipped->push_back(fmt::format("measurement {} ({} {} over {}): host-memory ranks measure shared memory, not "
+                                     "{}; left out of its curves",
+                                     m.id, m.op, m.backend, m.link, m.link));
+    }
+    return true;
+  });
   DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> fits, BuildFits(all, skipped));
   DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> active, store->ActiveFits(std::string(kFitKindMechanisms)));
   DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> terms, FitPipelineTerms(all, catalog, skipped));

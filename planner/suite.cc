@@ -126,9 +126,19 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
   }
   std::map<std::string, int> calibrate;
   std::map<std::string, int> first_line;
+  std::map<std::string, const SuiteRow*> first_row;
   for (const auto& r : rows) {
     first_line.emplace(r.group, r.line);
     calibrate[r.group] += r.role == SuiteRole::kCalibrate;
+    // A group's calibrate row calibrates its other rows: one model on one GPU.
+    const SuiteRow* head = first_row.emplace(r.group, &r).first->second;
+    if (head->workload.model_id != r.workload.model_id || head->cluster.gpu_id != r.cluster.gpu_id) {
+      return RowError(origin, r.line,
+                      fmt::format("group '{}' is {} on {} (line {}), this row {} on {}: a group holds one model on "
+                                  "one GPU; give this row a group of its own",
+                                  r.group, head->workload.model_id, head->cluster.gpu_id, head->line,
+                                  r.workload.model_id, r.cluster.gpu_id));
+    }
   }
   for (const auto& [group, count] : calibrate) {
     if (count != 1) {

@@ -16,7 +16,7 @@ seed=${3:-1}
 [[ $runs -eq 0 ]] && runs=-1
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${DITUNE_FUZZ_BUILD_DIR:-$root/build/fuzz}
-targets=(config measurement_csv nccl_tests xdit_log catalog_json suite torch_trace serving)
+targets=(config measurement_csv nccl_tests xdit_log catalog_json suite torch_trace serving run_agreement)
 
 if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ is not installed (tools/setup.sh installs clang and libclang-rt-14-dev)" >&2
@@ -75,6 +75,10 @@ printf '{"workload": {"model": "flux.1-dev", "height": 1024, "width": 1024, "fra
 printf 'arrival_s,model,height,width,frames,steps\n0,flux.1-dev,1024,1024,1,28\n0.5,,2048,2048,,\n' >"$seeds/serving/0"
 printf '2x(ulysses=2)+4x()' >"$seeds/serving/1"
 printf '1024x1024:3,2048x2048x1@20:1' >"$seeds/serving/2"
+printf 'K--model\tflux.1-dev\n--height\t1024\n\x1fK--model\tflux.1-dev\n--height\t512\n' >"$seeds/run_agreement/0"
+printf 'K--config\tulysses=2\n\x1fE2\nthe calibration store is a directory\x1fK' >"$seeds/run_agreement/1"
+printf '\x00\x00\x00\x0ashm' >"$seeds/run_agreement/2"
+printf '\x00\x00\x00\x03nvlink4' >"$seeds/run_agreement/3"
 printf '(--ulysses_degree 2 --ring_degree 2)+1x(pipefusion=2,patches=4)' >"$seeds/serving/3"
 
 status=0

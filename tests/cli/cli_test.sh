@@ -179,6 +179,18 @@ expect trace-explain 0 "efficiency per op class of xDiT's kernels on h100-sxm5-8
 { printf '\xEF\xBB\xBF'; cat "$data/trace/profile_trace_1gpu.json"; } >"$tmp/bom_trace.json"
 expect ingest-trace-bom 0 "ingested [0-9]+ measurements" -- calibrate ingest "$tmp/bom_trace.json" --gpu h100-sxm5-80gb \
   --model pixart-alpha --height 256 --width 256 --steps 1 --db "$tmp/bom.db"
+head -c 300000000 /dev/zero | gzip -1 >"$tmp/bomb.json.gz"
+expect ingest-gzip-bomb 2 "bomb.json.gz: gzip data decompresses to more than 256 MiB" -- calibrate ingest \
+  "$tmp/bomb.json.gz" --gpu h100-sxm5-80gb --model pixart-alpha --db "$tmp/bomb.db"
+sed 's/^     1048576 /     1.05e6  /' "$data/all_reduce_perf.txt" >"$tmp/all_reduce_perf_float.txt"
+expect ingest-nccl-float-size 0 "all_reduce_perf_float.txt:15: size '1.05e6' is not a whole number of bytes; row dropped" -- \
+  calibrate ingest "$tmp/all_reduce_perf_float.txt" --gpu h100-sxm5-80gb --link nvlink4 --db "$tmp/float.db"
+printf 'source,kind,op,backend,device,ranks,link,bytes,flops,median_s,p10_s,p90_s,samples,params,run_id\n%s\n' \
+  'microbench,op,gemm,cuda,h100-sxm5-80gb,1,,,1e12,0.0021,,,5,"{""m"":4096,""n"":4096,""k"":4096}",own' >"$tmp/one_op.csv"
+expect ingest-run-id-conflict 2 "measurement 1 of 1 has run_id 'own' but --run-id is 'other'" -- calibrate ingest \
+  "$tmp/one_op.csv" --run-id other --db "$tmp/one.db"
+expect ingest-one-op 0 "ingested 1 measurements" -- calibrate ingest "$tmp/one_op.csv" --db "$tmp/one.db"
+expect fit-one-op 2 "none of the 1 measurement\(s\) in .*one.db makes a fit" -- calibrate fit --db "$tmp/one.db"
 expect calibrate-usage 2 "usage: ditune calibrate" -- calibrate
 expect calibrate-unknown 2 "unknown subcommand 'fitt'" -- calibrate fitt
 
@@ -219,6 +231,9 @@ expect learn-no-predict-row 2 "the suite has no predict row with a published lat
 expect learn-kept-constants 0 'eager_op_us=' -- calibrate show --db "$tmp/learned.db"
 expect learn-bad-out-first 2 "--out '$tmp/none/f.json': cannot create a file in '$tmp/none'" -- calibrate learn \
   --suite "$suite" --out "$tmp/none/f.json"
+sed '3s/,h100-sxm5-80gb,/,a100-sxm4-80gb,/' "$suite" >"$tmp/mixed-gpus.csv"
+expect validate-group-mixes-gpus 2 "mixed-gpus.csv:3: group 'flux-dev-1024-h100' is flux.1-dev on h100-sxm5-80gb \(line 2\), this row flux.1-dev on a100-sxm4-80gb" \
+  -- validate --suite "$tmp/mixed-gpus.csv"
 head -11 "$suite" >"$tmp/two-groups.csv"
 head -7 "$suite" >"$tmp/only-flux.csv"
 expect cross-validate 0 "^cross-validated: rows=8 median_ape=" -- validate --suite "$tmp/two-groups.csv" --cross-validate
@@ -404,6 +419,22 @@ DITUNE_DB= HOME=/proc expect plan-no-home 0 "priced with the shipped factory cal
   --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --explain
 expect plan-sqlite-uri 2 "is an SQLite URI; give the database's file path" -- plan --model flux.1-dev \
   --gpu h100-sxm5-80gb --gpus 2 --db "file:$tmp/x.db?mode=ro"
+# A store on a full disk still serves what only reads it; a write names the cause. Needs a
+# small file system of its own (a tmpfs; skipped, and said, where this host cannot mount one).
+mkdir -p "$tmp/fullfs"
+if mount -t tmpfs -o size=512k tmpfs "$tmp/fullfs" 2>/dev/null; then
+  "$bin" calibrate show --db "$tmp/fullfs/s.db" >/dev/null 2>&1
+  dd if=/dev/zero of="$tmp/fullfs/fill" bs=4k 2>/dev/null
+  expect full-disk-show 0 "s.db: 0 measurements, [0-9]+ active fits" -- calibrate show --db "$tmp/fullfs/s.db"
+  expect full-disk-plan 0 "launch with xDiT" -- plan --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 \
+    --db "$tmp/fullfs/s.db"
+  expect full-disk-ingest 1 "open read-only: the file system under it refused to write .*free space there" -- \
+    calibrate ingest "$data/xdit_flux_4gpu.log" --gpu h100-sxm5-80gb --model flux.1-dev --config ulysses=4 \
+    --db "$tmp/fullfs/s.db"
+  umount "$tmp/fullfs"
+else
+  echo "note: the full-disk checks were skipped: this host cannot mount a tmpfs"
+fi
 # PipeFusion patch counts xDiT recomputes are launched as ranked, on many nodes and odd sizes.
 for args in "--gpus 24 --nodes 3" "--gpus 48 --nodes 6" "--gpus 128 --nodes 16"; do
   # shellcheck disable=SC2086

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "costmodels/memory_model.h"
+#include "costmodels/store.h"
 #include "planner/auto_configure.h"
 #include "planner/enumerate.h"
 #include "planner/gpu_launch.h"
@@ -249,6 +250,42 @@ TEST(AutoConfigureTest, CachesPerCalibrationVersion) {
 
 namespace ditune {
 namespace {
+
+// Collectives timed between host-memory ranks never become a GPU link's curves, even where a
+// store holds them under that link; over shared memory they fit as before.
+TEST(RecalibrateTest, HostTimingsNeverPriceAGpuLink) {
+  auto store = std::move(Store::Open(":memory:")).value();
+  std::vector<Measurement> ms;
+  for (const char* link : {"nvlink4", "shm"}) {
+    for (double bytes : {1e4, 1e5, 1e6, 1e7, 1e8}) {
+      Measurement m;
+      m.source = MeasurementSource::kMicrobench;
+      m.kind = MeasurementKind::kCollective;
+      m.op = "all_to_all";
+      m.backend = "mpi";
+      m.device = "cpu";
+      m.ranks = 2;
+      m.link = link;
+      m.bytes = Bytes(bytes);
+      m.median = m.p10 = m.p90 = Seconds(2e-6 + bytes / 8e9);
+      m.samples = 5;
+      ms.push_back(m);
+    }
+  }
+  ASSERT_TRUE(store->AddMeasurements(ms).ok());
+  std::vector<std::string> skipped;
+  auto fits = RecalibrateAll(store.get(), Cat(), &skipped);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  bool shm = false;
+  for (const auto& f : *fits) {
+    EXPECT_EQ(f.key.find("nvlink4"), std::string::npos) << f.key;
+    shm |= f.kind == "comm" && f.key.starts_with("all_to_all/shm");
+  }
+  EXPECT_TRUE(shm);
+  int named = 0;
+  for (const auto& s : skipped) named += s.find("host-memory ranks measure shared memory, not nvlink4") != std::string::npos;
+  EXPECT_EQ(named, 5);
+}
 
 TEST(LaunchTest, MapsDriverNamesToTheCatalog) {
   EXPECT_EQ(*MapGpuName("NVIDIA H100 80GB HBM3", Cat()), "h100-sxm5-80gb");
