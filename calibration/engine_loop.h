@@ -17,7 +17,7 @@
 #include "core/parallel_config.h"
 #include "core/units.h"
 #include "core/workload.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "executor/comm.h"
 #include "executor/engine_run.h"
 

@@ -12,7 +12,7 @@
 #include "core/parallel_config.h"
 #include "core/workload.h"
 #include "costmodels/measurement.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "executor/engine_run.h"
 
 namespace ditune::calibration {

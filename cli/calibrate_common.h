@@ -8,7 +8,7 @@
 
 #include <cxxopts.hpp>
 
-#include "costmodels/store.h"
+#include "store/store.h"
 
 namespace ditune::cli {
 

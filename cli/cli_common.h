@@ -13,7 +13,7 @@
 #include "core/cluster.h"
 #include "core/parallel_config.h"
 #include "core/status.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "core/workload.h"
 
 namespace ditune::cli {

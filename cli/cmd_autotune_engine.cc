@@ -11,7 +11,7 @@
 
 #include "calibration/engine_loop.h"
 #include "cli/cli_common.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "executor/device.h"
 #include "planner/gpu_launch.h"
 #include "planner/predict.h"

@@ -16,7 +16,7 @@
 #include "cli/run_common.h"
 #include "core/config_rules.h"
 #include "costmodels/calibration.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "executor/comm_wait.h"
 #include "executor/device.h"
 #include "executor/engine_run.h"

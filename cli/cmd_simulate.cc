@@ -9,7 +9,7 @@
 #include "core/config_rules.h"
 #include "core/output_file.h"
 #include "costmodels/calibration.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "planner/predict.h"
 #include "simulator/simulate.h"
 

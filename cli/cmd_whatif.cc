@@ -10,7 +10,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "planner/whatif.h"
 
 namespace ditune::cli {

@@ -18,7 +18,7 @@
 #include "core/catalog.h"
 #include "core/cluster.h"
 #include "core/workload.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "executor/comm.h"
 #include "executor/engine_run.h"
 #include "executor/profiling_kernels.h"

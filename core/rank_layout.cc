@@ -103,13 +103,13 @@ std::vector<int> RankLayout::GroupOf(int rank, Axis a) const {
 }
 
 std::vector<std::vector<int>> RankLayout::Groups(Axis a) const {
+  // A group's first rank is its member at index 0 along the axis (along kSp: Ulysses and
+  // Ring index 0), so the groups come in the order of their first ranks.
   std::vector<std::vector<int>> groups;
-  std::vector<bool> seen(world_size_, false);
+  const int size = a == Axis::kSp ? degree(Axis::kUlysses) * degree(Axis::kRing) : degree(a);
+  groups.reserve(static_cast<size_t>(world_size_ / std::max(1, size)));
   for (int r = 0; r < world_size_; ++r) {
-    if (seen[r]) continue;
-    std::vector<int> g = GroupOf(r, a);
-    for (int m : g) seen[m] = true;
-    groups.push_back(std::move(g));
+    if (FirstOfGroup(r, a)) groups.push_back(GroupOf(r, a));
   }
   return groups;
 }

@@ -31,6 +31,10 @@ class RankLayout {
   int world_size() const { return world_size_; }
   int degree(Axis a) const { return degree_[static_cast<int>(a)]; }
   RankCoords CoordsOf(int rank) const;
+  // CoordsOf(rank)[a] for any axis but kSp, without the others.
+  int IndexOf(int rank, Axis a) const {
+    return (rank / stride_[static_cast<int>(a)]) % degree_[static_cast<int>(a)];
+  }
   int RankOf(const RankCoords& coords) const;  // uses every axis but kSp
   int NodeOf(int rank) const { return rank / gpus_per_node_; }
 
@@ -39,6 +43,11 @@ class RankLayout {
   std::vector<std::vector<int>> Groups(Axis a) const;
   // The group along `a` that holds `rank`.
   std::vector<int> GroupOf(int rank, Axis a) const;
+  // True iff `rank` is the first of its group along `a` (Groups lists the group there).
+  bool FirstOfGroup(int rank, Axis a) const {
+    return a == Axis::kSp ? IndexOf(rank, Axis::kUlysses) == 0 && IndexOf(rank, Axis::kRing) == 0
+                          : IndexOf(rank, a) == 0;
+  }
   // True iff every group along `a` lies within one node.
   bool GroupsWithinNodes(Axis a) const;
 

@@ -167,13 +167,6 @@ bool HasComputeFits(const std::vector<Fit>& fits, const std::string& device, con
                      [&](const Fit& f) { return f.active && f.kind == kFitKindCompute && f.key.starts_with(prefix); });
 }
 
-StatusOr<std::vector<Fit>> Recalibrate(Store* store, std::vector<std::string>* skipped) {
-  DITUNE_ASSIGN_OR_RETURN(std::vector<Measurement> all, store->Measurements());
-  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> fits, BuildFits(all, skipped));
-  if (!fits.empty()) DITUNE_RETURN_IF_ERROR(store->ReplaceFits(fits));
-  return fits;
-}
-
 Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const std::string& backend,
                  ComputeModel* compute, CommModel* comm) {
   for (const auto& f : fits) {

@@ -20,10 +20,10 @@
 #include "core/status.h"
 #include "costmodels/comm_model.h"
 #include "costmodels/compute_model.h"
+#include "costmodels/fit.h"
 #include "costmodels/measurement.h"
 #include "costmodels/mechanisms.h"
 #include "costmodels/pipeline_terms.h"
-#include "costmodels/store.h"
 
 namespace ditune {
 
@@ -45,9 +45,6 @@ Status CheckFittable(const Measurement& m);
 // measurement left out of a group ("<kind> <key>: measurement <id> left out of the fit: <why>").
 StatusOr<std::vector<Fit>> BuildFits(const std::vector<Measurement>& measurements,
                                      std::vector<std::string>* skipped = nullptr);
-
-// Fits every measurement in the store and replaces the active fits in one transaction.
-StatusOr<std::vector<Fit>> Recalibrate(Store* store, std::vector<std::string>* skipped = nullptr);
 
 // Loads the fits that apply: compute fits of (device, backend) into `compute`, comm fits
 // of the cluster's links into `comm` (either may be null).

@@ -212,6 +212,11 @@ double CommModel::Sharing(const std::vector<int>& group, const std::vector<std::
   return std::max(1.0, static_cast<double>(all) / std::max(1, mine));
 }
 
+double CommModel::Sharing(const std::vector<int>& group, const RankLayout& layout, Axis axis) const {
+  if (TierOf(group) == LinkTier::kIntra) return 1.0;  // the groups are listed only where needed
+  return Sharing(group, layout.Groups(axis));
+}
+
 void CommModel::SetFit(Collective c, LinkTier tier, PiecewiseLatencyModel model, int ranks, int nodes) {
   auto& list = fits_[FitKey(c, tier)];
   std::erase_if(list, [&](const SizedFit& f) { return f.ranks == ranks && f.nodes == nodes; });

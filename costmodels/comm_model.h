@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/cluster.h"
+#include "core/rank_layout.h"
 #include "core/status.h"
 #include "core/units.h"
 #include "costmodels/fitting.h"
@@ -59,6 +60,9 @@ class CommModel {
   // include `group`) run at once: groups crossing the sockets of one node share its
   // inter-socket link; ranks crossing nodes share their node's NICs. 1 when none do.
   double Sharing(const std::vector<int>& group, const std::vector<std::vector<int>>& concurrent) const;
+  // The same with the concurrent groups those of `layout` along `axis`, listed only where the
+  // group leaves its socket (a group inside one shares nothing: 1.0 at once, on any cluster).
+  double Sharing(const std::vector<int>& group, const RankLayout& layout, Axis axis) const;
 
   // A fitted curve over bus bytes for (collective, tier) replaces the catalog line. A curve
   // measured on `ranks` ranks over `nodes` nodes (0: not known) prices groups of that shape:

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "planner/factory.h"
 #include "planner/measured_runs.h"
 

@@ -18,7 +18,7 @@
 
 #include "core/catalog.h"
 #include "core/cluster.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "planner/learn.h"
 #include "planner/suite.h"
 

@@ -15,7 +15,7 @@
 
 #include "core/catalog.h"
 #include "costmodels/mechanisms.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "planner/suite.h"
 #include "planner/validate_suite.h"
 

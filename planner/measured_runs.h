@@ -40,7 +40,7 @@
 #include "core/workload.h"
 #include "costmodels/dit_ops.h"
 #include "costmodels/measurement.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "planner/suite.h"
 
 namespace ditune {

@@ -66,6 +66,7 @@ StatusOr<Candidate> SimulateCandidate(const ModelSpec& model, const Workload& wo
                                       const ParallelConfig& c, const CostModels& models, SimOptions sim) {
   SimInput in{&model, workload, &cluster, c, &models.compute, models.comm.get()};
   sim.terms = models.terms;
+  sim.every_rank = false;  // a stage's figures are each of its ranks'; thousands of candidates are kept
   DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, sim));
   Candidate cand{c, std::move(r)};
   cand.images_per_s = workload.batch / cand.result.total.value();

@@ -13,7 +13,7 @@
 #include "core/cluster.h"
 #include "core/status.h"
 #include "core/workload.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "planner/enumerate.h"
 #include "planner/xdit_launch.h"
 #include "simulator/simulate.h"

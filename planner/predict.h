@@ -10,7 +10,7 @@
 #include "core/catalog.h"
 #include "core/cluster.h"
 #include "costmodels/calibration.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "simulator/simulate.h"
 
 namespace ditune {

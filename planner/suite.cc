@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "core/csv.h"
+#include "costmodels/measurement.h"
 
 namespace ditune {
 namespace {
@@ -112,6 +113,12 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
       auto [p, ec] = std::from_chars(f[15].data(), f[15].data() + f[15].size(), v);
       if (ec != std::errc() || p != f[15].data() + f[15].size() || !(v > 0) || !std::isfinite(v)) {
         return RowError(origin, line, fmt::format("latency_s '{}' is not a positive number of seconds or OOM", f[15]));
+      }
+      // The bounds every measurement keeps (a calibrate row becomes one).
+      if (v < kMinMeasuredSeconds || v > kMaxMeasuredSeconds) {
+        return RowError(origin, line,
+                        fmt::format("latency_s {} is outside the physical range (valid: {:g} to {:g} seconds, or OOM)",
+                                    f[15], kMinMeasuredSeconds, kMaxMeasuredSeconds));
       }
       row.latency_s = v;
     }

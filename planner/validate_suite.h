@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/catalog.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "planner/suite.h"
 
 namespace ditune {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/catalog.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "planner/plan.h"
 
 namespace ditune {

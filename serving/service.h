@@ -9,7 +9,7 @@
 #include "core/catalog.h"
 #include "core/cluster.h"
 #include "core/parallel_config.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "planner/plan.h"
 #include "serving/queue_sim.h"
 #include "serving/requests.h"

@@ -21,7 +21,6 @@ class GraphBuilder {
                TaskScheduler* e)
       : in_(in), opt_(opt), layout_(layout), costs_(costs), e_(*e), c_(in.config) {
     stages_ = std::max(1, c_.pipefusion);
-    if (stages_ > 1) pp_groups_ = layout.Groups(Axis::kPipeFusion);
     for (int s = 0; s < stages_; ++s) {
       RankCoords rc;
       rc.index[static_cast<int>(Axis::kPipeFusion)] = s;
@@ -162,7 +161,7 @@ class GraphBuilder {
     Seconds& t = cfg_gather_[patched ? 1 : 0];
     if (t.value() < 0) {
       const auto group = layout_.GroupOf(rep_.back(), Axis::kCfg);
-      const double share = in_.comm->Sharing(group, layout_.Groups(Axis::kCfg));
+      const double share = in_.comm->Sharing(group, layout_, Axis::kCfg);
       t = in_.comm->Time(Collective::kAllGather, costs_.Latent(patched) * c_.cfg, group, share);
     }
     return Add(comm_.back(), t, {after}, TaskKind::kComm, "cfg_all_gather", step);
@@ -174,10 +173,16 @@ class GraphBuilder {
     auto key = std::make_tuple(from, to, bytes.value());
     auto it = p2p_cache_.find(key);
     if (it != p2p_cache_.end()) return it->second;
-    std::vector<std::vector<int>> concurrent;
-    for (const auto& g : pp_groups_) concurrent.push_back({g[from], g[to]});
     const std::vector<int> pair = {rep_[from], rep_[to]};
-    const Seconds t = in_.comm->Time(Collective::kSendRecv, bytes, pair, in_.comm->Sharing(pair, concurrent));
+    double share = 1.0;  // a pair inside one socket shares nothing
+    if (in_.comm->TierOf(pair) != LinkTier::kIntra) {
+      if (pp_groups_.empty()) pp_groups_ = layout_.Groups(Axis::kPipeFusion);
+      std::vector<std::vector<int>> concurrent;
+      concurrent.reserve(pp_groups_.size());
+      for (const auto& g : pp_groups_) concurrent.push_back({g[from], g[to]});
+      share = in_.comm->Sharing(pair, concurrent);
+    }
+    const Seconds t = in_.comm->Time(Collective::kSendRecv, bytes, pair, share);
     p2p_cache_.emplace(key, t);
     return t;
   }
@@ -267,7 +272,7 @@ class GraphBuilder {
     const int L = in_.model->num_blocks();
     const int w = std::min(steps, std::max(1, c_.warmup));
     const auto group = layout_.GroupOf(rep_[0], Axis::kDistriFusion);
-    const double share = in_.comm->Sharing(group, layout_.Groups(Axis::kDistriFusion));
+    const double share = in_.comm->Sharing(group, layout_, Axis::kDistriFusion);
     // Every layer gathers the fresh K and V of all patches for the next step: the image rows,
     // and the text rows where each rank holds a share of the text (its length divides) and
     // the blocks attend over it (joint, single), as the executor does.
@@ -308,8 +313,8 @@ class GraphBuilder {
   int stages_ = 1;
   std::vector<int> rep_, host_, compute_, comm_, first_block_, block_count_;
   std::vector<std::vector<int>> prev_inputs_;  // per stage: the last forward's input tasks
-  std::vector<std::vector<int>> pp_groups_;
   std::map<std::tuple<int, int, double>, Seconds> p2p_cache_;
+  std::vector<std::vector<int>> pp_groups_;  // listed on the first P2P that leaves a socket
   Seconds cfg_gather_[2] = {Seconds(-1), Seconds(-1)};
   std::vector<int> text_task_, vae_task_;
   int dit_end_ = -1;
@@ -534,17 +539,19 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, TaskSche
   Seconds max_busy(0), sum_busy(0);
   // Every rank holds an equal share of everything the memory model counts.
   const MemoryBreakdown memory = RankMemory(*in.model, tokens, in.workload, in.config, *in.cluster->gpu, opt.memory);
+  std::vector<bool> listed(full.busy.size(), false);
   for (int r = 0; r < layout.world_size(); ++r) {
     RankResult rr;
     rr.rank = r;
-    rr.stage = layout.CoordsOf(r)[Axis::kPipeFusion];
+    rr.stage = layout.IndexOf(r, Axis::kPipeFusion);
     rr.busy = full.busy[rr.stage];
     rr.memory = memory;
     max_busy = std::max(max_busy, rr.busy);
     sum_busy += rr.busy;
     res.peak_memory = std::max(res.peak_memory, rr.memory.peak());
     res.fits = res.fits && rr.memory.fits();
-    res.ranks.push_back(rr);
+    if (opt.every_rank || !listed[static_cast<size_t>(rr.stage)]) res.ranks.push_back(rr);
+    listed[static_cast<size_t>(rr.stage)] = true;
   }
   const double mean = sum_busy.value() / layout.world_size();
   res.imbalance = mean > 0 ? max_busy.value() / mean - 1.0 : 0.0;

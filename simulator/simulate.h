@@ -48,6 +48,10 @@ struct SimOptions {
   bool parallel_vae = false;
   // How PipeFusion's blocks are split over the stages (xDiT: ceil per stage).
   StagePartition stage_partition = StagePartition::kBalanced;
+  // SimResult::ranks holds every rank; false: the first rank of each PipeFusion stage only
+  // (every rank of a stage has its representative's figures). The planner keeps thousands of
+  // candidates: on 4,096 GPUs a row per rank is most of its memory.
+  bool every_rank = true;
 };
 
 struct StepBreakdown {
@@ -74,7 +78,7 @@ struct SimResult {
   Seconds warmup;       // of `dit`, the synchronous warm-up steps (PipeFusion, DistriFusion)
   Seconds step;         // one steady step (the loop's period)
   StepBreakdown steady;  // per steady step, the slowest stage's rank
-  std::vector<RankResult> ranks;  // every rank
+  std::vector<RankResult> ranks;  // every rank (SimOptions::every_rank), else a stage's first
   double imbalance = 0;  // max busy / mean busy - 1
   Bytes peak_memory;     // the largest rank's
   bool fits = true;

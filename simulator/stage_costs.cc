@@ -68,6 +68,10 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
   whole.patches = 1;
   whole.pipefusion = 1;
   work_full_ = ComputeRankWork(model, tokens, workload, whole);
+  // Rank 0 represents its groups, alike for every family: each axis's sharing once.
+  for (Axis a : {Axis::kUlysses, Axis::kRing, Axis::kTp}) {
+    if (layout.degree(a) > 1) share_[static_cast<int>(a)] = comm.Sharing(layout.GroupOf(0, a), layout, a);
+  }
   for (BlockFamily f : kAllBlockFamilies) {
     if (model.num_blocks(f) == 0) continue;
     full_[static_cast<int>(f)] = Cost(f, work_full_);
@@ -206,7 +210,7 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   }
   if (config_.ulysses > 1 && sequence_parallel) {
     const auto group = layout_.GroupOf(rep, Axis::kUlysses);
-    const double share = comm_.Sharing(group, layout_.Groups(Axis::kUlysses));
+    const double share = share_[static_cast<int>(Axis::kUlysses)];
     c.a2a_in = comm_.Time(Collective::kAllToAll, Bytes(qkv_one), group, share) * 3;
     c.a2a_out = comm_.Time(Collective::kAllToAll, Bytes(qkv_one), group, share);
   }
@@ -214,14 +218,14 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
     // r - 1 passes of this rank's K and V (after Ulysses: u x tokens, heads / u) around the
     // ring, each overlapped with the attention over the block already held.
     const auto group = layout_.GroupOf(rep, Axis::kRing);
-    const double share = comm_.Sharing(group, layout_.Groups(Axis::kRing));
+    const double share = share_[static_cast<int>(Axis::kRing)];
     const Seconds pass = comm_.Time(Collective::kSendRecv, Bytes(2 * qkv_one), {group[0], group[1]}, share);
     const Seconds chunk = c.attn / config_.ring;
     if (pass > chunk) c.ring_exposed = (pass - chunk) * (config_.ring - 1);
   }
   if (config_.tp > 1) {
     const auto group = layout_.GroupOf(rep, Axis::kTp);
-    const double share = comm_.Sharing(group, layout_.Groups(Axis::kTp));
+    const double share = share_[static_cast<int>(Axis::kTp)];
     const double n = w.batch * (static_cast<double>(w.img_tokens) +
                                 (AttendsOverText(family) ? static_cast<double>(w.txt_tokens) : 0.0));
     c.tp = comm_.Time(Collective::kAllReduce, Bytes(kElementBytes * n * model_.hidden), group, share) * 2;

@@ -87,6 +87,12 @@ class StageCosts {
   const ComputeModel& compute_;
   const CommModel& comm_;
   RankWork work_full_, work_patched_;
+  // How many transfers share rank 0's group's bottleneck, per axis (CommModel::Sharing).
+  std::array<double, kNumAxes> share_ = [] {
+    std::array<double, kNumAxes> one{};
+    one.fill(1.0);
+    return one;
+  }();
   // Per family (indexed by BlockFamily), for full and patched forwards.
   BlockCost full_[kNumBlockFamilies], patched_[kNumBlockFamilies];
   Seconds overhead_full_, overhead_patched_;

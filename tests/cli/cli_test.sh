@@ -231,6 +231,9 @@ expect learn-no-predict-row 2 "the suite has no predict row with a published lat
 expect learn-kept-constants 0 'eager_op_us=' -- calibrate show --db "$tmp/learned.db"
 expect learn-bad-out-first 2 "--out '$tmp/none/f.json': cannot create a file in '$tmp/none'" -- calibrate learn \
   --suite "$suite" --out "$tmp/none/f.json"
+sed '2s/,6.71,/,1e300,/' "$suite" >"$tmp/huge-calibrate.csv"
+expect validate-calibrate-out-of-range 2 "huge-calibrate.csv:2: latency_s 1e300 is outside the physical range" -- \
+  validate --suite "$tmp/huge-calibrate.csv"
 sed '3s/,h100-sxm5-80gb,/,a100-sxm4-80gb,/' "$suite" >"$tmp/mixed-gpus.csv"
 expect validate-group-mixes-gpus 2 "mixed-gpus.csv:3: group 'flux-dev-1024-h100' is flux.1-dev on h100-sxm5-80gb \(line 2\), this row flux.1-dev on a100-sxm4-80gb" \
   -- validate --suite "$tmp/mixed-gpus.csv"

@@ -9,7 +9,7 @@
 #include "costmodels/comm_model.h"
 #include "costmodels/compute_model.h"
 #include "costmodels/memory_model.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 
 namespace ditune {
 namespace {

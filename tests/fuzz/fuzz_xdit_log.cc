@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/catalog.h"
-#include "costmodels/ingest.h"
+#include "ingest/ingest.h"
 #include "planner/measured_runs.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

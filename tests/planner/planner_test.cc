@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "costmodels/memory_model.h"
-#include "costmodels/store.h"
+#include "store/store.h"
 #include "planner/auto_configure.h"
 #include "planner/enumerate.h"
 #include "planner/gpu_launch.h"

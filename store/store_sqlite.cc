@@ -1,4 +1,4 @@
-#include "costmodels/store_sqlite_impl.h"
+#include "store/store_sqlite_impl.h"
 
 #include <fmt/format.h>
 

@@ -25,8 +25,8 @@
 
 #include "core/csv.h"
 #include "core/parallel_config.h"
-#include "costmodels/ingest.h"
-#include "costmodels/ingest_impl.h"
+#include "ingest/ingest.h"
+#include "ingest/ingest_impl.h"
 
 namespace ditune {
 namespace {

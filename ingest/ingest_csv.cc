@@ -13,9 +13,9 @@
 #include <system_error>
 #include <utility>
 
-#include "costmodels/ingest.h"
+#include "ingest/ingest.h"
 #include "core/csv.h"
-#include "costmodels/ingest_impl.h"
+#include "ingest/ingest_impl.h"
 
 namespace ditune {
 namespace ingest_internal {

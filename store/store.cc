@@ -1,7 +1,7 @@
-#include "costmodels/store.h"
+#include "store/store.h"
 
-#include "costmodels/store_schema_impl.h"
-#include "costmodels/store_sqlite_impl.h"
+#include "store/store_schema_impl.h"
+#include "store/store_sqlite_impl.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "costmodels/store.h"
+#include "store/store.h"
 
 namespace ditune {
 namespace {

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "costmodels/ingest_impl.h"
-#include "costmodels/ingest_nccl_impl.h"
+#include "ingest/ingest_impl.h"
+#include "ingest/ingest_nccl_impl.h"
 
 namespace ditune {
 namespace ingest_internal {

@@ -7,8 +7,8 @@
 // process leaves either all of a write or none of it; a file that fails SQLite's integrity
 // check, or is not a ditune store, is refused with a Corruption status naming the path.
 // All queries are parameterised. A Store is not thread-safe: one per thread.
-#ifndef DITUNE_COSTMODELS_STORE_H_
-#define DITUNE_COSTMODELS_STORE_H_
+#ifndef DITUNE_STORE_STORE_H_
+#define DITUNE_STORE_STORE_H_
 
 #include <cstdint>
 #include <memory>
@@ -20,30 +20,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "costmodels/fit.h"
 #include "costmodels/measurement.h"
 
 struct sqlite3;
 
 namespace ditune {
-
-// A fitted cost-model parameter set. `kind` names the model family ("comm", "compute",
-// "e2e"); `key` what it applies to (e.g. "all_to_all/nvlink4/intra"); only one fit per
-// (kind, key) is active at a time.
-struct Fit {
-  int64_t id = 0;
-  std::string kind;
-  std::string key;
-  nlohmann::json params = nlohmann::json::object();  // the model's parameters
-  int points = 0;                                    // measurements used
-  double mape = 0;                                   // mean absolute percentage error on them, as a fraction
-  std::vector<int64_t> measurement_ids;              // which measurements
-  bool active = true;
-  int64_t unix_time = 0;
-  // The release of the shipped factory calibration the fit was seeded from (a digest of its
-  // file); 0 for the user's own fits. Kept beside the fit, not in its params, so that any
-  // ditune reads the params.
-  uint64_t factory_release = 0;
-};
 
 // One executor run: the plan, what was predicted and what was measured.
 struct RunRecord {
@@ -169,4 +151,4 @@ class Store {
 
 }  // namespace ditune
 
-#endif  // DITUNE_COSTMODELS_STORE_H_
+#endif  // DITUNE_STORE_STORE_H_

@@ -1,4 +1,4 @@
-#include "costmodels/store_schema_impl.h"
+#include "store/store_schema_impl.h"
 
 #include <fmt/format.h>
 
@@ -7,8 +7,8 @@
 #include <string_view>
 #include <thread>
 
-#include "costmodels/store.h"
-#include "costmodels/store_sqlite_impl.h"
+#include "store/store.h"
+#include "store/store_sqlite_impl.h"
 
 namespace ditune {
 namespace store_internal {

@@ -1,9 +1,9 @@
 // What the nccl-tests reader's two halves share: ingest_nccl_table.cc reads one line of
 // output (the table header's column layout, a data row, log text glued onto it) and
 // ingest_nccl_tests.cc reads the file (tests, banners, Rank lines, measurements).
-// Not part of the public API: only costmodels/ingest_nccl_*.cc include this.
-#ifndef DITUNE_COSTMODELS_INGEST_NCCL_IMPL_H_
-#define DITUNE_COSTMODELS_INGEST_NCCL_IMPL_H_
+// Not part of the public API: only ingest/ingest_nccl_*.cc include this.
+#ifndef DITUNE_INGEST_INGEST_NCCL_IMPL_H_
+#define DITUNE_INGEST_INGEST_NCCL_IMPL_H_
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -148,4 +148,4 @@ bool BandwidthMatches(double parsed, double expected, double rounding = 0.01);
 
 }  // namespace ditune::ingest_internal::nccl
 
-#endif  // DITUNE_COSTMODELS_INGEST_NCCL_IMPL_H_
+#endif  // DITUNE_INGEST_INGEST_NCCL_IMPL_H_

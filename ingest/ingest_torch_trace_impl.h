@@ -1,8 +1,8 @@
 // Reading a PyTorch profiler trace file (ingest_torch_trace_json.cc), for the reader of its
 // events in ingest_torch_trace.cc, and the GPU time by kernel class
 // (ingest_torch_trace_kernels.cc). Not part of the public API.
-#ifndef DITUNE_COSTMODELS_INGEST_TORCH_TRACE_IMPL_H_
-#define DITUNE_COSTMODELS_INGEST_TORCH_TRACE_IMPL_H_
+#ifndef DITUNE_INGEST_INGEST_TORCH_TRACE_IMPL_H_
+#define DITUNE_INGEST_INGEST_TORCH_TRACE_IMPL_H_
 
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "costmodels/ingest.h"
+#include "ingest/ingest.h"
 #include "costmodels/measurement.h"
 
 namespace ditune::ingest_internal::torch_trace {
@@ -79,4 +79,4 @@ std::optional<Measurement> KernelTimeByClass(const std::vector<Event>& events,
 
 }  // namespace ditune::ingest_internal::torch_trace
 
-#endif  // DITUNE_COSTMODELS_INGEST_TORCH_TRACE_IMPL_H_
+#endif  // DITUNE_INGEST_INGEST_TORCH_TRACE_IMPL_H_

@@ -28,9 +28,9 @@
 #include <utility>
 #include <vector>
 
-#include "costmodels/ingest.h"
-#include "costmodels/ingest_impl.h"
-#include "costmodels/ingest_torch_trace_impl.h"
+#include "ingest/ingest.h"
+#include "ingest/ingest_impl.h"
+#include "ingest/ingest_torch_trace_impl.h"
 
 namespace ditune {
 namespace {

@@ -1,4 +1,4 @@
-#include "costmodels/ingest.h"
+#include "ingest/ingest.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,7 +15,7 @@
 #include "core/parallel_config.h"
 #include "costmodels/calibration.h"
 #include "costmodels/comm_model.h"
-#include "costmodels/ingest_impl.h"
+#include "ingest/ingest_impl.h"
 
 namespace ditune {
 namespace {

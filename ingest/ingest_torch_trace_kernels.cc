@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "costmodels/ingest_torch_trace_impl.h"
+#include "ingest/ingest_torch_trace_impl.h"
 
 namespace ditune::ingest_internal::torch_trace {
 namespace {

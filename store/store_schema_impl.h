@@ -1,7 +1,7 @@
 // The calibration store's schema: its versions, the forward migrations between them, and the
 // checks a file must pass before it is used. Not part of the public API.
-#ifndef DITUNE_COSTMODELS_STORE_SCHEMA_IMPL_H_
-#define DITUNE_COSTMODELS_STORE_SCHEMA_IMPL_H_
+#ifndef DITUNE_STORE_STORE_SCHEMA_IMPL_H_
+#define DITUNE_STORE_STORE_SCHEMA_IMPL_H_
 
 #include <sqlite3.h>
 
@@ -41,4 +41,4 @@ const char* MigrationSql(int64_t version);
 
 }  // namespace ditune::store_internal
 
-#endif  // DITUNE_COSTMODELS_STORE_SCHEMA_IMPL_H_
+#endif  // DITUNE_STORE_STORE_SCHEMA_IMPL_H_

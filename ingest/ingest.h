@@ -2,8 +2,8 @@
 // benchmark logs and PyTorch profiler traces. Parsers are pure (text in, measurements out);
 // `origin` names the input in errors, which carry the 1-based line number of the offending
 // line where the input has lines.
-#ifndef DITUNE_COSTMODELS_INGEST_H_
-#define DITUNE_COSTMODELS_INGEST_H_
+#ifndef DITUNE_INGEST_INGEST_H_
+#define DITUNE_INGEST_INGEST_H_
 
 #include <string>
 #include <string_view>
@@ -81,4 +81,4 @@ StatusOr<std::vector<Measurement>> ParseIngest(std::string_view text, IngestForm
 
 }  // namespace ditune
 
-#endif  // DITUNE_COSTMODELS_INGEST_H_
+#endif  // DITUNE_INGEST_INGEST_H_

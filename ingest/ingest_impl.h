@@ -1,7 +1,7 @@
 // Helpers the ingest parsers share (defined in ingest_csv.cc unless marked otherwise).
-// Not part of the public API: only costmodels/ingest_*.cc and their tests include this.
-#ifndef DITUNE_COSTMODELS_INGEST_IMPL_H_
-#define DITUNE_COSTMODELS_INGEST_IMPL_H_
+// Not part of the public API: only ingest/ingest_*.cc and their tests include this.
+#ifndef DITUNE_INGEST_INGEST_IMPL_H_
+#define DITUNE_INGEST_INGEST_IMPL_H_
 
 #include <cstdint>
 #include <optional>
@@ -63,4 +63,4 @@ bool LooksLikeTorchTrace(std::string_view data);
 
 }  // namespace ditune::ingest_internal
 
-#endif  // DITUNE_COSTMODELS_INGEST_IMPL_H_
+#endif  // DITUNE_INGEST_INGEST_IMPL_H_

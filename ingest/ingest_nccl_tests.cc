@@ -30,9 +30,9 @@
 
 #include "core/csv.h"
 #include "costmodels/comm_model.h"
-#include "costmodels/ingest.h"
-#include "costmodels/ingest_impl.h"
-#include "costmodels/ingest_nccl_impl.h"
+#include "ingest/ingest.h"
+#include "ingest/ingest_impl.h"
+#include "ingest/ingest_nccl_impl.h"
 
 namespace ditune {
 namespace {

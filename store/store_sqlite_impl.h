@@ -1,8 +1,8 @@
 // The SQLite layer under the calibration store (store.cc): the one place an SQLite result
 // code becomes a Status, RAII owners of statements and write transactions. Not part of the
 // public API.
-#ifndef DITUNE_COSTMODELS_STORE_SQLITE_IMPL_H_
-#define DITUNE_COSTMODELS_STORE_SQLITE_IMPL_H_
+#ifndef DITUNE_STORE_STORE_SQLITE_IMPL_H_
+#define DITUNE_STORE_STORE_SQLITE_IMPL_H_
 
 #include <sqlite3.h>
 
@@ -160,4 +160,4 @@ class WriteTransaction {
 
 }  // namespace ditune::store_internal
 
-#endif  // DITUNE_COSTMODELS_STORE_SQLITE_IMPL_H_
+#endif  // DITUNE_STORE_STORE_SQLITE_IMPL_H_

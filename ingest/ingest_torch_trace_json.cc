@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "costmodels/ingest_impl.h"
-#include "costmodels/ingest_torch_trace_impl.h"
+#include "ingest/ingest_impl.h"
+#include "ingest/ingest_torch_trace_impl.h"
 
 namespace ditune::ingest_internal {
 namespace torch_trace {
