@@ -28,9 +28,10 @@ std::vector<ProfileLine> ProfileRows(const std::vector<exec::KernelProfileRow>& 
     if (auto it = modelled.find(m.kernel); it != modelled.end()) l.modelled_s = it->second.value();
     rows.push_back(std::move(l));
   }
-  for (const auto& [kernel, t] : modelled) {
+  for (const auto& entry : modelled) {
+    const auto& kernel = entry.first;  // named: the lambda captures it (clang 14 takes no bindings)
     const bool ran = std::any_of(measured.begin(), measured.end(), [&](const auto& m) { return m.kernel == kernel; });
-    if (!ran && t.value() > 0) rows.push_back({kernel, 0, 0, 0, 0, t.value()});
+    if (!ran && entry.second.value() > 0) rows.push_back({kernel, 0, 0, 0, 0, entry.second.value()});
   }
   return rows;
 }
