@@ -37,9 +37,9 @@ fi
 # The binary, and the GPU module only where a GPU answers: tests, benchmarks and fuzz targets
 # are tools/test.sh's to build.
 targets=(ditune)
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
-  cmake --build "$build" --target help | grep -q '^ditune_gpu:'; then
-  targets+=(ditune_gpu)
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  known=$(cmake --build "$build" --target help)
+  [[ $known == *$'\n'ditune_gpu:* ]] && targets+=(ditune_gpu)
 fi
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
