@@ -1,4 +1,5 @@
 #include "store/store.h"
+#include "tests/store/fit_store.h"
 
 #include "costmodels/calibration.h"
 
@@ -27,14 +28,7 @@
 namespace ditune {
 namespace {
 
-// Every stored measurement fitted, the fits made active (what `calibrate fit` does for these
-// kinds, without the planner's fits of runs).
-StatusOr<std::vector<Fit>> FitStore(Store* store, std::vector<std::string>* skipped = nullptr) {
-  DITUNE_ASSIGN_OR_RETURN(std::vector<Measurement> all, store->Measurements());
-  DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> fits, BuildFits(all, skipped));
-  if (!fits.empty()) DITUNE_RETURN_IF_ERROR(store->ReplaceFits(fits));
-  return fits;
-}
+using ditune::testing::FitStore;
 
 
 namespace fs = std::filesystem;
