@@ -18,9 +18,16 @@ int HostThreads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+namespace {
+// True on a ParallelFor's worker threads (the caller's included while it works).
+thread_local bool in_worker = false;
+}  // namespace
+
 void ParallelFor(size_t n, const std::function<void(size_t)>& fn, int threads) {
   if (threads <= 0) threads = HostThreads();
-  const size_t workers = std::min(n, static_cast<size_t>(threads));
+  // A ParallelFor inside another's fn runs in order on its thread: the outer one already
+  // keeps the cores busy, and nesting would start threads x threads.
+  const size_t workers = in_worker ? 1 : std::min(n, static_cast<size_t>(threads));
   if (workers <= 1) {
     for (size_t i = 0; i < n; ++i) fn(i);
     return;
@@ -29,7 +36,10 @@ void ParallelFor(size_t n, const std::function<void(size_t)>& fn, int threads) {
   // magnitude (a "best" row searches every configuration), so fixed chunks would idle.
   std::atomic<size_t> next{0};
   auto work = [&] {
+    const bool was = in_worker;
+    in_worker = true;
     for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i);
+    in_worker = was;
   };
   std::vector<std::thread> pool;
   pool.reserve(workers - 1);

@@ -214,7 +214,34 @@ double CommModel::Sharing(const std::vector<int>& group, const std::vector<std::
 
 double CommModel::Sharing(const std::vector<int>& group, const RankLayout& layout, Axis axis) const {
   if (TierOf(group) == LinkTier::kIntra) return 1.0;  // the groups are listed only where needed
-  return Sharing(group, layout.Groups(axis));
+  return Sharing(group, layout.world_size(), [&](int r) { return layout.GroupOf(r, axis); });
+}
+
+double CommModel::Sharing(const std::vector<int>& group, int world_size,
+                          const std::function<std::vector<int>(int)>& concurrent_of) const {
+  const LinkTier tier = TierOf(group);
+  if (tier == LinkTier::kIntra) return 1.0;
+  // As the list form: a node's inter-socket link is shared by the socket-crossing groups that
+  // start on it (each lies within the node, so its first rank is there), and a node's NICs
+  // by its ranks whose group leaves the node (a rank is in one concurrent group at most).
+  const int node = cluster_->NodeOf(group.front());
+  const int first = node * cluster_->gpus_per_node();
+  const int last = std::min(world_size, first + cluster_->gpus_per_node());
+  if (tier == LinkTier::kCrossSocket) {
+    int crossing = 0;
+    for (int r = first; r < last; ++r) {
+      const std::vector<int> g = concurrent_of(r);
+      if (!g.empty() && g.front() == r && TierOf(g) == LinkTier::kCrossSocket) ++crossing;
+    }
+    return std::max(1, crossing);
+  }
+  int mine = 0, all = 0;
+  for (int r : group) mine += cluster_->NodeOf(r) == node;
+  for (int r = first; r < last; ++r) {
+    const std::vector<int> g = concurrent_of(r);
+    if (!g.empty() && TierOf(g) == LinkTier::kInterNode) ++all;
+  }
+  return std::max(1.0, static_cast<double>(all) / std::max(1, mine));
 }
 
 void CommModel::SetFit(Collective c, LinkTier tier, PiecewiseLatencyModel model, int ranks, int nodes) {

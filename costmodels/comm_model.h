@@ -8,6 +8,7 @@
 #ifndef DITUNE_COSTMODELS_COMM_MODEL_H_
 #define DITUNE_COSTMODELS_COMM_MODEL_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -63,6 +64,12 @@ class CommModel {
   // The same with the concurrent groups those of `layout` along `axis`, listed only where the
   // group leaves its socket (a group inside one shares nothing: 1.0 at once, on any cluster).
   double Sharing(const std::vector<int>& group, const RankLayout& layout, Axis axis) const;
+  // The same with the concurrent groups given rank by rank: `concurrent_of(r)` is the group
+  // holding rank r (empty where r takes no part), for ranks 0..world_size-1. Only the ranks
+  // of `group`'s first node are asked (what shares a node's links is on that node), so the
+  // work is one node's, not the world's.
+  double Sharing(const std::vector<int>& group, int world_size,
+                 const std::function<std::vector<int>(int)>& concurrent_of) const;
 
   // A fitted curve over bus bytes for (collective, tier) replaces the catalog line. A curve
   // measured on `ranks` ranks over `nodes` nodes (0: not known) prices groups of that shape:

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "core/parallel_for.h"
+
 #include "costmodels/memory_model.h"
 #include "planner/predict.h"
 
@@ -306,6 +308,11 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
   Bytes smallest(std::numeric_limits<double>::infinity());
   const bool can_shard = ctx.xdit && model->xdit->runs(XditMethod::kFullyShard);
   const bool can_offload = ctx.xdit && model->xdit->runs(XditMethod::kCpuOffload);
+  // Per configuration that fits (as enumerated, or sharded/offloaded until it does), the
+  // variants to simulate; the fastest of each is kept.
+  std::vector<ParallelConfig> variants;
+  std::vector<size_t> owner;  // variants[i] belongs to the owner[i]-th configuration kept
+  size_t kept = 0;
   for (const ParallelConfig& config : configs) {
     // Memory first: it is cheap and rules out configurations without simulating them.
     const MemoryBreakdown mem = RankMemory(*model, tokens, workload, config, *cluster.gpu, opt.sim.memory);
@@ -339,13 +346,25 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
       ++plan.pruned_memory;
       continue;
     }
-    std::optional<Candidate> best;
-    for (const ParallelConfig& c : fitting) {
-      DITUNE_ASSIGN_OR_RETURN(Candidate cand, SimulateCandidate(*model, workload, cluster, c, models, opt.sim));
-      if (!best || cand.result.total < best->result.total) best = std::move(cand);
+    for (ParallelConfig& c : fitting) {
+      variants.push_back(std::move(c));
+      owner.push_back(kept);
     }
-    all.push_back(std::move(*best));
+    ++kept;
   }
+  // The simulations are independent: on the host's cores, each into its own slot, then read
+  // back in enumeration order, so the ranking (and the first error) is the same on any count.
+  std::vector<std::optional<StatusOr<Candidate>>> priced(variants.size());
+  ParallelFor(variants.size(), [&](size_t i) {
+    priced[i] = SimulateCandidate(*model, workload, cluster, variants[i], models, opt.sim);
+  });
+  std::vector<std::optional<Candidate>> best(kept);
+  for (size_t i = 0; i < variants.size(); ++i) {
+    DITUNE_ASSIGN_OR_RETURN(Candidate cand, std::move(*priced[i]));
+    std::optional<Candidate>& b = best[owner[i]];
+    if (!b || cand.result.total < b->result.total) b = std::move(cand);
+  }
+  for (auto& b : best) all.push_back(std::move(*b));
   if (all.empty()) {
     return Status::Infeasible(fmt::format(
         "none of the {} valid configurations of {} fits in {:.0f} GB per {}; the smallest needs {:.1f} GB per "

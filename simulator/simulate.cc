@@ -91,7 +91,7 @@ class GraphBuilder {
   int dit_end() const { return dit_end_; }
 
  private:
-  int Add(int stream, Seconds d, std::vector<int> deps, TaskKind kind, std::string name, int step,
+  int Add(int stream, Seconds d, std::vector<int> deps, TaskKind kind, std::string_view name, int step,
           Seconds comm_part = Seconds(0), int resource = -1) {
     deps.erase(std::remove(deps.begin(), deps.end(), -1), deps.end());
     TaskSpec t;
@@ -100,7 +100,7 @@ class GraphBuilder {
     t.comm_part = comm_part;
     t.deps = std::move(deps);
     t.kind = kind;
-    t.name = std::move(name);
+    t.name = name;
     t.step = step;
     t.resource = resource;
     return e_.AddTask(std::move(t));
@@ -120,7 +120,7 @@ class GraphBuilder {
   // patch, step after step, as fast as it can.
   int Forward(int s, bool patched, int step, std::vector<int> deps, double scale = 1.0, bool host_waits = true) {
     constexpr int kChunks = 4;
-    const std::string tag = patched ? "fwd_patch" : "fwd";
+    const std::string_view tag = patched ? "fwd_patch" : "fwd";
     std::vector<int> host_deps = host_waits ? prev_inputs_[s] : std::vector<int>{text_task_[s]};
     prev_inputs_[s] = deps;
     int last = -1;
@@ -176,11 +176,16 @@ class GraphBuilder {
     const std::vector<int> pair = {rep_[from], rep_[to]};
     double share = 1.0;  // a pair inside one socket shares nothing
     if (in_.comm->TierOf(pair) != LinkTier::kIntra) {
-      if (pp_groups_.empty()) pp_groups_ = layout_.Groups(Axis::kPipeFusion);
-      std::vector<std::vector<int>> concurrent;
-      concurrent.reserve(pp_groups_.size());
-      for (const auto& g : pp_groups_) concurrent.push_back({g[from], g[to]});
-      share = in_.comm->Sharing(pair, concurrent);
+      // Every PipeFusion group's ranks at stages `from` and `to` form a concurrent pair.
+      share = in_.comm->Sharing(pair, layout_.world_size(), [&](int r) -> std::vector<int> {
+        const int stage = layout_.IndexOf(r, Axis::kPipeFusion);
+        if (stage != from && stage != to) return {};
+        RankCoords c = layout_.CoordsOf(r);
+        c.index[static_cast<int>(Axis::kPipeFusion)] = from;
+        const int a = layout_.RankOf(c);
+        c.index[static_cast<int>(Axis::kPipeFusion)] = to;
+        return {a, layout_.RankOf(c)};
+      });
     }
     const Seconds t = in_.comm->Time(Collective::kSendRecv, bytes, pair, share);
     p2p_cache_.emplace(key, t);
@@ -314,7 +319,6 @@ class GraphBuilder {
   std::vector<int> rep_, host_, compute_, comm_, first_block_, block_count_;
   std::vector<std::vector<int>> prev_inputs_;  // per stage: the last forward's input tasks
   std::map<std::tuple<int, int, double>, Seconds> p2p_cache_;
-  std::vector<std::vector<int>> pp_groups_;  // listed on the first P2P that leaves a socket
   Seconds cfg_gather_[2] = {Seconds(-1), Seconds(-1)};
   std::vector<int> text_task_, vae_task_;
   int dit_end_ = -1;
@@ -332,8 +336,10 @@ struct RunStats {
   // corresponding tasks of the step before it: the schedule has reached its periodic state.
   bool periodic = false;
   std::vector<Seconds> busy;  // per stage, whole generation
-  // Per stage: the breakdown of every step, and of the whole loop.
-  std::vector<std::map<int, StepBreakdown>> by_step;
+  // Per stage: the breakdown of every step (indexed by step; has_step marks the steps
+  // where the stage ran anything), and of the whole loop.
+  std::vector<std::vector<StepBreakdown>> by_step;
+  std::vector<std::vector<char>> has_step;
   std::vector<StepBreakdown> loop;
   int check_step = -1;  // the step whose periodicity was checked
   Seconds period;       // its start minus the previous step's, when periodic
@@ -346,6 +352,7 @@ struct RunStats {
 RunStats Collect(const TaskScheduler& e, const GraphBuilder& g, int warmup_steps) {
   RunStats r;
   const int N = g.stages();
+  const int n = e.num_tasks();
   Seconds text_end(0), dit_end = e.end(g.dit_end()), warm_end(0);
   for (int s = 0; s < N; ++s) text_end = std::max(text_end, e.end(g.text_task(s)));
   for (int s = 0; s < N; ++s) r.total = std::max(r.total, e.end(g.vae_task(s)));
@@ -354,26 +361,33 @@ RunStats Collect(const TaskScheduler& e, const GraphBuilder& g, int warmup_steps
   r.vae = r.total - dit_end;
   r.busy.assign(N, Seconds(0));
   r.loop.assign(N, StepBreakdown{});
-  r.by_step.assign(N, {});
-  for (int i = 0; i < e.num_tasks(); ++i) {
-    const TaskSpec& t = e.task(i);
-    if (t.step >= 0 && t.step < warmup_steps) warm_end = std::max(warm_end, e.end(i));
+  int steps = 0;  // one past the largest step of any task
+  for (int i = 0; i < n; ++i) steps = std::max(steps, e.task(i).step + 1);
+  r.by_step.assign(N, std::vector<StepBreakdown>(static_cast<size_t>(steps)));
+  r.has_step.assign(N, std::vector<char>(static_cast<size_t>(steps), 0));
+  // Step ends: the latest end of any task of that step (steps with no task are absent).
+  std::vector<Seconds> step_end(static_cast<size_t>(steps), Seconds(0));
+  std::vector<char> present(static_cast<size_t>(steps), 0);
+  for (int i = 0; i < n; ++i) {
+    const int k = e.task(i).step;
+    if (k < 0) continue;
+    if (k < warmup_steps) warm_end = std::max(warm_end, e.end(i));
+    step_end[k] = present[k] ? std::max(step_end[k], e.end(i)) : e.end(i);
+    present[k] = 1;
   }
   r.warmup = warm_end > text_end ? warm_end - text_end : Seconds(0);
-  // Step ends: the latest end of any task of that step.
-  std::map<int, Seconds> step_end;
-  for (int i = 0; i < e.num_tasks(); ++i) {
-    const int k = e.task(i).step;
-    if (k >= 0) step_end[k] = std::max(step_end[k], e.end(i));
+  std::vector<int> listed;  // the present steps, ascending
+  for (int k = 0; k < steps; ++k) {
+    if (present[k]) listed.push_back(k);
   }
-  if (step_end.size() >= 2) {
-    auto last = std::prev(step_end.end());
-    r.last_step = last->second - std::prev(last)->second;
+  if (listed.size() >= 2) {
+    const int last = listed.back();
+    r.last_step = step_end[last] - step_end[listed[listed.size() - 2]];
     // The last few steps drain the pipeline and may differ; stationarity is judged on the
     // pair of steps kTailSteps before the end.
-    const int b_step = last->first - kTailSteps;
+    const int b_step = last - kTailSteps;
     std::vector<double> a, b;  // starts of those steps' tasks, in build order
-    for (int i = 0; i < e.num_tasks(); ++i) {
+    for (int i = 0; i < n; ++i) {
       if (e.task(i).step == b_step - 1) a.push_back(e.start(i).value());
       if (e.task(i).step == b_step) b.push_back(e.start(i).value());
     }
@@ -381,67 +395,71 @@ RunStats Collect(const TaskScheduler& e, const GraphBuilder& g, int warmup_steps
     const double period = b.empty() || a.empty() ? 0 : b.front() - a.front();
     r.check_step = b_step;
     r.period = Seconds(period);
-    const auto first = step_end.find(warmup_steps);
-    const auto check = step_end.find(b_step);
-    if (first != step_end.end() && check != step_end.end() && b_step > warmup_steps) {
-      r.mean_step = (check->second - first->second) / static_cast<double>(b_step - warmup_steps);
+    auto is_present = [&](int k) { return k >= 0 && k < steps && present[k]; };
+    if (is_present(warmup_steps) && is_present(b_step) && b_step > warmup_steps) {
+      r.mean_step = (step_end[b_step] - step_end[warmup_steps]) / static_cast<double>(b_step - warmup_steps);
     }
     for (size_t i = 0; r.periodic && i < a.size(); ++i) {
       r.periodic = std::abs(b[i] - a[i] - period) <= 1e-9 * std::max(period, 1e-12);
     }
-  } else if (!step_end.empty()) {
+  } else if (!listed.empty()) {
     r.last_step = r.dit;
   }
-  for (int s = 0; s < N; ++s) {
-    Seconds prev_end(-1);
-    for (int i = 0; i < e.num_tasks(); ++i) {
-      const TaskSpec& t = e.task(i);
-      if (t.stream != g.compute_stream(s)) continue;
-      r.busy[s] += t.duration;
-      if (t.step < 0) {
-        prev_end = e.end(i);
-        continue;
-      }
-      StepBreakdown& b = r.by_step[s][t.step];
-      b.compute += t.duration - t.comm_part;
-      b.exposed_comm += t.comm_part;
-      const Seconds gap = prev_end.value() >= 0 ? e.start(i) - prev_end : Seconds(0);
-      prev_end = e.end(i);
-      if (gap.value() <= 0) continue;
-      const int d = e.last_dep(i);
-      // Waiting for the host to issue the work is framework overhead; waiting on this rank's
-      // own communication is exposed communication; waiting on another stage (its compute,
-      // or the transfer it started late) is pipeline bubble.
-      // A host task that itself waited for data (the previous stage's patch) only passes on
-      // a pipeline wait.
-      const bool host_waited_for_data =
-          d >= 0 && e.task(d).kind == TaskKind::kHost && e.last_dep(d) >= 0 &&
-          e.task(e.last_dep(d)).stream != e.task(d).stream && e.start(d) == e.end(e.last_dep(d)) &&
-          e.stream_rank(e.task(e.last_dep(d)).stream) != e.stream_rank(t.stream);
-      if (d >= 0 && e.task(d).kind == TaskKind::kHost && !host_waited_for_data) {
-        b.host_wait += gap;
-      } else if (d >= 0 && e.task(d).kind == TaskKind::kComm &&
-                 e.stream_rank(e.task(d).stream) == e.stream_rank(t.stream)) {
-        const Seconds c = std::min(gap, e.task(d).duration);
-        b.exposed_comm += c;
-        b.bubble += gap - c;
-      } else {
-        b.bubble += gap;
-      }
+  // One pass over the tasks, each compute stream's in submission order.
+  std::vector<int> stage_of_stream(static_cast<size_t>(e.num_streams()), -1);
+  for (int s = 0; s < N; ++s) stage_of_stream[static_cast<size_t>(g.compute_stream(s))] = s;
+  std::vector<Seconds> prev_end(static_cast<size_t>(N), Seconds(-1));
+  for (int i = 0; i < n; ++i) {
+    const TaskSpec& t = e.task(i);
+    const int s = stage_of_stream[static_cast<size_t>(t.stream)];
+    if (s < 0) continue;
+    r.busy[s] += t.duration;
+    if (t.step < 0) {
+      prev_end[s] = e.end(i);
+      continue;
     }
-    for (const auto& [k, b] : r.by_step[s]) {
+    StepBreakdown& b = r.by_step[s][t.step];
+    r.has_step[s][t.step] = 1;
+    b.compute += t.duration - t.comm_part;
+    b.exposed_comm += t.comm_part;
+    const Seconds gap = prev_end[s].value() >= 0 ? e.start(i) - prev_end[s] : Seconds(0);
+    prev_end[s] = e.end(i);
+    if (gap.value() <= 0) continue;
+    const int d = e.last_dep(i);
+    // Waiting for the host to issue the work is framework overhead; waiting on this rank's
+    // own communication is exposed communication; waiting on another stage (its compute,
+    // or the transfer it started late) is pipeline bubble.
+    // A host task that itself waited for data (the previous stage's patch) only passes on
+    // a pipeline wait.
+    const bool host_waited_for_data =
+        d >= 0 && e.task(d).kind == TaskKind::kHost && e.last_dep(d) >= 0 &&
+        e.task(e.last_dep(d)).stream != e.task(d).stream && e.start(d) == e.end(e.last_dep(d)) &&
+        e.stream_rank(e.task(e.last_dep(d)).stream) != e.stream_rank(t.stream);
+    if (d >= 0 && e.task(d).kind == TaskKind::kHost && !host_waited_for_data) {
+      b.host_wait += gap;
+    } else if (d >= 0 && e.task(d).kind == TaskKind::kComm &&
+               e.stream_rank(e.task(d).stream) == e.stream_rank(t.stream)) {
+      const Seconds c = std::min(gap, e.task(d).duration);
+      b.exposed_comm += c;
+      b.bubble += gap - c;
+    } else {
+      b.bubble += gap;
+    }
+  }
+  for (int s = 0; s < N; ++s) {
+    for (const StepBreakdown& b : r.by_step[s]) {
       r.loop[s].compute += b.compute;
       r.loop[s].exposed_comm += b.exposed_comm;
       r.loop[s].bubble += b.bubble;
       r.loop[s].host_wait += b.host_wait;
     }
-    // Waiting for the final gathers after the last forward counts as exposed communication.
   }
   return r;
 }
 
 StatusOr<RunStats> RunOnce(const SimInput& in, const SimOptions& opt, const RankLayout& layout,
                            const StageCosts& costs, int steps, TaskScheduler* engine) {
+  engine->Clear();  // a longer run replaces a shorter one that was not yet periodic
   GraphBuilder g(in, opt, layout, costs, engine);
   g.Build(steps);
   DITUNE_RETURN_IF_ERROR(engine->Run());
@@ -478,11 +496,12 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, TaskSche
   // the pipeline), that every task starts exactly one period after its counterpart in the
   // step before. Every steady step has the same tasks and durations, so a schedule that
   // has become periodic stays periodic: each further step adds one period, and the tail is
-  // the same shifted. If not yet periodic (the host's lead still drifting), K doubles; at
-  // the full step count the run is simply complete.
+  // the same shifted. If not yet periodic (the host's lead still drifting), K doubles; a K
+  // of more than half the steps would save less than it risks (a failed try costs K more
+  // steps), so the full step count is run instead.
   bool done = false;
   if (opt.extrapolate) {
-    for (int k = warmup + 2 * kTailSteps + 2; k < steps && !done; k = 2 * k) {
+    for (int k = warmup + 2 * kTailSteps + 2; 2 * k <= steps && !done; k = 2 * k) {
       DITUNE_ASSIGN_OR_RETURN(RunStats r, RunOnce(in, opt, layout, costs, k, engine));
       if (!r.periodic) continue;
       const double extra = steps - k;
@@ -490,7 +509,8 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, TaskSche
       full.dit = r.dit + r.period * extra;
       full.total = full.text + full.dit + r.vae;
       for (size_t s = 0; s < full.busy.size(); ++s) {
-        const StepBreakdown& b = r.by_step[s][r.check_step];
+        const bool has = r.check_step >= 0 && r.check_step < static_cast<int>(r.by_step[s].size());
+        const StepBreakdown b = has ? r.by_step[s][r.check_step] : StepBreakdown{};
         full.busy[s] = r.busy[s] + (b.compute + b.exposed_comm) * extra;
         full.loop[s] = b;
       }
@@ -506,7 +526,8 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, TaskSche
     for (size_t s = 0; s < full.loop.size(); ++s) {
       // The steady step: the last one before the tail when there is one, else the average.
       auto& b = full.loop[s];
-      if (full.check_step >= 0 && full.by_step[s].count(full.check_step)) {
+      if (full.check_step >= 0 && full.check_step < static_cast<int>(full.by_step[s].size()) &&
+          full.has_step[s][full.check_step]) {
         b = full.by_step[s][full.check_step];
         // The period of the first tasks is the step only when every task keeps it.
         if (full.periodic && full.period.value() > 0) {
@@ -536,24 +557,31 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, TaskSche
   res.steady = full.loop[worst];
 
   // Every rank: its stage's representative's numbers; memory per rank.
-  Seconds max_busy(0), sum_busy(0);
-  // Every rank holds an equal share of everything the memory model counts.
+  // Every rank holds an equal share of everything the memory model counts, and every stage
+  // the same number of ranks, so the stages' figures are the ranks' (thousands of ranks
+  // cost nothing unless every rank is asked for).
   const MemoryBreakdown memory = RankMemory(*in.model, tokens, in.workload, in.config, *in.cluster->gpu, opt.memory);
+  res.peak_memory = memory.peak();
+  res.fits = memory.fits();
+  Seconds max_busy(0), sum_busy(0);
+  for (const Seconds& b : full.busy) {
+    max_busy = std::max(max_busy, b);
+    sum_busy += b;
+  }
   std::vector<bool> listed(full.busy.size(), false);
   for (int r = 0; r < layout.world_size(); ++r) {
+    const int stage = layout.IndexOf(r, Axis::kPipeFusion);
+    if (!opt.every_rank && listed[static_cast<size_t>(stage)]) continue;
+    listed[static_cast<size_t>(stage)] = true;
     RankResult rr;
     rr.rank = r;
-    rr.stage = layout.IndexOf(r, Axis::kPipeFusion);
-    rr.busy = full.busy[rr.stage];
+    rr.stage = stage;
+    rr.busy = full.busy[static_cast<size_t>(stage)];
     rr.memory = memory;
-    max_busy = std::max(max_busy, rr.busy);
-    sum_busy += rr.busy;
-    res.peak_memory = std::max(res.peak_memory, rr.memory.peak());
-    res.fits = res.fits && rr.memory.fits();
-    if (opt.every_rank || !listed[static_cast<size_t>(rr.stage)]) res.ranks.push_back(rr);
-    listed[static_cast<size_t>(rr.stage)] = true;
+    res.ranks.push_back(rr);
+    if (!opt.every_rank && res.ranks.size() == full.busy.size()) break;
   }
-  const double mean = sum_busy.value() / layout.world_size();
+  const double mean = sum_busy.value() / static_cast<double>(full.busy.size());
   res.imbalance = mean > 0 ? max_busy.value() / mean - 1.0 : 0.0;
   return res;
 }

@@ -27,6 +27,16 @@ int TaskScheduler::AddTask(TaskSpec task) {
   return id;
 }
 
+void TaskScheduler::Clear() {
+  streams_.clear();
+  resources_.clear();
+  tasks_.clear();
+  start_.clear();
+  end_.clear();
+  last_dep_.clear();
+  makespan_ = Seconds(0);
+}
+
 Status TaskScheduler::Run() {
   const int n = num_tasks();
   start_.assign(n, Seconds(0));
@@ -34,7 +44,8 @@ Status TaskScheduler::Run() {
   last_dep_.assign(n, -1);
   std::vector<int> pending(n, 0);
   std::vector<Seconds> ready_at(n, Seconds(0));
-  std::vector<std::vector<int>> dependents(n);
+  // Each task's dependents, in one array: those of task d at [first_dependent[d], [d + 1]).
+  std::vector<int> first_dependent(n + 1, 0);
   for (int i = 0; i < n; ++i) {
     const TaskSpec& t = tasks_[i];
     if (t.stream < 0 || t.stream >= num_streams()) {
@@ -47,8 +58,16 @@ Status TaskScheduler::Run() {
       if (d < 0 || d >= i) {
         return Status::Internal(fmt::format("task {} '{}' depends on {}, not an earlier task", i, t.name, d));
       }
-      dependents[d].push_back(i);
+      ++first_dependent[d + 1];
       ++pending[i];
+    }
+  }
+  for (int i = 0; i < n; ++i) first_dependent[i + 1] += first_dependent[i];
+  std::vector<int> dependents(first_dependent[n]);
+  {
+    std::vector<int> filled(first_dependent.begin(), first_dependent.end() - 1);
+    for (int i = 0; i < n; ++i) {
+      for (int d : tasks_[i].deps) dependents[filled[d]++] = i;
     }
   }
   for (auto& s : streams_) {
@@ -92,6 +111,7 @@ Status TaskScheduler::Run() {
   };
 
   for (int s = 0; s < num_streams(); ++s) try_stream(s, now);
+  std::vector<int> touched;  // streams whose head task may have become ready
   while (!events.empty()) {
     const EventQueue::Event ev = events.Pop();
     const int id = ev.what;
@@ -99,7 +119,7 @@ Status TaskScheduler::Run() {
     ++done;
     const TaskSpec& t = tasks_[id];
     streams_[t.stream].busy = false;
-    std::vector<int> touched = {t.stream};
+    touched.assign(1, t.stream);
     if (t.resource >= 0) {
       ++resources_[t.resource].free;
       auto& w = waiting[t.resource];
@@ -114,7 +134,8 @@ Status TaskScheduler::Run() {
         start_task(next, std::max(now, ready_at[next]));
       }
     }
-    for (int d : dependents[id]) {
+    for (int j = first_dependent[id]; j < first_dependent[id + 1]; ++j) {
+      const int d = dependents[j];
       if (end_[id] >= ready_at[d]) {
         ready_at[d] = end_[id];
         last_dep_[d] = id;

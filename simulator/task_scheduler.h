@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -29,8 +30,8 @@ struct TaskSpec {
   std::vector<int> deps;  // task ids that must finish first
   int resource = -1;      // a shared resource id, or -1
   TaskKind kind = TaskKind::kCompute;
-  std::string name;
-  int step = -1;  // denoising step, -1 outside the loop
+  std::string_view name;  // static text (a literal): tasks are many, their names few
+  int step = -1;          // denoising step, -1 outside the loop
 };
 
 class TaskScheduler {
@@ -41,6 +42,8 @@ class TaskScheduler {
   int AddResource(std::string name, int slots);
   // Returns the task's id. Dependencies must name earlier tasks.
   int AddTask(TaskSpec task);
+  // Forgets every stream, resource and task (a new graph in the same scheduler).
+  void Clear();
 
   // Schedules every task. Fails (Internal) on a dependency cycle or a bad id.
   Status Run();

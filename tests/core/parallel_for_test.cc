@@ -58,5 +58,20 @@ TEST(ParallelForTest, HostThreadsReadsTheEnvironment) {
   EXPECT_GE(HostThreads(), 1);
 }
 
+TEST(ParallelForTest, NestedCallsRunOnTheirWorkersThread) {
+  // An inner ParallelFor inside an outer one's fn starts no threads of its own.
+  std::atomic<int> off_thread{0};
+  std::vector<std::atomic<int>> calls(4 * 16);
+  ParallelFor(4, [&](size_t outer) {
+    const auto worker = std::this_thread::get_id();
+    ParallelFor(16, [&](size_t inner) {
+      calls[outer * 16 + inner].fetch_add(1);
+      if (std::this_thread::get_id() != worker) off_thread.fetch_add(1);
+    }, 8);
+  }, 4);
+  EXPECT_EQ(off_thread.load(), 0);
+  for (auto& c : calls) EXPECT_EQ(c.load(), 1);
+}
+
 }  // namespace
 }  // namespace ditune

@@ -70,6 +70,28 @@ TEST(CommModelTest, GroupsSpanningNodesPayTheNetwork) {
             m.Time(Collective::kSendRecv, Bytes(8e6), {0, 1}).value());
 }
 
+// The node-local form asks one node's ranks for their groups; it must agree with the form
+// that lists every group, on PCIe boxes (socket crossing) and across nodes, for every axis.
+TEST(CommModelTest, NodeLocalSharingAgreesWithTheListedGroups) {
+  for (const char* gpu : {"l40-48gb", "h100-sxm5-80gb"}) {
+    Cluster c = Make(gpu, 32, "ib-ndr");
+    CommModel m(c);
+    for (const char* text : {"ulysses=4,ring=2,dp=4", "ring=4,cfg=2,dp=4", "pipefusion=4,ulysses=2,dp=4",
+                             "ulysses=2,ring=16", "dp=2,ulysses=16"}) {
+      auto config = ParseParallelConfig(text);
+      ASSERT_TRUE(config.ok()) << text;
+      auto layout = RankLayout::Create(*config, c.gpus_per_node());
+      ASSERT_TRUE(layout.ok());
+      for (Axis a : {Axis::kUlysses, Axis::kRing, Axis::kPipeFusion, Axis::kCfg, Axis::kDp, Axis::kSp}) {
+        const auto groups = layout->Groups(a);
+        for (const auto& g : groups) {
+          EXPECT_DOUBLE_EQ(m.Sharing(g, *layout, a), m.Sharing(g, groups)) << gpu << " " << text << " " << AxisName(a);
+        }
+      }
+    }
+  }
+}
+
 TEST(CommModelTest, MonotoneInBandwidthAndSize) {
   Cluster c = Make("a100-sxm4-80gb", 8);
   CommModel m(c);

@@ -1,6 +1,7 @@
 #include <filesystem>
 #include <set>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "costmodels/memory_model.h"
@@ -124,6 +125,36 @@ TEST(PlanTest, MemoryPruningRemovesExactlyWhatDoesNotFit) {
   EXPECT_EQ(plan->pruned_memory, rejected);
   EXPECT_GT(rejected, 0);
   for (const auto& c : plan->ranked) EXPECT_TRUE(c.result.fits);
+}
+
+// A configuration that fits only sharded or offloaded is ranked once, as its fastest variant
+// that fits, and the ranking is the same on any number of host threads.
+TEST(PlanTest, EachConfigurationRankedOnceOnAnyThreadCount) {
+  ClusterSpec spec{"l40-48gb", 16};
+  spec.inter_id = "ib-ndr";
+  const Cluster cluster = *ResolveCluster(spec, Cat());
+  Workload w{"qwen-image-edit", 1024, 1024, 1, 50, 1, OutputType::kDecoded};
+  PlanOptions opt;
+  opt.top_k = 1000;
+  std::vector<std::string> labels[2];
+  for (int threads : {1, 2}) {
+    setenv("DITUNE_THREADS", std::to_string(threads).c_str(), 1);
+    auto plan = MakePlan(Cat(), w, cluster, {}, opt);
+    unsetenv("DITUNE_THREADS");
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    std::set<std::string> bases;
+    int variants = 0;
+    for (const auto& c : plan->ranked) {
+      ParallelConfig base = c.config;
+      variants += base.fsdp > 1 || base.offload;
+      base.fsdp = 1;
+      base.offload = 0;
+      EXPECT_TRUE(bases.insert(ToString(base)).second) << "ranked twice: " << ToString(base);
+      labels[threads - 1].push_back(fmt::format("{} {:.17g}", ToString(c.config), c.result.total.value()));
+    }
+    EXPECT_GT(variants, 0) << "the case no longer exercises sharded or offloaded variants";
+  }
+  EXPECT_EQ(labels[0], labels[1]);
 }
 
 TEST(PlanTest, InfeasibleSaysWhatTheSmallestNeeds) {

@@ -362,6 +362,21 @@ TEST(SimulateTest, EveryForwardScheduledOnce) {
   }
 }
 
+// With extrapolation the scheduler handed back holds the one run that was used (what a trace
+// draws), not every shorter run tried before the schedule became periodic.
+TEST(SimulateTest, ScheduleHandedBackHoldsOneRun) {
+  Fixture f("flux.1-dev", "h100-sxm5-80gb", 8, "pipefusion=4,patches=8,ulysses=2", 1024, 1024, 50);
+  TaskScheduler e;
+  auto r = Simulate(f.Input(), SimOptions{}, &e);
+  ASSERT_TRUE(r.ok());
+  // Host, compute and comm streams for each of the 4 stages, once.
+  EXPECT_EQ(e.num_streams(), 3 * 4);
+  int max_step = -1;
+  for (int i = 0; i < e.num_tasks(); ++i) max_step = std::max(max_step, e.task(i).step);
+  EXPECT_EQ(max_step + 1, r->simulated_steps);
+  EXPECT_EQ(e.num_tasks(), r->tasks);
+}
+
 TEST(SimulateTest, Monotone) {
   for (const char* config : {"", "ulysses=8", "ring=8", "pipefusion=4,cfg=2", "ulysses=2,ring=2,cfg=2", "tp=8"}) {
     const int gpus = std::string(config).empty() ? 1 : 8;
