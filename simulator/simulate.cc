@@ -402,6 +402,38 @@ RunStats Collect(const TaskScheduler& e, const GraphBuilder& g, int warmup_steps
     for (size_t i = 0; r.periodic && i < a.size(); ++i) {
       r.periodic = std::abs(b[i] - a[i] - period) <= 1e-9 * std::max(period, 1e-12);
     }
+    if (!r.periodic && b_step - 1 >= warmup_steps) {
+      // A host that issues faster than the device runs gets further ahead every step, so its
+      // tasks never keep one period; the device's may. When every device task keeps one
+      // period, none of them waited for the host, and the host's tasks keep a period no
+      // longer than the device's, the host stays ahead for good and the device's period
+      // holds for every later step.
+      std::vector<double> da, db, ha, hb;  // device and host starts of the two steps
+      bool held = false;
+      for (int i = 0; i < n; ++i) {
+        const TaskSpec& t = e.task(i);
+        if (t.step != b_step - 1 && t.step != b_step) continue;
+        const bool host = t.kind == TaskKind::kHost;
+        (host ? (t.step == b_step ? hb : ha) : (t.step == b_step ? db : da)).push_back(e.start(i).value());
+        const int d = e.last_dep(i);
+        // The host held a device task back when the task started as its host task ended.
+        held = held || (!host && d >= 0 && e.task(d).kind == TaskKind::kHost && e.start(i) <= e.end(d));
+      }
+      const auto uniform = [](const std::vector<double>& x, const std::vector<double>& y, double* shift) {
+        if (x.empty() || x.size() != y.size()) return false;
+        *shift = y.front() - x.front();
+        for (size_t i = 0; i < x.size(); ++i) {
+          if (std::abs(y[i] - x[i] - *shift) > 1e-9 * std::max(std::abs(*shift), 1e-12)) return false;
+        }
+        return true;
+      };
+      double device_period = 0, host_period = 0;
+      if (!held && uniform(da, db, &device_period) &&
+          ((ha.empty() && hb.empty()) || (uniform(ha, hb, &host_period) && host_period <= device_period))) {
+        r.periodic = true;
+        r.period = Seconds(device_period);
+      }
+    }
   } else if (!listed.empty()) {
     r.last_step = r.dit;
   }
@@ -457,11 +489,21 @@ RunStats Collect(const TaskScheduler& e, const GraphBuilder& g, int warmup_steps
   return r;
 }
 
+Status TooManyTasks(int steps, const ParallelConfig& config) {
+  return Status::InvalidArgument(fmt::format(
+      "simulating {} steps of '{}' takes more than {} million tasks (the limit that keeps one simulation near "
+      "1 GB), because its schedule never repeats exactly; give fewer --steps (per-step figures settle within a "
+      "few hundred steps)",
+      steps, Label(config), kMaxSimulatedTasks / 1'000'000));
+}
+
 StatusOr<RunStats> RunOnce(const SimInput& in, const SimOptions& opt, const RankLayout& layout,
                            const StageCosts& costs, int steps, TaskScheduler* engine) {
   engine->Clear();  // a longer run replaces a shorter one that was not yet periodic
+  engine->set_max_tasks(kMaxSimulatedTasks);
   GraphBuilder g(in, opt, layout, costs, engine);
   g.Build(steps);
+  if (engine->dropped_tasks() > 0) return TooManyTasks(steps, in.config);
   DITUNE_RETURN_IF_ERROR(engine->Run());
   const int warmup = (in.config.pipefusion > 1 || in.config.distrifusion > 1)
                          ? std::min(steps, in.config.distrifusion > 1 ? std::max(1, in.config.warmup) : in.config.warmup)
@@ -500,9 +542,11 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, TaskSche
   // of more than half the steps would save less than it risks (a failed try costs K more
   // steps), so the full step count is run instead.
   bool done = false;
+  double tasks_per_step = 0;  // of the last try, to refuse a full run too large before building it
   if (opt.extrapolate) {
     for (int k = warmup + 2 * kTailSteps + 2; 2 * k <= steps && !done; k = 2 * k) {
       DITUNE_ASSIGN_OR_RETURN(RunStats r, RunOnce(in, opt, layout, costs, k, engine));
+      tasks_per_step = static_cast<double>(engine->num_tasks()) / k;
       if (!r.periodic) continue;
       const double extra = steps - k;
       full = r;
@@ -520,6 +564,7 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, TaskSche
     }
   }
   if (!done) {
+    if (tasks_per_step * steps > static_cast<double>(kMaxSimulatedTasks)) return TooManyTasks(steps, in.config);
     DITUNE_ASSIGN_OR_RETURN(full, RunOnce(in, opt, layout, costs, steps, engine));
     res.simulated_steps = steps;
     res.step = full.last_step;

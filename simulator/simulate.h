@@ -10,6 +10,7 @@
 #ifndef DITUNE_SIMULATOR_SIMULATE_H_
 #define DITUNE_SIMULATOR_SIMULATE_H_
 
+#include <cstddef>
 #include <array>
 #include <map>
 #include <string>
@@ -85,6 +86,13 @@ struct SimResult {
   int simulated_steps = 0;
   int tasks = 0;
 };
+
+// The most tasks one simulated run holds (about 100 bytes each): a run that needs more is
+// refused with InvalidArgument naming --steps, before its memory is spent. A steady schedule
+// is extrapolated after a few steps and never comes near it; one that never settles (a host
+// drifting against the device) simulates every step: 10,000 steps of 8 PipeFusion stages x 64
+// patches would be 15 million tasks.
+inline constexpr size_t kMaxSimulatedTasks = 8'000'000;
 
 // `scheduler`, when given, receives the simulated task graph (for traces); with
 // extrapolation it holds the steps that were simulated.

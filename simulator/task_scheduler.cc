@@ -19,6 +19,10 @@ int TaskScheduler::AddResource(std::string name, int slots) {
 }
 
 int TaskScheduler::AddTask(TaskSpec task) {
+  if (tasks_.size() >= max_tasks_) {
+    ++dropped_;
+    return static_cast<int>(tasks_.size());  // never scheduled: Run refuses the graph
+  }
   const int id = static_cast<int>(tasks_.size());
   if (task.stream >= 0 && task.stream < static_cast<int>(streams_.size())) {
     streams_[task.stream].tasks.push_back(id);
@@ -35,9 +39,14 @@ void TaskScheduler::Clear() {
   end_.clear();
   last_dep_.clear();
   makespan_ = Seconds(0);
+  dropped_ = 0;
 }
 
 Status TaskScheduler::Run() {
+  if (dropped_ > 0) {
+    return Status::InvalidArgument(
+        fmt::format("the schedule has {} tasks, more than the {} a simulation holds", tasks_.size() + dropped_, max_tasks_));
+  }
   const int n = num_tasks();
   start_.assign(n, Seconds(0));
   end_.assign(n, Seconds(0));

@@ -44,6 +44,11 @@ class TaskScheduler {
   int AddTask(TaskSpec task);
   // Forgets every stream, resource and task (a new graph in the same scheduler).
   void Clear();
+  // At most `n` tasks are kept: AddTask beyond them stores nothing (the graph's memory stays
+  // bounded) and Run refuses the graph (InvalidArgument, naming the limit).
+  void set_max_tasks(size_t n) { max_tasks_ = n; }
+  // Tasks AddTask was given beyond max_tasks.
+  size_t dropped_tasks() const { return dropped_; }
 
   // Schedules every task. Fails (Internal) on a dependency cycle or a bad id.
   Status Run();
@@ -78,6 +83,8 @@ class TaskScheduler {
   std::vector<Seconds> start_, end_;
   std::vector<int> last_dep_;
   Seconds makespan_;
+  size_t max_tasks_ = static_cast<size_t>(-1);
+  size_t dropped_ = 0;
 };
 
 }  // namespace ditune

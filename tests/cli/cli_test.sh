@@ -203,6 +203,11 @@ expect simulate-trace 0 "trace: $tmp/trace.json" -- simulate --model sd3-medium 
   --gpus 2 --config pipefusion=2 --trace "$tmp/trace.json"
 if python3 -c "import json,sys; t=json.load(open(sys.argv[1])); assert any(e.get('ph')=='X' for e in t['traceEvents'])" \
   "$tmp/trace.json"; then pass=$((pass + 1)); else echo "FAIL trace-json"; fail=$((fail + 1)); fi
+# A schedule that never repeats (the host drifting against the device) is not extrapolated:
+# 10,000 steps of 8 stages x 64 patches would be 15 million tasks, refused at the limit.
+expect simulate-too-many-tasks 2 "simulating 10000 steps of 'pipefusion=8,patches=64' takes more than 8 million tasks.*--steps" \
+  -- simulate --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --config pipefusion=8,patches=64 --steps 10000 \
+  --height 2048 --width 2048
 expect simulate-oom 3 "DOES NOT FIT" -- simulate --model wan2.1-14b --gpu rtx4090-24gb --gpus 1 --config ""
 expect simulate-invalid 2 "\[heads-divisible-by-ulysses-x-tp\]" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb \
   --gpus 5 --config ulysses=5

@@ -69,5 +69,23 @@ TEST(TaskSchedulerTest, BadGraphsAreErrors) {
   EXPECT_FALSE(bad_stream.Run().ok());
 }
 
+TEST(TaskSchedulerTest, TasksBeyondTheLimitAreNotKeptAndTheGraphIsRefused) {
+  TaskScheduler e;
+  e.set_max_tasks(3);
+  const int s = e.AddStream(0, "compute");
+  for (int i = 0; i < 10; ++i) e.AddTask(T(s, 1));
+  EXPECT_EQ(e.num_tasks(), 3);
+  EXPECT_EQ(e.dropped_tasks(), 7u);
+  const Status st = e.Run();
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("more than the 3"), std::string::npos) << st.message();
+  e.Clear();  // a new graph within the limit runs
+  const int t = e.AddStream(0, "compute");
+  e.AddTask(T(t, 1));
+  e.AddTask(T(t, 2, {0}));
+  ASSERT_TRUE(e.Run().ok());
+  EXPECT_DOUBLE_EQ(e.makespan().value(), 3.0);
+}
+
 }  // namespace
 }  // namespace ditune
