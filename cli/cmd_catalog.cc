@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/workload.h"
+
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 
@@ -72,9 +74,17 @@ int RunModels(int argc, char** argv) {
     for (const auto& m : (*catalog)->models()) {
       nlohmann::json blocks = nlohmann::json::array();
       for (const auto& g : m.blocks) blocks.push_back({{"family", BlockFamilyName(g.family)}, {"count", g.count}});
+      // The token counts at the default size (what a profile of the model's ops times).
+      const Workload at_default{m.id, m.default_height, m.default_width, m.default_frames, m.default_steps, 1,
+                                OutputType::kDecoded};
+      nlohmann::json tokens = nullptr;
+      if (auto t = ComputeTokenGeometry(m, at_default); t.ok()) {
+        tokens = {{"image", t->image_tokens()}, {"text", t->text_tokens}};
+      }
       out.push_back({{"id", m.id}, {"name", m.name}, {"modality", m.modality == Modality::kVideo ? "video" : "image"},
                      {"blocks", blocks}, {"hidden", m.hidden}, {"heads", m.heads}, {"head_dim", m.head_dim},
-                     {"mlp_hidden", m.mlp_hidden}, {"text_tokens", m.text_tokens},
+                     {"mlp_hidden", m.mlp_hidden}, {"mlp_gated", m.mlp_gated}, {"text_tokens", m.text_tokens},
+                     {"default_tokens", tokens},
                      {"patch", {{"spatial", m.patch_spatial}, {"temporal", m.patch_temporal}}},
                      {"latent_channels", m.latent_channels},
                      {"vae", {{"spatial", m.vae_spatial}, {"temporal", m.vae_temporal}}},

@@ -1,6 +1,8 @@
 // The DiT engine on the cuda kernels: on tiny models it equals the engine on the host's cpu
 // kernels (fp32) within bf16 tolerance, equals the ref kernels at catalog shapes, and runs
 // every rank of a plan.
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include "core/catalog.h"
@@ -13,8 +15,13 @@
 namespace ditune::exec {
 namespace {
 
+// The catalog of the build's tree, or $DITUNE_DATA's where set: a binary built on one machine
+// and run on another (tools/device/prebuild.sh) finds the data of the tree it runs in.
 const Catalog& Cat() {
-  static const Catalog* c = new Catalog(*Catalog::Load(DITUNE_TEST_DATA_DIR));
+  static const Catalog* c = [] {
+    const char* env = std::getenv("DITUNE_DATA");
+    return new Catalog(*Catalog::Load(env != nullptr && *env != '\0' ? env : DITUNE_TEST_DATA_DIR));
+  }();
   return *c;
 }
 
