@@ -1,6 +1,6 @@
 #include "cli/cli_common.h"
 
-#include "planner/factory.h"
+#include "calibration/factory.h"
 
 #include "core/config_rules.h"
 #include "core/output_file.h"

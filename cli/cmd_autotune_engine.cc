@@ -9,12 +9,12 @@
 
 #include <fmt/format.h>
 
-#include "calibration/engine_loop.h"
+#include "runs/engine_loop.h"
 #include "cli/cli_common.h"
 #include "store/store.h"
 #include "executor/device.h"
 #include "planner/gpu_launch.h"
-#include "planner/predict.h"
+#include "calibration/predict.h"
 
 namespace ditune::cli {
 

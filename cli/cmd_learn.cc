@@ -11,8 +11,8 @@
 #include "cli/commands.h"
 #include "core/output_file.h"
 #include "costmodels/calibration.h"
-#include "planner/factory.h"
-#include "planner/learn.h"
+#include "calibration/factory.h"
+#include "calibration/learn.h"
 
 namespace ditune::cli {
 

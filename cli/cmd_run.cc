@@ -22,7 +22,7 @@
 #include "executor/engine_run.h"
 #include "executor/rank_agreement.h"
 #include "planner/gpu_launch.h"
-#include "planner/predict.h"
+#include "calibration/predict.h"
 
 namespace ditune::cli {
 namespace {

@@ -10,7 +10,7 @@
 #include "core/output_file.h"
 #include "costmodels/calibration.h"
 #include "store/store.h"
-#include "planner/predict.h"
+#include "calibration/predict.h"
 #include "simulator/simulate.h"
 
 namespace ditune::cli {

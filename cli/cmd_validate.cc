@@ -8,8 +8,8 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "planner/learn.h"
-#include "planner/validate_suite.h"
+#include "calibration/learn.h"
+#include "calibration/validate_suite.h"
 
 #include <unistd.h>
 

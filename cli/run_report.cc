@@ -9,11 +9,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "calibration/engine_loop.h"
+#include "runs/engine_loop.h"
 #include "cli/cli_common.h"
 #include "cli/run_common.h"
 #include "planner/gpu_launch.h"
-#include "planner/predict.h"
+#include "calibration/predict.h"
 
 namespace ditune::cli {
 namespace {

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "store/store.h"
-#include "planner/factory.h"
-#include "planner/measured_runs.h"
+#include "calibration/factory.h"
+#include "calibration/measured_runs.h"
 
 namespace ditune {
 namespace {

@@ -1,7 +1,7 @@
 #include "planner/plan.h"
 
-#include "planner/factory.h"
-#include "planner/measured_runs.h"
+#include "calibration/factory.h"
+#include "calibration/measured_runs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +15,7 @@
 #include "core/parallel_for.h"
 
 #include "costmodels/memory_model.h"
-#include "planner/predict.h"
+#include "calibration/predict.h"
 
 namespace ditune {
 namespace {

@@ -14,7 +14,7 @@
 #include "core/status.h"
 #include "core/workload.h"
 #include "store/store.h"
-#include "planner/enumerate.h"
+#include "core/enumerate.h"
 #include "planner/xdit_launch.h"
 #include "simulator/simulate.h"
 

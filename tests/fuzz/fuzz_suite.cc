@@ -6,7 +6,7 @@
 
 #include "core/catalog.h"
 #include "planner/plan.h"
-#include "planner/suite.h"
+#include "calibration/suite.h"
 
 namespace {
 

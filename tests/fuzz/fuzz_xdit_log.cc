@@ -8,7 +8,7 @@
 
 #include "core/catalog.h"
 #include "ingest/ingest.h"
-#include "planner/measured_runs.h"
+#include "calibration/measured_runs.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -7,10 +7,11 @@
 #include "costmodels/memory_model.h"
 #include "store/store.h"
 #include "planner/auto_configure.h"
-#include "planner/enumerate.h"
+#include "core/enumerate.h"
 #include "planner/gpu_launch.h"
 #include "planner/plan.h"
-#include "planner/predict.h"
+#include "calibration/predict.h"
+#include "calibration/recalibrate.h"
 
 namespace ditune {
 namespace {
@@ -18,85 +19,6 @@ namespace {
 const Catalog& Cat() {
   static const Catalog* c = new Catalog(*Catalog::Load(DITUNE_TEST_DATA_DIR));
   return *c;
-}
-
-ValidationContext Ctx(const char* model, int h, int w, int gpus, int batch = 1) {
-  const ModelSpec* m = *Cat().Model(model);
-  Workload wl{model, h, w, 1, 20, batch, OutputType::kDecoded};
-  return {m, *ComputeTokenGeometry(*m, wl), 20, batch, gpus};
-}
-
-TEST(EnumerateTest, FactorisationCountMatchesBruteForce) {
-  for (int n : {1, 2, 3, 4, 6, 8, 12}) {
-    long brute = 0;
-    for (int a = 1; a <= n; ++a)
-      for (int b = 1; b <= n; ++b)
-        for (int c = 1; c <= n; ++c)
-          for (int d = 1; d <= n; ++d)
-            for (int e = 1; e <= n; ++e)
-              for (int f = 1; f <= n; ++f) brute += a * b * c * d * e * f == n;
-    EXPECT_EQ(CountFactorisations(n), brute) << n;
-  }
-}
-
-TEST(EnumerateTest, EveryValidConfigAndNothingElse) {
-  const Cluster cluster = *ResolveCluster({"h100-sxm5-80gb", 8}, Cat());
-  for (int n : {1, 2, 3, 4, 6, 8}) {
-    auto ctx = Ctx("pixart-alpha", 1536, 1536, n, 2);  // 96 patch rows: divisible by 1, 2, 3, 4, 6, 8
-    EnumerateOptions opt;
-    opt.vary_patches = false;
-    opt.vary_order = false;
-    opt.distrifusion = false;
-    auto configs = EnumerateConfigs(ctx, cluster, opt);
-    // Brute force over every tuple of degrees with product n.
-    std::set<std::string> expected;
-    for (int dp = 1; dp <= n; ++dp)
-      for (int cfg = 1; cfg <= n; ++cfg)
-        for (int pp = 1; pp <= n; ++pp)
-          for (int u = 1; u <= n; ++u)
-            for (int r = 1; r <= n; ++r)
-              for (int tp = 1; tp <= n; ++tp) {
-                if (dp * cfg * pp * u * r * tp != n) continue;
-                ParallelConfig c;
-                c.dp = dp, c.cfg = cfg, c.pipefusion = pp, c.patches = pp, c.ulysses = u, c.ring = r, c.tp = tp;
-                if (IsValidConfig(ctx, c)) expected.insert(ToString(c));
-              }
-    std::set<std::string> got;
-    for (const auto& c : configs) {
-      EXPECT_TRUE(IsValidConfig(ctx, c)) << ToString(c);
-      EXPECT_TRUE(got.insert(ToString(c)).second) << "duplicate " << ToString(c);
-    }
-    EXPECT_EQ(got, expected) << n;
-    EXPECT_FALSE(expected.empty());
-  }
-}
-
-TEST(EnumerateTest, NonPowersOfTwoAndVariants) {
-  const Cluster l40 = *ResolveCluster({"l40-48gb", 6}, Cat());
-  const ModelSpec* m = *Cat().Model("cogvideox-5b");
-  Workload wl{"cogvideox-5b", 480, 720, 49, 50, 1, OutputType::kLatent};
-  ValidationContext ctx{m, *ComputeTokenGeometry(*m, wl), 50, 1, 6};
-  std::set<std::string> got;
-  for (const auto& c : EnumerateConfigs(ctx, l40)) {
-    EXPECT_TRUE(IsValidConfig(ctx, c));
-    got.insert(ToString(c));
-  }
-  for (const char* c : {"ulysses=3,ring=2", "ulysses=2,ring=3", "ulysses=3,cfg=2", "ring=3,cfg=2", "ulysses=6"}) {
-    EXPECT_TRUE(got.count(c)) << c;
-  }
-  // A PCIe box: rank orders that keep the all-to-alls inside a socket are tried too.
-  bool reordered = false;
-  for (const auto& s : got) reordered |= s.find("order=") != std::string::npos;
-  EXPECT_TRUE(reordered);
-  // PipeFusion patch counts beyond the stage count, and DistriFusion.
-  auto px = Ctx("pixart-alpha", 1024, 1024, 4);
-  const Cluster h100 = *ResolveCluster({"h100-sxm5-80gb", 4}, Cat());
-  std::set<std::string> p;
-  for (const auto& c : EnumerateConfigs(px, h100)) p.insert(ToString(c));
-  EXPECT_TRUE(p.count("pipefusion=4"));
-  EXPECT_TRUE(p.count("pipefusion=4,patches=8"));
-  EXPECT_TRUE(p.count("pipefusion=2,patches=1,cfg=2"));
-  EXPECT_TRUE(p.count("distrifusion=4"));
 }
 
 TEST(PlanTest, MemoryPruningRemovesExactlyWhatDoesNotFit) {
@@ -282,42 +204,6 @@ TEST(AutoConfigureTest, CachesPerCalibrationVersion) {
 namespace ditune {
 namespace {
 
-// Collectives timed between host-memory ranks never become a GPU link's curves, even where a
-// store holds them under that link; over shared memory they fit as before.
-TEST(RecalibrateTest, HostTimingsNeverPriceAGpuLink) {
-  auto store = std::move(Store::Open(":memory:")).value();
-  std::vector<Measurement> ms;
-  for (const char* link : {"nvlink4", "shm"}) {
-    for (double bytes : {1e4, 1e5, 1e6, 1e7, 1e8}) {
-      Measurement m;
-      m.source = MeasurementSource::kMicrobench;
-      m.kind = MeasurementKind::kCollective;
-      m.op = "all_to_all";
-      m.backend = "mpi";
-      m.device = "cpu";
-      m.ranks = 2;
-      m.link = link;
-      m.bytes = Bytes(bytes);
-      m.median = m.p10 = m.p90 = Seconds(2e-6 + bytes / 8e9);
-      m.samples = 5;
-      ms.push_back(m);
-    }
-  }
-  ASSERT_TRUE(store->AddMeasurements(ms).ok());
-  std::vector<std::string> skipped;
-  auto fits = RecalibrateAll(store.get(), Cat(), &skipped);
-  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
-  bool shm = false;
-  for (const auto& f : *fits) {
-    EXPECT_EQ(f.key.find("nvlink4"), std::string::npos) << f.key;
-    shm |= f.kind == "comm" && f.key.starts_with("all_to_all/shm");
-  }
-  EXPECT_TRUE(shm);
-  int named = 0;
-  for (const auto& s : skipped) named += s.find("host-memory ranks measure shared memory, not nvlink4") != std::string::npos;
-  EXPECT_EQ(named, 5);
-}
-
 TEST(LaunchTest, MapsDriverNamesToTheCatalog) {
   EXPECT_EQ(*MapGpuName("NVIDIA H100 80GB HBM3", Cat()), "h100-sxm5-80gb");
   EXPECT_EQ(*MapGpuName("NVIDIA H20", Cat()), "h20-96gb");
@@ -379,125 +265,6 @@ TEST(LaunchTest, Commands) {
                               *ParseParallelConfig("cfg=2"), cluster);
   EXPECT_EQ(ShellJoin(run), "mpirun -np 2 ditune run --config cfg=2 --model tiny-pixart --height 64 --width 64 "
                             "--steps 4 --batch 1 --output-type latent");
-}
-
-// Runs of the engine on some models calibrate its scale for every model on that device and
-// backend; the eager framework's scales and the engine's never mix.
-TEST(PredictTest, EngineRunsOnSomeModelsCalibrateTheOthers) {
-  const Cluster host = *ResolveCluster({"cpu", 1}, Cat());
-  std::vector<Fit> fits;
-  for (auto [op, rate] : std::vector<std::pair<const char*, double>>{{"gemm", 3e10}, {"attention", 1e10},
-                                                                     {"elementwise", 4e9}}) {
-    Fit f;
-    f.kind = kFitKindCompute;
-    f.key = std::string("cpu/ref/") + op;
-    f.params = PiecewiseLatencyModel({{1, 1e15, 2e-6, rate}}).ToJson();
-    f.active = true;
-    fits.push_back(f);
-  }
-  auto dit = [&](const std::string& model, int size, const std::vector<Fit>& with) {
-    Workload w{model, size, size, 1, 3, 1, OutputType::kLatent};
-    auto r = SimulateEngineRun(**Cat().Model(model), w, ParallelConfig{}, host, with, "ref");
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? r->dit.value() : 0.0;
-  };
-  // Recorded runs of three models, 30% slower than the per-op curves say; one run on the cpu
-  // kernels, which calibrates their own scale; one two-rank run, which calibrates two-rank
-  // plans.
-  std::vector<Measurement> runs;
-  auto run = [&](const std::string& model, int size, double seconds, const std::string& backend, int ranks,
-                 const std::string& config = "") {
-    Measurement m;
-    m.id = static_cast<int64_t>(runs.size() + 1);
-    m.source = MeasurementSource::kExecutor;
-    m.kind = MeasurementKind::kE2e;
-    m.op = "dit";
-    m.backend = backend;
-    m.device = "cpu";
-    m.ranks = ranks;
-    m.params = {{"model", model}, {"height", size}, {"width", size}, {"frames", 1}, {"steps", 3},
-                {"batch", 1}, {"config", config}};
-    m.median = m.p10 = m.p90 = Seconds(seconds);
-    runs.push_back(m);
-  };
-  run("tiny-pixart", 256, 1.3 * dit("tiny-pixart", 256, fits), "ref", 1);
-  run("tiny-flux", 128, 1.3 * dit("tiny-flux", 128, fits), "ref", 1);
-  run("tiny-sd3", 128, 1.3 * dit("tiny-sd3", 128, fits), "ref", 1);
-  Workload w_cpu{"tiny-sd3", 256, 256, 1, 3, 1, OutputType::kLatent};
-  const double cpu_dit = SimulateEngineRun(**Cat().Model("tiny-sd3"), w_cpu, ParallelConfig{}, host, fits, "cpu")->dit.value();
-  run("tiny-sd3", 256, 1.5 * cpu_dit, "cpu", 1);
-  const Cluster pair = *ResolveCluster({"cpu", 2}, Cat());
-  const Workload w2{"tiny-sd3", 256, 256, 1, 3, 1, OutputType::kLatent};
-  const double two_rank = SimulateEngineRun(**Cat().Model("tiny-sd3"), w2, *ParseParallelConfig("ulysses=2"), pair,
-                                            fits, "ref")
-                              ->dit.value();
-  run("tiny-sd3", 256, 2.0 * two_rank, "ref", 2, "ulysses=2");
-  std::vector<std::string> skipped;
-  auto all_scales = *FitEngineScales(runs, Cat(), fits, &skipped);
-  EXPECT_TRUE(skipped.empty()) << skipped.front();
-  ASSERT_EQ(all_scales.size(), 3u);
-  // The cpu kernels' own scale, from their one run (priced by the catalog's CPU figures).
-  EXPECT_EQ(all_scales[0].key, "cpu/cpu/engine");
-  EXPECT_NEAR(all_scales[0].params["compute_scale"].get<double>(), 1.5, 1e-9);
-  EXPECT_EQ(all_scales[0].measurement_ids, (std::vector<int64_t>{4}));
-  const std::vector<Fit> scales(all_scales.begin() + 1, all_scales.end());
-  EXPECT_EQ(scales[0].key, EngineFitKey("cpu", "ref"));
-  EXPECT_EQ(scales[0].key, "cpu/ref/engine");
-  EXPECT_NEAR(scales[0].params["compute_scale"].get<double>(), 1.3, 1e-9);
-  EXPECT_EQ(scales[0].points, 3);
-  EXPECT_EQ(scales[0].measurement_ids, (std::vector<int64_t>{1, 2, 3}));
-  EXPECT_EQ(scales[1].key, EngineFitKey("cpu", "ref", 2));
-  EXPECT_EQ(scales[1].key, "cpu/ref/engine@2");
-  EXPECT_NEAR(scales[1].params["compute_scale"].get<double>(), 2.0, 1e-9);
-  EXPECT_EQ(scales[1].measurement_ids, (std::vector<int64_t>{5}));
-  {
-    // Two-rank plans take the two-rank scale; one device and sizes without one of their own
-    // take the one-device scale.
-    const std::vector<Fit> both = {scales[0], scales[1]};
-    EXPECT_EQ((*ModelsFor(pair, "tiny-sd3", both, "ref", Runtime::kEngine)).compute.scale(), 2.0);
-    EXPECT_EQ((*ModelsFor(host, "tiny-sd3", both, "ref", Runtime::kEngine)).compute.scale(), 1.3);
-    const Cluster four = *ResolveCluster({"cpu", 4}, Cat());
-    EXPECT_EQ((*ModelsFor(four, "tiny-sd3", both, "ref", Runtime::kEngine)).compute.scale(), 1.3);
-  }
-  // A model with no runs of its own is predicted with the scale (the host has no launch
-  // overhead, so every time scales).
-  std::vector<Fit> with = fits;
-  with.push_back(scales[0]);
-  EXPECT_NEAR(dit("tiny-video", 256, with), 1.3 * dit("tiny-video", 256, fits), 1e-9);
-  // The eager framework's models ignore the engine's scale, and the engine ignores a per-model
-  // framework scale.
-  auto eager = std::move(ModelsFor(host, "tiny-video", with, "ref", Runtime::kEager)).value();
-  EXPECT_EQ(eager.compute.scale(), 1.0);
-  Fit framework;
-  framework.kind = kFitKindE2e;
-  framework.key = E2eFitKey("cpu", "tiny-video");
-  framework.params = {{"compute_scale", 2.0}};
-  framework.active = true;
-  with.push_back(framework);
-  EXPECT_EQ((*ModelsFor(host, "tiny-video", with, "ref", Runtime::kEngine)).compute.scale(), 1.3);
-  EXPECT_EQ((*ModelsFor(host, "tiny-video", with, "ref", Runtime::kEager)).compute.scale(), 2.0);
-  // Two-rank cuda runs calibrate two-GPU plans over NCCL only (over MPI ranks may share a GPU).
-  {
-    auto mpi = runs.back();
-    mpi.backend = "cuda";
-    mpi.device = "h100-sxm5-80gb";
-    mpi.params["comm"] = "mpi";
-    auto nccl = mpi;
-    nccl.params["comm"] = "nccl";
-    std::vector<std::string> why;
-    auto gpu = *FitEngineScales({mpi, nccl}, Cat(), {}, &why);
-    ASSERT_EQ(gpu.size(), 1u);
-    EXPECT_EQ(gpu[0].key, "h100-sxm5-80gb/cuda/engine@2");
-    EXPECT_EQ(gpu[0].points, 1);
-    ASSERT_EQ(why.size(), 1u);
-    EXPECT_NE(why[0].find("over MPI"), std::string::npos) << why[0];
-  }
-  // A run naming a model the catalog lacks is skipped with the reason, not fatal.
-  run("no-such-model", 256, 1.0, "ref", 1);
-  skipped.clear();
-  EXPECT_EQ((*FitEngineScales(runs, Cat(), fits, &skipped)).size(), 3u);
-  ASSERT_EQ(skipped.size(), 1u);
-  EXPECT_NE(skipped[0].find("no-such-model"), std::string::npos) << skipped[0];
 }
 
 }  // namespace

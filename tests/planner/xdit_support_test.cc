@@ -14,8 +14,8 @@
 #include "costmodels/dit_ops.h"
 #include "costmodels/memory_model.h"
 #include "planner/plan.h"
-#include "planner/suite.h"
-#include "planner/validate_suite.h"
+#include "calibration/suite.h"
+#include "calibration/validate_suite.h"
 #include "planner/xdit_launch.h"
 #include "simulator/simulate.h"
 

@@ -1,5 +1,5 @@
 // Every stored measurement fitted and the fits made active: what `calibrate fit` does for op
-// and collective measurements, without the planner's fits of runs (RecalibrateAll).
+// and collective measurements, without the calibration wing's fits of runs (RecalibrateAll).
 #ifndef DITUNE_TESTS_STORE_FIT_STORE_H_
 #define DITUNE_TESTS_STORE_FIT_STORE_H_
 

@@ -2,8 +2,8 @@
 // suites"). A suite is a CSV with the header
 //   group,model,height,width,frames,steps,scope,gpu,gpus,nodes,gpus_per_node,intra,inter,
 //   config,role,latency_s,source
-#ifndef DITUNE_PLANNER_SUITE_H_
-#define DITUNE_PLANNER_SUITE_H_
+#ifndef DITUNE_CALIBRATION_SUITE_H_
+#define DITUNE_CALIBRATION_SUITE_H_
 
 #include <optional>
 #include <string>
@@ -48,4 +48,4 @@ std::string_view SuiteScopeName(SuiteScope s);
 
 }  // namespace ditune
 
-#endif  // DITUNE_PLANNER_SUITE_H_
+#endif  // DITUNE_CALIBRATION_SUITE_H_

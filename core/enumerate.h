@@ -1,6 +1,6 @@
 // Every valid hybrid configuration for a number of GPUs.
-#ifndef DITUNE_PLANNER_ENUMERATE_H_
-#define DITUNE_PLANNER_ENUMERATE_H_
+#ifndef DITUNE_CORE_ENUMERATE_H_
+#define DITUNE_CORE_ENUMERATE_H_
 
 #include <vector>
 
@@ -41,4 +41,4 @@ long CountFactorisations(int n);
 
 }  // namespace ditune
 
-#endif  // DITUNE_PLANNER_ENUMERATE_H_
+#endif  // DITUNE_CORE_ENUMERATE_H_

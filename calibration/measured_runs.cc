@@ -1,4 +1,4 @@
-#include "planner/measured_runs.h"
+#include "calibration/measured_runs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,9 +10,9 @@
 
 #include "core/config_rules.h"
 #include "costmodels/calibration.h"
-#include "planner/learn.h"
-#include "planner/predict.h"
-#include "planner/validate_suite.h"
+#include "calibration/learn.h"
+#include "calibration/predict.h"
+#include "calibration/validate_suite.h"
 
 namespace ditune {
 namespace {
@@ -27,21 +27,6 @@ std::string GroupOf(const SuiteRow& r) {
   const Workload& w = r.workload;
   return fmt::format("{}/{}/{}x{}{}/{}", r.cluster.gpu_id, w.model_id, w.height, w.width,
                      w.frames > 1 ? fmt::format("x{}", w.frames) : "", w.steps);
-}
-
-// A profiler trace's kernel classes, the fit's name for each, and the op classes each stands
-// for (PyTorch runs SANA's linear attention as matmuls: GEMM kernels).
-struct TraceClass {
-  const char* trace;
-  const char* fit;
-  std::vector<OpClass> ops;
-};
-const std::vector<TraceClass>& TraceClasses() {
-  static const std::vector<TraceClass> kClasses = {
-      {"gemm", "gemm", {OpClass::kGemm, OpClass::kLinearAttention}},
-      {"attention", "attention", {OpClass::kAttention}},
-      {"other", "elementwise", {OpClass::kElementwise}}};
-  return kClasses;
 }
 
 // One trace's measured / modelled ratio per fit class, and the modelled seconds per step.
@@ -213,42 +198,6 @@ StatusOr<std::vector<Fit>> FitKernelClasses(const std::vector<Measurement>& meas
 
 }  // namespace
 
-StatusOr<std::optional<std::array<double, kNumOpClasses>>> KernelClassScales(const std::vector<Fit>& fits,
-                                                                             const std::string& gpu, bool normalise) {
-  const Fit* fit = nullptr;
-  for (const auto& f : fits) {
-    if (f.active && f.kind == kFitKindKernelClass && f.key == gpu) fit = &f;
-  }
-  if (fit == nullptr) return std::optional<std::array<double, kNumOpClasses>>();
-  const nlohmann::json& p = fit->params;
-  auto corrupt = [&](const std::string& what) {
-    return Status::Corruption(fmt::format("fit {} '{}' ({}): {}", fit->id, fit->key, fit->kind, what));
-  };
-  if (!p.is_object()) return corrupt("params are not an object");
-  std::map<std::string, double> scale;
-  double weighted = 0, total = 0;
-  for (const auto& c : TraceClasses()) {
-    scale[c.fit] = 1.0;
-    if (p.contains(c.fit)) {
-      if (!p[c.fit].is_number() || !(p[c.fit].get<double>() > 0)) return corrupt(fmt::format("'{}' is not > 0", c.fit));
-      scale[c.fit] = p[c.fit].get<double>();
-    }
-    const nlohmann::json w = p.contains("weights_s") && p["weights_s"].is_object()
-                                 ? p["weights_s"].value(c.fit, nlohmann::json(0.0))
-                                 : nlohmann::json(0.0);
-    if (!w.is_number() || !(w.get<double>() >= 0)) return corrupt(fmt::format("weights_s '{}' is not >= 0", c.fit));
-    weighted += w.get<double>() * scale[c.fit];
-    total += w.get<double>();
-  }
-  const bool relative = p.contains("relative") && p["relative"].is_boolean() && p["relative"].get<bool>();
-  const double mean = (normalise || relative) && total > 0 && weighted > 0 ? weighted / total : 1.0;
-  std::array<double, kNumOpClasses> out;
-  out.fill(1.0);
-  for (const auto& c : TraceClasses()) {
-    for (OpClass op : c.ops) out[static_cast<int>(op)] = scale[c.fit] / mean;
-  }
-  return std::optional<std::array<double, kNumOpClasses>>(out);
-}
 
 std::vector<MeasuredRun> MeasuredXditRuns(const std::vector<Measurement>& measurements, const Catalog& catalog) {
   std::vector<MeasuredRun> out;

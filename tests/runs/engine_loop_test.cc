@@ -3,9 +3,9 @@
 
 #include <filesystem>
 
-#include "calibration/engine_loop.h"
+#include "runs/engine_loop.h"
 #include "core/catalog.h"
-#include "planner/predict.h"
+#include "calibration/predict.h"
 
 namespace ditune::calibration {
 namespace {

@@ -27,8 +27,8 @@
 // A run measured more than kQuarantineRatio times slower or faster than predicted is
 // quarantined: stored, listed with the reason, and used by nothing (a run without warm-up, a
 // shared or throttled GPU, a log of another configuration).
-#ifndef DITUNE_PLANNER_MEASURED_RUNS_H_
-#define DITUNE_PLANNER_MEASURED_RUNS_H_
+#ifndef DITUNE_CALIBRATION_MEASURED_RUNS_H_
+#define DITUNE_CALIBRATION_MEASURED_RUNS_H_
 
 #include <array>
 #include <optional>
@@ -41,29 +41,14 @@
 #include "costmodels/dit_ops.h"
 #include "costmodels/measurement.h"
 #include "store/store.h"
-#include "planner/suite.h"
+#include "calibration/kernel_classes.h"
+#include "calibration/suite.h"
 
 namespace ditune {
 
 inline constexpr double kQuarantineRatio = 3.0;
 // The fit kind of a (GPU, model)'s measured memory overhead: params {"runtime_overhead_gb"}.
 inline constexpr const char* kFitKindMemory = "memory";
-// The fit kind of a GPU's efficiency per op class from profiler traces, keyed "<gpu>":
-// params {"gemm", "attention", "elementwise"}: measured / modelled device time of the class
-// (those measured and within bounds); "weights_s": the modelled device seconds per step of
-// each of the three in the traces' workloads (the mean over the traces), which weigh the
-// normalisation; "relative": true when no trace had a time per step; "origin".
-inline constexpr const char* kFitKindKernelClass = "kernel_class";
-
-// The efficiency multipliers per op class (indexed by OpClass) that the kernel_class fit of
-// `gpu` in `fits` sets, or nullopt when there is none: the fitted ratios, linear attention
-// taking gemm's and a class the fit does not name 1; divided by their mean weighted by
-// "weights_s" when `normalise` (beside a compute scale of the (GPU, model), which already
-// holds their level) or when the fit is relative, so that they move time between classes
-// without changing the total of the traces' workload. Corruption when the params do not read.
-StatusOr<std::optional<std::array<double, kNumOpClasses>>> KernelClassScales(const std::vector<Fit>& fits,
-                                                                             const std::string& gpu, bool normalise);
-
 // One stored xDiT run as a suite row (group "<gpu>/<model>/<h>x<w>[x<frames>]/<steps>"), or
 // the reason it cannot be one.
 struct MeasuredRun {
@@ -99,4 +84,4 @@ std::vector<std::string> MeasuredLines(const std::vector<Measurement>& measureme
 
 }  // namespace ditune
 
-#endif  // DITUNE_PLANNER_MEASURED_RUNS_H_
+#endif  // DITUNE_CALIBRATION_MEASURED_RUNS_H_

@@ -5,8 +5,8 @@
 // calibrate learn`), the suite's error before and after, and the (GPU, model) compute
 // scales of the suite's published single-GPU runs under those constants, each with the
 // rows it came from.
-#ifndef DITUNE_PLANNER_FACTORY_H_
-#define DITUNE_PLANNER_FACTORY_H_
+#ifndef DITUNE_CALIBRATION_FACTORY_H_
+#define DITUNE_CALIBRATION_FACTORY_H_
 
 #include <cstdint>
 #include <memory>
@@ -19,8 +19,8 @@
 #include "core/catalog.h"
 #include "core/cluster.h"
 #include "store/store.h"
-#include "planner/learn.h"
-#include "planner/suite.h"
+#include "calibration/learn.h"
+#include "calibration/suite.h"
 
 namespace ditune {
 
@@ -70,4 +70,4 @@ std::string FactoryOrigin(const Fit& fit);
 
 }  // namespace ditune
 
-#endif  // DITUNE_PLANNER_FACTORY_H_
+#endif  // DITUNE_CALIBRATION_FACTORY_H_

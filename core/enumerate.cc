@@ -1,4 +1,4 @@
-#include "planner/enumerate.h"
+#include "core/enumerate.h"
 
 #include <algorithm>
 #include <set>

@@ -1,4 +1,4 @@
-#include "planner/factory.h"
+#include "calibration/factory.h"
 
 #include <cstdlib>
 
@@ -11,8 +11,8 @@
 #include <fmt/ranges.h>
 
 #include "costmodels/calibration.h"
-#include "planner/measured_runs.h"
-#include "planner/predict.h"
+#include "calibration/measured_runs.h"
+#include "calibration/predict.h"
 
 namespace ditune {
 namespace {

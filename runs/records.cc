@@ -1,4 +1,4 @@
-#include "calibration/records.h"
+#include "runs/records.h"
 
 #include <unistd.h>
 

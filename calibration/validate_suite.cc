@@ -1,4 +1,4 @@
-#include "planner/validate_suite.h"
+#include "calibration/validate_suite.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,8 @@
 #include "core/config_rules.h"
 #include "core/parallel_for.h"
 #include "costmodels/fitting.h"
-#include "planner/enumerate.h"
-#include "planner/predict.h"
+#include "core/enumerate.h"
+#include "calibration/predict.h"
 
 namespace ditune {
 namespace {

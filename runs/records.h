@@ -1,8 +1,8 @@
 // What ditune's own runs leave in the calibration store: the measurement of a measured DiT
 // loop (kind e2e, op "dit") and the record of the run (its plan, prediction, measured time and
 // every rank's), under a run id no other run has.
-#ifndef DITUNE_CALIBRATION_RECORDS_H_
-#define DITUNE_CALIBRATION_RECORDS_H_
+#ifndef DITUNE_RUNS_RECORDS_H_
+#define DITUNE_RUNS_RECORDS_H_
 
 #include <string>
 
@@ -36,4 +36,4 @@ RunRecord EngineRunRecord(const ModelSpec& model, const Workload& w, const Paral
 
 }  // namespace ditune::calibration
 
-#endif  // DITUNE_CALIBRATION_RECORDS_H_
+#endif  // DITUNE_RUNS_RECORDS_H_

@@ -1,6 +1,6 @@
 // Learning the global constants on a suite, leave-one-group-out, and the factory
 // calibration that ships from it.
-#include "planner/learn.h"
+#include "calibration/learn.h"
 
 #include <array>
 #include <cstdlib>
@@ -14,10 +14,10 @@
 #include <fmt/format.h>
 
 #include "costmodels/calibration.h"
-#include "planner/factory.h"
-#include "planner/measured_runs.h"
-#include "planner/predict.h"
-#include "planner/validate_suite.h"
+#include "calibration/factory.h"
+#include "calibration/measured_runs.h"
+#include "calibration/predict.h"
+#include "calibration/validate_suite.h"
 #include "simulator/simulate.h"
 #include "simulator/stage_costs.h"
 

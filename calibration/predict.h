@@ -1,7 +1,7 @@
 // One prediction: a workload, a cluster and a configuration through the calibrated models
 // and the simulator.
-#ifndef DITUNE_PLANNER_PREDICT_H_
-#define DITUNE_PLANNER_PREDICT_H_
+#ifndef DITUNE_CALIBRATION_PREDICT_H_
+#define DITUNE_CALIBRATION_PREDICT_H_
 
 #include <map>
 #include <string>
@@ -99,13 +99,8 @@ StatusOr<Fit> ScaleFit(const std::string& key, const std::string& param, const s
 StatusOr<std::vector<Fit>> FitPipelineTerms(const std::vector<Measurement>& measurements, const Catalog& catalog,
                                             std::vector<std::string>* skipped = nullptr);
 
-// Refits everything the store's measurements calibrate — per-op and collective curves, the
-// text-encoding / VAE terms, the engine scales, and what the user's xDiT runs set
-// (FitMeasuredRuns: scales, per-GPU constants, memory overheads) — and replaces the active
-// fits in one transaction.
-StatusOr<std::vector<Fit>> RecalibrateAll(Store* store, const Catalog& catalog,
-                                          std::vector<std::string>* skipped = nullptr);
+
 
 }  // namespace ditune
 
-#endif  // DITUNE_PLANNER_PREDICT_H_
+#endif  // DITUNE_CALIBRATION_PREDICT_H_

@@ -1,7 +1,7 @@
 // What ditune's runs leave in the store: the run's record and its DiT measurement.
 #include <gtest/gtest.h>
 
-#include "calibration/records.h"
+#include "runs/records.h"
 #include "core/catalog.h"
 
 namespace ditune::calibration {

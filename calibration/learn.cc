@@ -1,4 +1,4 @@
-#include "planner/learn.h"
+#include "calibration/learn.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "costmodels/calibration.h"
-#include "planner/predict.h"
+#include "calibration/predict.h"
 
 namespace ditune {
 

@@ -3,8 +3,8 @@
 // in one transaction); autotune (price every configuration for the launched ranks, run the
 // best K, record them together, refit every model from the store, price them again).
 // `ditune run` and `ditune autotune` call these and only parse and print.
-#ifndef DITUNE_CALIBRATION_ENGINE_LOOP_H_
-#define DITUNE_CALIBRATION_ENGINE_LOOP_H_
+#ifndef DITUNE_RUNS_ENGINE_LOOP_H_
+#define DITUNE_RUNS_ENGINE_LOOP_H_
 
 #include <functional>
 #include <map>
@@ -84,4 +84,4 @@ StatusOr<AutotuneResult> AutotuneEngine(const Catalog& catalog, Store* store, co
 
 }  // namespace ditune::calibration
 
-#endif  // DITUNE_CALIBRATION_ENGINE_LOOP_H_
+#endif  // DITUNE_RUNS_ENGINE_LOOP_H_

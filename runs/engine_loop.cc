@@ -1,13 +1,14 @@
-#include "calibration/engine_loop.h"
+#include "runs/engine_loop.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "calibration/records.h"
+#include "runs/records.h"
 #include "costmodels/calibration.h"
 #include "executor/profiling_kernels.h"
-#include "planner/predict.h"
+#include "calibration/predict.h"
+#include "calibration/recalibrate.h"
 
 namespace ditune::calibration {
 namespace {

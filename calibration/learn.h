@@ -5,8 +5,8 @@
 // one set of constants for all of them — never anything per group, per row or per model.
 // Each evaluation runs PredictSuite: the calibrate rows fit their (GPU, model) scales under
 // the candidate constants, then every row is predicted.
-#ifndef DITUNE_PLANNER_LEARN_H_
-#define DITUNE_PLANNER_LEARN_H_
+#ifndef DITUNE_CALIBRATION_LEARN_H_
+#define DITUNE_CALIBRATION_LEARN_H_
 
 #include <functional>
 #include <optional>
@@ -16,8 +16,8 @@
 #include "core/catalog.h"
 #include "costmodels/mechanisms.h"
 #include "store/store.h"
-#include "planner/suite.h"
-#include "planner/validate_suite.h"
+#include "calibration/suite.h"
+#include "calibration/validate_suite.h"
 
 namespace ditune {
 
@@ -87,4 +87,4 @@ StatusOr<CrossValidation> CrossValidate(const std::vector<SuiteRow>& rows, const
 
 }  // namespace ditune
 
-#endif  // DITUNE_PLANNER_LEARN_H_
+#endif  // DITUNE_CALIBRATION_LEARN_H_

@@ -1,7 +1,7 @@
 // `ditune validate`: calibrate on each group's calibrate row, predict its predict rows, and
 // measure the error.
-#ifndef DITUNE_PLANNER_VALIDATE_SUITE_H_
-#define DITUNE_PLANNER_VALIDATE_SUITE_H_
+#ifndef DITUNE_CALIBRATION_VALIDATE_SUITE_H_
+#define DITUNE_CALIBRATION_VALIDATE_SUITE_H_
 
 #include <optional>
 #include <string>
@@ -11,7 +11,7 @@
 
 #include "core/catalog.h"
 #include "store/store.h"
-#include "planner/suite.h"
+#include "calibration/suite.h"
 
 namespace ditune {
 
@@ -93,4 +93,4 @@ StatusOr<SuiteReport> ValidateSuite(const std::vector<SuiteRow>& rows, const Cat
 
 }  // namespace ditune
 
-#endif  // DITUNE_PLANNER_VALIDATE_SUITE_H_
+#endif  // DITUNE_CALIBRATION_VALIDATE_SUITE_H_

@@ -1,4 +1,4 @@
-#include "planner/suite.h"
+#include "calibration/suite.h"
 
 #include <fstream>
 #include <sstream>
