@@ -34,9 +34,11 @@
 
 #include "executor/comm.h"
 #include "executor/comm_wait.h"
+#include "core/stats.h"
 
 namespace {
 
+using ditune::Median;
 using ditune::Status;
 using ditune::StatusOr;
 using ditune::exec::Comm;
@@ -154,11 +156,6 @@ double NanosEach(int n, F&& f) {
   const auto start = Clock::now();
   for (int i = 0; i < n; ++i) f();
   return std::chrono::duration<double, std::nano>(Clock::now() - start).count() / n;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // What one poll costs, piece by piece, on this rank (rank 1 waits in a barrier meanwhile).

@@ -13,15 +13,10 @@
 #include "calibration/learn.h"
 #include "calibration/predict.h"
 #include "calibration/validate_suite.h"
+#include "core/stats.h"
 
 namespace ditune {
 namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::string GroupOf(const SuiteRow& r) {
   const Workload& w = r.workload;

@@ -12,6 +12,7 @@
 #include "costmodels/fitting.h"
 #include "core/enumerate.h"
 #include "calibration/predict.h"
+#include "core/stats.h"
 
 namespace ditune {
 namespace {
@@ -102,15 +103,6 @@ StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, con
     }
   }
   return *best;
-}
-
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * (static_cast<double>(v.size()) - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(v.size() - 1, lo + 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
 }  // namespace

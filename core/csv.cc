@@ -2,20 +2,12 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace ditune {
 namespace {
 
 constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 Status LineError(std::string_view origin, int line, std::string_view what) {
   return Status::InvalidArgument(fmt::format("{}:{}: {}", origin, line, what));

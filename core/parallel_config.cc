@@ -7,14 +7,10 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace ditune {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
-  return s;
-}
 
 std::vector<std::string_view> Split(std::string_view s, char sep) {
   std::vector<std::string_view> out;

@@ -7,6 +7,8 @@
 #include <Eigen/Dense>
 #include <fmt/format.h>
 
+#include "core/stats.h"
+
 namespace ditune {
 namespace {
 
@@ -48,14 +50,12 @@ LatencyRateSegment FitSegment(const std::vector<FitPoint>& pts, double delta) {
     // Through the origin: t = x / rate, rate = robust ratio.
     std::vector<double> rates;
     for (const auto& p : pts) rates.push_back(p.x / p.t);
-    std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
-    const double rate = rates[rates.size() / 2];
+    const double rate = Median(rates);
     if (c[1] <= 0) {
       // Size does not matter in this range: pure latency.
       std::vector<double> ts;
       for (const auto& p : pts) ts.push_back(p.t);
-      std::nth_element(ts.begin(), ts.begin() + ts.size() / 2, ts.end());
-      seg.latency_s = ts[ts.size() / 2];
+      seg.latency_s = Median(ts);
       seg.rate = std::numeric_limits<double>::infinity();
       return seg;
     }

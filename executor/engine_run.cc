@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/stats.h"
+
 namespace ditune::exec {
 
 StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workload& workload,
@@ -71,18 +73,16 @@ StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workloa
     DITUNE_RETURN_IF_ERROR(host->AllGather(mine.data(), all.data(), mine.size()));
     double fastest = 0, slowest = 0;
     for (int q = 0; q < n; ++q) {
-      std::vector<double> own(all.begin() + q * iters, all.begin() + (q + 1) * iters);
-      std::sort(own.begin(), own.end());
-      r.rank_median_s.push_back(own[own.size() / 2]);
-      fastest = q == 0 ? own[own.size() / 2] : std::min(fastest, own[own.size() / 2]);
-      slowest = std::max(slowest, own[own.size() / 2]);
+      const double own = Median(std::vector<double>(all.begin() + q * iters, all.begin() + (q + 1) * iters));
+      r.rank_median_s.push_back(own);
+      fastest = q == 0 ? own : std::min(fastest, own);
+      slowest = std::max(slowest, own);
     }
     r.spread = fastest > 0 ? slowest / fastest - 1 : 0;
     for (int i = 0; i < iters; ++i) {
       for (int q = 0; q < n; ++q) loops[i] = std::max(loops[i], static_cast<double>(all[q * iters + i]));
     }
-    std::sort(comms.begin(), comms.end());
-    r.comm_median_s = comms[comms.size() / 2];
+    r.comm_median_s = Median(comms);
   }
   if (profiler != nullptr) {
     if (host != nullptr) DITUNE_RETURN_IF_ERROR(host->Barrier());
@@ -93,13 +93,10 @@ StatusOr<EngineRunResult> MeasureEngineRun(const ModelSpec& model, const Workloa
     r.profile_events = std::move(profile.events);
     r.profile_loop_s = g.dit_seconds;
   }
-  std::sort(loops.begin(), loops.end());
-  std::sort(steps.begin(), steps.end());
-  auto at = [&](double q) { return loops[static_cast<size_t>(q * static_cast<double>(loops.size() - 1) + 0.5)]; };
-  r.median_s = at(0.5);
-  r.p10_s = at(0.1);
-  r.p90_s = at(0.9);
-  r.step_median_s = steps.empty() ? 0 : steps[steps.size() / 2];
+  r.median_s = Median(loops);
+  r.p10_s = NearestRank(loops, 0.1);
+  r.p90_s = NearestRank(loops, 0.9);
+  r.step_median_s = Median(steps);
   r.iters = options.iters;
   return r;
 }

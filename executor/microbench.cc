@@ -7,6 +7,7 @@
 
 #include "costmodels/comm_model.h"
 #include "costmodels/dit_ops.h"
+#include "core/stats.h"
 
 namespace ditune::exec {
 namespace {
@@ -46,8 +47,7 @@ StatusOr<double> DeviceMedian(Device* d, int reps, F&& f) {
     DITUNE_ASSIGN_OR_RETURN(double s, marks[i]->SecondsSince(*marks[i - 1]));
     t.push_back(s);
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return Median(std::move(t));
 }
 
 // Median host seconds to issue `n` small kernels (GEMMs and norms alternating, as in a DiT
@@ -82,8 +82,7 @@ StatusOr<double> HostLaunchMedian(Kernels* kernels, int reps, int n, void* buf, 
     DITUNE_ASSIGN_OR_RETURN(double s, round());
     t.push_back(s);
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return Median(std::move(t));
 }
 
 // The head dimension the elementwise sweep uses for per-head kernels over `cols` columns.

@@ -10,6 +10,7 @@
 
 #include "core/trace_file.h"
 #include "costmodels/dit_ops.h"
+#include "core/stats.h"
 
 namespace ditune::exec {
 namespace {
@@ -216,9 +217,9 @@ std::vector<Measurement> KernelMeasurements(const std::vector<KernelEvent>& even
     m.device = device;
     m.flops = Flops(flops);
     m.bytes = Bytes(bytes);
-    m.median = Seconds(t[t.size() / 2]);
-    m.p10 = Seconds(t[static_cast<size_t>(0.1 * static_cast<double>(t.size() - 1) + 0.5)]);
-    m.p90 = Seconds(t[static_cast<size_t>(0.9 * static_cast<double>(t.size() - 1) + 0.5)]);
+    m.median = Seconds(Median(t));
+    m.p10 = Seconds(NearestRank(t, 0.1));
+    m.p90 = Seconds(NearestRank(t, 0.9));
     m.samples = static_cast<int>(t.size());
     m.run_id = run_id;
     m.params = params.is_object() ? params : nlohmann::json::object();

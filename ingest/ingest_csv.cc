@@ -35,14 +35,6 @@ std::vector<Line> SplitLines(std::string_view text) {
   return lines;
 }
 
-std::string_view Trim(std::string_view s) {
-  constexpr std::string_view kBlank = " \t\r\n";
-  const size_t first = s.find_first_not_of(kBlank);
-  if (first == std::string_view::npos) return {};
-  const size_t last = s.find_last_not_of(kBlank);
-  return s.substr(first, last - first + 1);
-}
-
 std::vector<std::string_view> SplitWhitespace(std::string_view s) {
   constexpr std::string_view kBlank = " \t\r\n";
   std::vector<std::string_view> tokens;

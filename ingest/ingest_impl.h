@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/text.h"
 
 namespace ditune::ingest_internal {
 
@@ -23,8 +24,8 @@ struct Line {
 // empty string after a final '\n' is not a line.
 std::vector<Line> SplitLines(std::string_view text);
 
-// Removes ASCII spaces, tabs and CR/LF at both ends.
-std::string_view Trim(std::string_view s);
+// core/text.h's, under the name the readers use.
+using ::ditune::Trim;
 
 // Whitespace-separated tokens.
 std::vector<std::string_view> SplitWhitespace(std::string_view s);

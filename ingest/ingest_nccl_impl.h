@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -145,6 +146,22 @@ std::string WrongResult(const Half& half, bool is_error_column, std::string_view
 // True iff `parsed` matches `expected` as printed values may: within 5%, or within `rounding`
 // GB/s (what printing with two decimals may shift it by).
 bool BandwidthMatches(double parsed, double expected, double rounding = 0.01);
+
+// Shortens `s` to at most `n` characters, marking the cut: for quoting log text in messages.
+std::string Excerpt(std::string_view s, size_t n = 48);
+// ditune's name for a collective given as ditune or nccl-tests spell it; nullopt otherwise.
+std::optional<std::string> NormalizeCollective(std::string_view name);
+// The collectives a file or program name mentions (all_reduce_perf.txt, alltoall-8gpu.log,
+// ./build/sendrecv_perf, ...).
+std::set<std::string> CollectivesInFileName(std::string_view origin);
+// The nccl-tests program a token of a command or script line names ("./build/all_gather_perf",
+// "alltoall_perf:", "sendrecv_perf_mpi"), or "" when it names none.
+std::string_view ProgramIn(std::string_view token);
+// The modelled collective a program name measures; "" when ditune does not model it.
+std::string CollectiveOfProgram(std::string_view program);
+// "# nThread 1 nGpus 8 ... warmup iters: 5 iters: 20 agg iters: 1 ...": the timed iterations
+// (older versions: "nThread: 1 ... warmupIters: 5 iters: 20").
+std::optional<int> TimedIters(const std::vector<std::string_view>& tokens);
 
 }  // namespace ditune::ingest_internal::nccl
 

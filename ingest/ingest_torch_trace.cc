@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/stats.h"
 #include "ingest/ingest.h"
 #include "ingest/ingest_impl.h"
 #include "ingest/ingest_torch_trace_impl.h"
@@ -142,17 +143,6 @@ int DtypeBytes(std::string_view dtype) {
   if (const auto it = kSizes.find(d); it != kSizes.end()) return it->second;
   if (d.starts_with("float8")) return 1;
   return 0;
-}
-
-// Median (the mean of the middle two for an even count) and nearest-rank percentiles.
-double Percentile(const std::vector<double>& sorted, double p) {
-  const size_t n = sorted.size();
-  const size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(n)));
-  return sorted[std::min(n - 1, rank == 0 ? 0 : rank - 1)];
-}
-double Median(const std::vector<double>& sorted) {
-  const size_t n = sorted.size();
-  return n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
 }
 
 // Total length of the union of [start, end) intervals clipped to [lo, hi].
@@ -420,8 +410,8 @@ void TraceReader::Collectives() {
     m.ranks = static_cast<int>(key.ranks);
     m.bytes = Bytes(static_cast<double>(key.bytes));
     m.median = Seconds(Median(g.seconds));
-    m.p10 = Seconds(Percentile(g.seconds, 0.1));
-    m.p90 = Seconds(Percentile(g.seconds, 0.9));
+    m.p10 = Seconds(NearestRank(g.seconds, 0.1));
+    m.p90 = Seconds(NearestRank(g.seconds, 0.9));
     m.samples = static_cast<int>(g.seconds.size());
     m.run_id = ctx_.run_id;
     m.params = {{"source", "torch-profiler"},

@@ -6,6 +6,8 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
+
+#include "core/text.h"
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,8 +53,7 @@ struct Event {
   double end_us() const { return ts_us + dur_us; }
 };
 
-// `s` with ASCII letters in lower case.
-std::string Lower(std::string_view s);
+using ::ditune::Lower;  // core/text.h
 
 // True iff `k` is an NCCL kernel: named ncclDevKernel* / ncclKernel*, or carrying a
 // record_param_comms "Collective name".

@@ -48,12 +48,6 @@ std::optional<int64_t> Correlation(const Event& e) {
 
 }  // namespace
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  return out;
-}
-
 bool IsNcclKernel(const Event& k) {
   std::string_view n = k.name;
   if (n.starts_with("void ")) n.remove_prefix(5);

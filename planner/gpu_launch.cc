@@ -7,15 +7,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/text.h"
+
 namespace ditune {
 namespace {
-
-std::string Trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
 
 std::vector<std::string> Words(const std::string& s) {
   std::istringstream in(s);
@@ -40,7 +35,7 @@ CommandRunner SystemCommandRunner() {
 }
 
 StatusOr<std::string> MapGpuName(const std::string& name, const Catalog& catalog) {
-  const std::string n = Trim(name);
+  const std::string n(Trim(name));
   for (const auto& g : catalog.gpus()) {
     for (const auto& d : g.device_names) {
       if (d == n) return g.id;
@@ -79,11 +74,11 @@ StatusOr<DetectedGpus> DetectGpus(const Catalog& catalog, const CommandRunner& r
   DetectedGpus d;
   std::istringstream lines(*list);
   for (std::string line; std::getline(lines, line);) {
-    line = Trim(line);
+    line = std::string(Trim(line));
     if (line.empty()) continue;
     const size_t comma = line.rfind(',');
     if (comma == std::string::npos) return Status::Internal(fmt::format("unexpected nvidia-smi line '{}'", line));
-    const std::string name = Trim(line.substr(0, comma));
+    const std::string name(Trim(line.substr(0, comma)));
     if (d.count > 0 && name != d.name) {
       return Status::InvalidArgument(fmt::format(
           "this machine mixes GPU models ('{}' and '{}'); pick one set with CUDA_VISIBLE_DEVICES and pass --gpu",

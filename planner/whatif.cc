@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace ditune {
 namespace {
 
@@ -15,17 +17,6 @@ std::string SeriesName(const WhatIfRow& r) {
   s += fmt::format(", {}x{}", r.height, r.width);
   if (r.frames > 1) s += fmt::format("x{}", r.frames);
   return s + ")";
-}
-
-std::string Escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '&') o += "&amp;";
-    else if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else o += c;
-  }
-  return o;
 }
 
 }  // namespace
@@ -155,7 +146,7 @@ std::string WhatIfSvg(const std::vector<WhatIfRow>& rows, const std::string& tit
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"Helvetica, Arial, "
       "sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{}\" y=\"32\" font-size=\"20\" text-anchor=\"middle\">{}</text>\n",
-      W, H, W / 2, Escape(title));
+      W, H, W / 2, EscapeHtml(title));
   if (series.empty()) return svg + "<text x=\"40\" y=\"120\" font-size=\"16\">no configuration fits</text>\n</svg>\n";
   const double lx0 = std::log2(std::max(1, n_min)), lx1 = std::max(lx0 + 1, std::log2(n_max));
   const double ly0 = std::floor(std::log10(lat_min)), ly1 = std::max(ly0 + 1, std::ceil(std::log10(lat_max)));
@@ -222,7 +213,7 @@ std::string WhatIfSvg(const std::vector<WhatIfRow>& rows, const std::string& tit
         svg += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"/>\n", x, y, color);
         if (panel == 0) {
           svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"{}\">{}</text>\n", x + 6, y - 6, color,
-                             Escape(r->config));
+                             EscapeHtml(r->config));
         }
       }
       svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n", line, color);
@@ -230,7 +221,7 @@ std::string WhatIfSvg(const std::vector<WhatIfRow>& rows, const std::string& tit
         const double ly = H - 30 + 0.0;
         svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{}\"/>"
                            "<text x=\"{}\" y=\"{}\" font-size=\"12\">{}</text>\n",
-                           left + (si - 1) * 290, ly - 4, color, left + (si - 1) * 290 + 20, ly, Escape(name));
+                           left + (si - 1) * 290, ly - 4, color, left + (si - 1) * 290 + 20, ly, EscapeHtml(name));
       }
     }
   }

@@ -5,23 +5,13 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace ditune::serving {
 namespace {
 
 nlohmann::json SecondsOrNull(bool stable, Seconds s) {
   return stable ? nlohmann::json(s.value()) : nlohmann::json(nullptr);
-}
-
-std::string Escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '&') o += "&amp;";
-    else if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
-  }
-  return o;
 }
 
 std::string CsvField(const std::string& s) {
@@ -157,7 +147,7 @@ std::string LoadSvg(const std::vector<LoadCurve>& curves, std::optional<double> 
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"Helvetica, Arial, "
       "sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{}\" y=\"24\" font-size=\"16\" text-anchor=\"middle\">{}</text>\n",
-      kW, kH + 40 + 18 * static_cast<int>(curves.size()), kW / 2, Escape(title));
+      kW, kH + 40 + 18 * static_cast<int>(curves.size()), kW / 2, EscapeHtml(title));
   double max_rate = 0, max_latency = 0;
   for (const auto& c : curves) {
     for (const auto& p : c.points) {
@@ -229,7 +219,7 @@ std::string LoadSvg(const std::vector<LoadCurve>& curves, std::optional<double> 
     svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{}\"/>"
                        "<text x=\"{}\" y=\"{}\" font-size=\"12\">{} (capacity {:.3g}/s; solid p{:g}, dashed p50)"
                        "</text>\n",
-                       kX0[0], ly - 4, color, kX0[0] + 20, ly, Escape(curves[i].layout), curves[i].capacity_rps,
+                       kX0[0], ly - 4, color, kX0[0] + 20, ly, EscapeHtml(curves[i].layout), curves[i].capacity_rps,
                        percentile);
   }
   return svg + "</svg>\n";

@@ -13,15 +13,10 @@
 #include <fmt/format.h>
 
 #include "core/csv.h"
+#include "core/text.h"
 
 namespace ditune::serving {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
 
 std::optional<double> ToDouble(std::string_view s) {
   s = Trim(s);

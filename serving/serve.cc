@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "core/stats.h"
+
 namespace ditune::serving {
 namespace {
 
@@ -252,7 +254,7 @@ StatusOr<SearchAnswer> SearchLayouts(const ServeQuery& q) {
       }
       fastest.push_back(f);
     }
-    const double floor = NearestRankPercentile(fastest, q.percentile);
+    const double floor = NearestRank(fastest, q.percentile / 100.0);
     if (floor > q.slo->value()) {
       answer.why_none = fmt::format(
           "no layout of {} can meet it: without any queueing, the p{:g} of the fastest service times is {:.3g} s "

@@ -5,15 +5,9 @@
 
 #include <fmt/format.h>
 
-namespace ditune::serving {
+#include "core/stats.h"
 
-double NearestRankPercentile(std::vector<double> values, double p) {
-  const size_t n = values.size();
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(n) - 1e-9));
-  rank = std::clamp<size_t>(rank, 1, n);
-  std::nth_element(values.begin(), values.begin() + (rank - 1), values.end());
-  return values[rank - 1];
-}
+namespace ditune::serving {
 
 double CapacityRps(const RequestStream& stream, const std::vector<Server>& servers, const ServiceTable& table,
                    const QueueOptions& options, int gpus) {
@@ -87,10 +81,10 @@ ServeSummary Summarize(const RequestStream& stream, const QueueRun& run, const S
     s.utilisation = in.gpus > 0 ? run.busy_gpu_s / (in.gpus * s.horizon.value()) : 0;
     s.goodput_rps = s.within_slo / s.horizon.value();
   }
-  s.p50 = Seconds(NearestRankPercentile(latency, 50));
-  s.p95 = Seconds(NearestRankPercentile(latency, 95));
-  s.p99 = Seconds(NearestRankPercentile(latency, 99));
-  s.at_percentile = Seconds(NearestRankPercentile(latency, in.percentile));
+  s.p50 = Seconds(NearestRank(latency, 0.50));
+  s.p95 = Seconds(NearestRank(latency, 0.95));
+  s.p99 = Seconds(NearestRank(latency, 0.99));
+  s.at_percentile = Seconds(NearestRank(latency, in.percentile / 100.0));
   // A stable queue's backlog stays within a few replicas' worth; one that cannot keep up
   // grows in proportion to the run.
   const int backlog_limit = std::max(50, s.requests / 20);

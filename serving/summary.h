@@ -13,10 +13,6 @@
 
 namespace ditune::serving {
 
-// The nearest-rank percentile: the smallest value that at least p% of `values` do not exceed
-// (p in (0, 100]), so "p99 <= SLO" means at least 99% of requests met the SLO. Requires a
-// non-empty `values`.
-double NearestRankPercentile(std::vector<double> values, double p);
 
 // Requests per second the servers complete at saturation.
 //  - fcfs: every replica serves the mix as it arrives, so the capacity is the sum over

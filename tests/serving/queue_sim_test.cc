@@ -9,6 +9,7 @@
 #include "serving/queue_sim.h"
 #include "serving/requests.h"
 #include "serving/summary.h"
+#include "core/stats.h"
 
 namespace ditune::serving {
 namespace {
@@ -295,14 +296,14 @@ TEST(QueueSimTest, AShapeNoReplicaCanServeIsAnErrorNamingIt) {
   EXPECT_NE(run.status().message().find("90.0 GB"), std::string::npos) << run.status().message();
 }
 
-TEST(SummaryTest, NearestRankPercentile) {
+TEST(SummaryTest, NearestRankPercentiles) {
   std::vector<double> v;
   for (int i = 100; i >= 1; --i) v.push_back(i);
-  EXPECT_EQ(NearestRankPercentile(v, 99), 99);
-  EXPECT_EQ(NearestRankPercentile(v, 50), 50);
-  EXPECT_EQ(NearestRankPercentile(v, 100), 100);
-  EXPECT_EQ(NearestRankPercentile({3, 1, 2}, 99), 3);
-  EXPECT_EQ(NearestRankPercentile({3, 1, 2}, 33.4), 2);
+  EXPECT_EQ(NearestRank(v, 0.99), 99);
+  EXPECT_EQ(NearestRank(v, 0.50), 50);
+  EXPECT_EQ(NearestRank(v, 1.0), 100);
+  EXPECT_EQ(NearestRank({3, 1, 2}, 0.99), 3);
+  EXPECT_EQ(NearestRank({3, 1, 2}, 0.334), 2);
 }
 
 TEST(RequestsTest, PoissonStreamsAreReproducibleAndHaveTheRateAndMix) {
