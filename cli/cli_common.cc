@@ -4,6 +4,7 @@
 
 #include "core/config_rules.h"
 #include "core/output_file.h"
+#include "core/names.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -46,8 +47,8 @@ StatusOr<Workload> ReadWorkload(const cxxopts::ParseResult& args, const Catalog&
     return Status::InvalidArgument("--model is required; valid: " + fmt::format("{}", fmt::join(ids, ", ")));
   }
   Workload w;
-  w.model_id = args["model"].as<std::string>();
-  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* m, catalog.Model(w.model_id));
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* m, FindModel(catalog, args["model"].as<std::string>()));
+  w.model_id = m->id;
   w.height = args.count("height") ? args["height"].as<int>() : m->default_height;
   w.width = args.count("width") ? args["width"].as<int>() : m->default_width;
   w.frames = args.count("frames") ? args["frames"].as<int>()
@@ -67,11 +68,20 @@ StatusOr<Workload> ReadWorkload(const cxxopts::ParseResult& args, const Catalog&
   return w;
 }
 
+StatusOr<std::string> GpuIdOf(const std::string& typed) {
+  if (typed.empty()) return Status::InvalidArgument("--gpu is empty: give an id (see `ditune hardware`)");
+  DITUNE_ASSIGN_OR_RETURN(const Catalog* catalog, Catalog::Default());
+  std::string note;
+  DITUNE_ASSIGN_OR_RETURN(const GpuSpec* gpu, FindGpu(*catalog, typed, &note));
+  if (!note.empty()) std::cerr << "ditune: " << note << "\n";
+  return gpu->id;
+}
+
 StatusOr<ClusterSpec> ReadClusterSpec(const cxxopts::ParseResult& args) {
   ClusterSpec c;
   if (args.count("gpu") == 0) return Status::InvalidArgument("--gpu is required (see `ditune hardware`)");
   if (args.count("gpus") == 0) return Status::InvalidArgument("--gpus is required");
-  c.gpu_id = args["gpu"].as<std::string>();
+  DITUNE_ASSIGN_OR_RETURN(c.gpu_id, GpuIdOf(args["gpu"].as<std::string>()));
   c.gpus = args["gpus"].as<int>();
   if (c.gpus < 1 || c.gpus > kMaxClusterGpus) {
     return Status::InvalidArgument(fmt::format("--gpus {}: give 1 to {}", c.gpus, kMaxClusterGpus));
@@ -94,7 +104,7 @@ StatusOr<ClusterSpec> ReadClusterSpec(const cxxopts::ParseResult& args) {
   return c;
 }
 
-StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args, bool xdit_rules) {
+StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args, bool xdit_rules, bool validate) {
   ConfigInputs in;
   DITUNE_ASSIGN_OR_RETURN(in.catalog, Catalog::Default());
   DITUNE_ASSIGN_OR_RETURN(in.workload, ReadWorkload(args, *in.catalog));
@@ -104,6 +114,7 @@ StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args, bool x
   DITUNE_ASSIGN_OR_RETURN(in.config, ParseParallelConfig(args["config"].as<std::string>()));
   DITUNE_ASSIGN_OR_RETURN(in.model, in.catalog->Model(in.workload.model_id));
   DITUNE_ASSIGN_OR_RETURN(in.tokens, ComputeTokenGeometry(*in.model, in.workload));
+  if (!validate) return in;
   ValidationContext ctx{in.model, in.tokens, in.workload.steps, in.workload.batch, in.cluster.gpus()};
   ctx.xdit = xdit_rules && !in.cluster.gpu->is_cpu;
   DITUNE_RETURN_IF_ERROR(ValidateConfig(ctx, in.config));

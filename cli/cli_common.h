@@ -27,6 +27,9 @@ void AddClusterOptions(cxxopts::Options& options);
 StatusOr<Workload> ReadWorkload(const cxxopts::ParseResult& args, const Catalog& catalog);
 // The largest cluster the CLUSTER flags describe.
 inline constexpr int kMaxClusterGpus = 65536;
+// The catalog id of a GPU as the user typed it (core/names.h: ids in any case, nvidia-smi's
+// names, short forms such as H100); a short form taken as one of several is said on stderr.
+StatusOr<std::string> GpuIdOf(const std::string& typed);
 StatusOr<ClusterSpec> ReadClusterSpec(const cxxopts::ParseResult& args);
 
 // The WORKLOAD, CLUSTER and --config flags read, resolved against the catalog and
@@ -40,8 +43,10 @@ struct ConfigInputs {
   ParallelConfig config;
 };
 // `xdit_rules`: validate with xDiT's rules for the model (its entry point's support data),
-// on GPUs; the CPU device always takes ditune's executor's rules.
-StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args, bool xdit_rules = false);
+// on GPUs; the CPU device always takes ditune's executor's rules. `validate` false leaves the
+// configuration unchecked, for a caller that checks it by the rules of whoever will run it.
+StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args, bool xdit_rules = false,
+                                        bool validate = true);
 
 // Parses argv with `options`, turning cxxopts errors into InvalidArgument that names the
 // flag and points at --help. Sets *help when --help was given (its text already printed).

@@ -34,7 +34,9 @@ int AutotuneOnEngine(const cxxopts::ParseResult& args, exec::Comm& mpi_world, co
   ClusterSpec spec;
   spec.gpus = mpi_world.size();
   if (args.count("gpu")) {
-    spec.gpu_id = args["gpu"].as<std::string>();
+    auto id = GpuIdOf(args["gpu"].as<std::string>());
+    if (!id.ok()) return fail(id.status());
+    spec.gpu_id = *id;
   } else if (backend != "cuda") {
     spec.gpu_id = "cpu";
   } else {

@@ -71,8 +71,9 @@ int CalibrateIngest(int argc, char** argv) {
   if (!catalog.ok()) return Fail("calibrate ingest", catalog.status());
   IngestContext ctx;
   if (args->count("gpu")) {
-    ctx.device = (*args)["gpu"].as<std::string>();
-    if (auto g = (*catalog)->Gpu(ctx.device); !g.ok()) return Fail("calibrate ingest", g.status());
+    auto id = GpuIdOf((*args)["gpu"].as<std::string>());
+    if (!id.ok()) return Fail("calibrate ingest", id.status());
+    ctx.device = *id;
   }
   if (args->count("link")) {
     ctx.link = (*args)["link"].as<std::string>();

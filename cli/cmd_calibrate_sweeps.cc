@@ -73,9 +73,8 @@ int CalibrateCompute(int argc, char** argv) {
     if (!kernels.ok()) return Fail("calibrate compute", kernels.status());
     StatusOr<std::string> id = std::string("cpu");
     if (args->count("gpu")) {
-      id = (*args)["gpu"].as<std::string>();
-      auto gpu = (*catalog)->Gpu(*id);
-      if (!gpu.ok()) return Fail("calibrate compute", gpu.status());
+      id = GpuIdOf((*args)["gpu"].as<std::string>());
+      if (!id.ok()) return Fail("calibrate compute", id.status());
     } else if (backend == "cuda") {
       id = MapGpuName((*device)->props().name, **catalog);
     }

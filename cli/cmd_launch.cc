@@ -62,7 +62,11 @@ int RunLaunch(int argc, char** argv) {
 
   // The cluster: what the flags say, else what the machine has.
   ClusterSpec spec;
-  if (args->count("gpu")) spec.gpu_id = (*args)["gpu"].as<std::string>();
+  if (args->count("gpu")) {
+    auto id = GpuIdOf((*args)["gpu"].as<std::string>());
+    if (!id.ok()) return Fail("launch", id.status());
+    spec.gpu_id = *id;
+  }
   if (args->count("gpus")) {
     spec.gpus = (*args)["gpus"].as<int>();
     if (spec.gpus < 1 || spec.gpus > kMaxClusterGpus) {

@@ -176,8 +176,11 @@ int RunRun(int argc, char** argv) {
     DITUNE_RETURN_IF_ERROR(ValidateConfig({model_ptr, tokens, workload->steps, workload->batch, n}, *config));
     if (args.count("gpu") || args.count("gpus")) {
       // The CLUSTER flags the prediction prices: a mistake in them stops the run before it starts.
-      DITUNE_RETURN_IF_ERROR(
-          RunCluster(args, *catalog, args.count("gpu") ? args["gpu"].as<std::string>() : "cpu", *config).status());
+      std::string gpu = "cpu";
+      if (args.count("gpu")) {
+        DITUNE_ASSIGN_OR_RETURN(gpu, GpuIdOf(args["gpu"].as<std::string>()));
+      }
+      DITUNE_RETURN_IF_ERROR(RunCluster(args, *catalog, gpu, *config).status());
     }
     return Status::Ok();
   }();

@@ -11,6 +11,7 @@
 #include "costmodels/calibration.h"
 #include "store/store.h"
 #include "calibration/predict.h"
+#include "planner/plan.h"
 #include "simulator/simulate.h"
 
 namespace ditune::cli {
@@ -30,37 +31,58 @@ int RunSimulate(int argc, char** argv) {
       ("trace", "write a Chrome trace (open it in Perfetto)", cxxopts::value<std::string>())
       ("db", "calibration database (default: $DITUNE_DB or ~/.local/share/ditune/ditune.db)",
        cxxopts::value<std::string>())
+      ("executor", "who runs it, which sets how it is priced and which rules it must pass, as for `plan`: "
+                   "xdit (xDiT, eager PyTorch) or ditune (ditune's engine)",
+       cxxopts::value<std::string>()->default_value("xdit"))
+      ("torch-compile", "xDiT with --use_torch_compile (as `plan --torch-compile`)")
+      ("parallel-vae", "xDiT with --use_parallel_vae where the model's entry point has it")
       ("json", "one JSON document on stdout");
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("simulate", args.status());
   if (help) return 0;
-  auto inputs = ReadConfigInputs(*args);
+  PlanOptions plan_options;
+  auto executor = ParsePlanFor((*args)["executor"].as<std::string>());
+  if (!executor.ok()) return Fail("simulate", executor.status());
+  plan_options.executor = *executor;
+  plan_options.xdit.torch_compile = args->count("torch-compile") > 0;
+  plan_options.xdit.parallel_vae = args->count("parallel-vae") > 0;
+  if ((plan_options.xdit.torch_compile || plan_options.xdit.parallel_vae) && *executor != PlanFor::kXdit) {
+    return Fail("simulate", Status::InvalidArgument(
+                                "--torch-compile and --parallel-vae are xDiT's options: leave out --executor ditune"));
+  }
+  // The executor's own rules are checked where it is priced (SimulateAsPlanned).
+  auto inputs = ReadConfigInputs(*args, /*xdit_rules=*/false, /*validate=*/false);
   if (!inputs.ok()) return Fail("simulate", inputs.status());
   const ModelSpec& model = *inputs->model;
   const Workload* workload = &inputs->workload;
   const Cluster* cluster = &inputs->cluster;
-  const ParallelConfig* config = &inputs->config;
 
   auto store = OpenPricingStore(*args);
   if (!store.ok()) return Fail("simulate", store.status());
   auto fits = (*store)->ActiveFits();
   if (!fits.ok()) return Fail("simulate", fits.status());
-  auto models = ModelsFor(*cluster, model.id, *fits);
-  if (!models.ok()) return Fail("simulate", models.status());
 
-  SimInput in{&model, *workload, &*cluster, *config, &models->compute, models->comm.get()};
-  SimOptions opt;
-  opt.terms = models->terms;
   const bool trace = args->count("trace") > 0;
   if (trace) {
     if (Status st = CheckWritable((*args)["trace"].as<std::string>(), "trace"); !st.ok()) return Fail("simulate", st);
   }
-  opt.extrapolate = !trace;  // a trace shows every step
+  // Priced as `plan` prices it, so the two agree to the digit.
   TaskScheduler engine;
-  auto r = Simulate(in, opt, &engine);
+  ParallelConfig priced;
+  auto r = SimulateAsPlanned(*inputs->catalog, *workload, *cluster, *fits, plan_options, inputs->config, &priced,
+                             trace ? &engine : nullptr, /*every_rank=*/true);
   if (!r.ok()) return Fail("simulate", r.status());
+  const ParallelConfig* config = &priced;
+  if (!(priced == inputs->config)) {
+    std::cerr << fmt::format("ditune simulate: xDiT runs '{}' as '{}' (its patch count and warm-up for this size); "
+                             "priced so\n",
+                             ToString(inputs->config), ToString(priced));
+  }
   if (trace) {
+    auto models = ModelsFor(*cluster, model.id, *fits);
+    if (!models.ok()) return Fail("simulate", models.status());
+    SimInput in{&model, *workload, &*cluster, priced, &models->compute, models->comm.get()};
     Status st = WriteChromeTrace(engine, in, (*args)["trace"].as<std::string>());
     if (!st.ok()) return Fail("simulate", st);
   }
@@ -72,7 +94,8 @@ int RunSimulate(int argc, char** argv) {
                        {"memory_gb", rr.memory.peak().value() / 1e9}, {"fits", rr.memory.fits()}});
     }
     nlohmann::json out = {
-        {"model", model.id}, {"config", ToString(*config)}, {"gpus", cluster->gpus()},
+        {"model", model.id}, {"config", ToString(*config)}, {"executor", std::string(PlanForName(*executor))},
+        {"gpus", cluster->gpus()},
         {"latency_s", r->total.value()}, {"text_encode_s", r->text_encode.value()}, {"dit_s", r->dit.value()},
         {"vae_decode_s", r->vae_decode.value()}, {"warmup_s", r->warmup.value()}, {"step_s", r->step.value()},
         {"per_step", {{"compute_s", r->steady.compute.value()}, {"exposed_comm_s", r->steady.exposed_comm.value()},

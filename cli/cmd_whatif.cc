@@ -94,7 +94,12 @@ int RunWhatIf(int argc, char** argv) {
   q.workload = *workload;
   auto gpus = SplitList("gpu", (*args)["gpu"].as<std::string>());
   if (!gpus.ok()) return Fail("whatif", gpus.status());
-  q.gpus = *gpus;
+  q.gpus.clear();
+  for (const std::string& typed : *gpus) {
+    auto id = GpuIdOf(typed);
+    if (!id.ok()) return Fail("whatif", id.status());
+    q.gpus.push_back(*id);
+  }
   auto counts = IntList("gpus", (*args)["gpus"].as<std::string>(), kMaxClusterGpus);
   if (!counts.ok()) return Fail("whatif", counts.status());
   q.counts = *counts;

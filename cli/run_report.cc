@@ -22,7 +22,7 @@ constexpr const char* kCmd = "run";
 
 StatusOr<std::string> RunGpuId(const cxxopts::ParseResult& args, const Catalog& catalog, const std::string& backend,
                                const std::string& device_name) {
-  if (args.count("gpu")) return args["gpu"].as<std::string>();
+  if (args.count("gpu")) return GpuIdOf(args["gpu"].as<std::string>());
   if (backend != "cuda") return std::string("cpu");
   return MapGpuName(device_name, catalog);
 }

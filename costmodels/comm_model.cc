@@ -265,17 +265,17 @@ Seconds CommModel::FittedTime(const std::vector<SizedFit>& fits, double bus_byte
       if (f.ranks > 0) sized.push_back(&f);
     }
   }
-  if (sized.empty()) return Seconds(fits.back().model.Seconds(bus_bytes));
+  if (sized.empty()) return Seconds(fits.back().model.TimeAt(bus_bytes));
   const SizedFit* lo = nullptr;  // the most ranks <= n
   const SizedFit* hi = nullptr;  // the fewest ranks >= n
   for (const SizedFit* f : sized) {
     if (f->ranks <= n && (lo == nullptr || f->ranks > lo->ranks)) lo = f;
     if (f->ranks >= n && (hi == nullptr || f->ranks < hi->ranks)) hi = f;
   }
-  if (lo == nullptr) return Seconds(hi->model.Seconds(bus_bytes));
-  if (hi == nullptr || hi->ranks == lo->ranks) return Seconds(lo->model.Seconds(bus_bytes));
+  if (lo == nullptr) return Seconds(hi->model.TimeAt(bus_bytes));
+  if (hi == nullptr || hi->ranks == lo->ranks) return Seconds(lo->model.TimeAt(bus_bytes));
   const double w = std::log(static_cast<double>(n) / lo->ranks) / std::log(static_cast<double>(hi->ranks) / lo->ranks);
-  const double t_lo = lo->model.Seconds(bus_bytes), t_hi = hi->model.Seconds(bus_bytes);
+  const double t_lo = lo->model.TimeAt(bus_bytes), t_hi = hi->model.TimeAt(bus_bytes);
   return Seconds(t_lo + (t_hi - t_lo) * w);
 }
 

@@ -64,13 +64,13 @@ Seconds ComputeModel::CurveTime(const OpCost& op) const {
   const int c = static_cast<int>(op.cls);
   if (op.cls == OpClass::kAttention && op.head_dim > 0) {
     auto it = attention_by_head_dim_.find(op.head_dim);
-    if (it != attention_by_head_dim_.end()) return Seconds(it->second.Seconds(FitSize(op)));
+    if (it != attention_by_head_dim_.end()) return Seconds(it->second.TimeAt(FitSize(op)));
   }
   if (!op.kernel.empty() && (op.kernel != kernel_names::kGemmGelu || runtime_ == Runtime::kEngine)) {
     auto it = kernel_fits_.find(op.kernel);
-    if (it != kernel_fits_.end()) return Seconds(it->second.Seconds(FitSize(op)));
+    if (it != kernel_fits_.end()) return Seconds(it->second.TimeAt(FitSize(op)));
   }
-  if (fits_[c]) return Seconds(fits_[c]->Seconds(FitSize(op)));
+  if (fits_[c]) return Seconds(fits_[c]->TimeAt(FitSize(op)));
   const DefaultEfficiency& d = defaults_[c];
   // Memory roofline for every class at the elementwise efficiency.
   const double mem_rate = memory_bandwidth_.value() * defaults_[static_cast<int>(OpClass::kElementwise)].e_max;

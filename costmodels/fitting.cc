@@ -299,7 +299,7 @@ Status CheckFitPoint(const FitPoint& p, size_t n) {
 PiecewiseLatencyModel::PiecewiseLatencyModel(std::vector<LatencyRateSegment> segments)
     : segments_(std::move(segments)) {}
 
-double PiecewiseLatencyModel::Seconds(double x) const {
+double PiecewiseLatencyModel::TimeAt(double x) const {
   if (segments_.empty()) return 0;
   for (size_t i = 0; i + 1 < segments_.size(); ++i) {
     if (x < segments_[i + 1].x_lo) return SegmentSeconds(segments_[i], x);
@@ -422,7 +422,7 @@ StatusOr<PiecewiseFitResult> FitPiecewiseLatency(std::vector<FitPoint> points,
   result.model = PiecewiseLatencyModel(segs);
   result.points = static_cast<int>(n);
   double sum = 0;
-  for (const auto& p : points) sum += std::abs(result.model.Seconds(p.x) - p.t) / p.t;
+  for (const auto& p : points) sum += std::abs(result.model.TimeAt(p.x) - p.t) / p.t;
   result.mape = sum / static_cast<double>(n);
   return result;
 }

@@ -35,7 +35,8 @@ class PiecewiseLatencyModel {
   PiecewiseLatencyModel() = default;
   explicit PiecewiseLatencyModel(std::vector<LatencyRateSegment> segments);
 
-  double Seconds(double x) const;
+  // Seconds at size x (the unit of the segments' latencies and rates).
+  double TimeAt(double x) const;
   const std::vector<LatencyRateSegment>& segments() const { return segments_; }
   bool empty() const { return segments_.empty(); }
 

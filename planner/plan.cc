@@ -426,6 +426,28 @@ StatusOr<std::vector<StatusOr<Candidate>>> PriceConfigs(const Catalog& catalog, 
   return out;
 }
 
+StatusOr<SimResult> SimulateAsPlanned(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
+                                      const std::vector<Fit>& fits, const PlanOptions& options,
+                                      const ParallelConfig& config, ParallelConfig* priced_as,
+                                      TaskScheduler* scheduler, bool every_rank) {
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* spec, catalog.Model(workload.model_id));
+  PlanOptions opt = ForExecutor(*spec, cluster, options);
+  if (auto overhead = MeasuredRuntimeOverhead(fits, cluster.gpu->id, spec->id)) opt.sim.memory.runtime_overhead = *overhead;
+  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, opt));
+  ValidationContext ctx{start.model, start.tokens, workload.steps, workload.batch, cluster.gpus()};
+  ctx.xdit = opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu;
+  DITUNE_RETURN_IF_ERROR(ValidateConfig(ctx, config));
+  if (ctx.xdit) DITUNE_RETURN_IF_ERROR(XditRunsWorkload(*start.model, workload));
+  const ParallelConfig c = ctx.xdit ? XditRunsAs(start.tokens, workload.steps, config) : config;
+  if (priced_as != nullptr) *priced_as = c;
+  SimInput in{start.model, workload, &cluster, c, &start.models.compute, start.models.comm.get()};
+  SimOptions sim = opt.sim;
+  sim.terms = start.models.terms;
+  sim.every_rank = every_rank;
+  if (scheduler != nullptr) sim.extrapolate = false;  // a trace shows every step
+  return Simulate(in, sim, scheduler);
+}
+
 nlohmann::json PlanToJson(const Plan& plan) {
   auto cand = [&](const Candidate& c) {
     nlohmann::json j = {

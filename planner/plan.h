@@ -87,6 +87,17 @@ StatusOr<std::vector<StatusOr<Candidate>>> PriceConfigs(const Catalog& catalog, 
                                                          const PlanOptions& options,
                                                          const std::vector<ParallelConfig>& configs);
 
+// One configuration priced exactly as a plan for `options.executor` prices it — the same
+// models, options, rules and, for xDiT, the patch count and warm-up xDiT runs it with
+// (XditRunsAs; `*priced_as` receives that configuration) — so `ditune simulate` reproduces a
+// plan's figure to the digit. InvalidArgument naming the rule where the executor cannot run
+// `config`. `scheduler`, when given, receives the task graph of every step (extrapolation off,
+// for --trace); `every_rank` lists every rank in the result, not a stage's first.
+StatusOr<SimResult> SimulateAsPlanned(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
+                                      const std::vector<Fit>& fits, const PlanOptions& options,
+                                      const ParallelConfig& config, ParallelConfig* priced_as = nullptr,
+                                      TaskScheduler* scheduler = nullptr, bool every_rank = false);
+
 // The plan as one JSON document (what `ditune plan --json` prints and the cache keeps).
 nlohmann::json PlanToJson(const Plan& plan);
 

@@ -82,7 +82,7 @@ expect check-no-config 2 "--config is required" -- check --model pixart-alpha --
 # Bad workload and cluster flags.
 expect unknown-model 2 "unknown model 'flux-dev' \(did you mean 'flux.1-dev'\?\); valid:" -- check --model flux-dev \
   --gpu h100-sxm5-80gb --gpus 1 --config ""
-expect unknown-gpu 2 "unknown GPU 'h100'" -- check --model flux.1-dev --gpu h100 --gpus 1 --config ""
+expect unknown-gpu 2 "unknown GPU 'h900'.*short forms such as H100" -- check --model flux.1-dev --gpu h900 --gpus 1 --config ""
 expect bad-height 2 "--height 1000 must be a positive multiple of 16" -- check --model flux.1-dev --height 1000 \
   --gpu h100-sxm5-80gb --gpus 1 --config ""
 expect non-int-flag 2 "--gpus 'eight': not a valid value \(this flag takes a decimal number" -- check --model flux.1-dev --gpus eight --gpu h100-sxm5-80gb \
@@ -203,10 +203,39 @@ expect simulate-trace 0 "trace: $tmp/trace.json" -- simulate --model sd3-medium 
   --gpus 2 --config pipefusion=2 --trace "$tmp/trace.json"
 if python3 -c "import json,sys; t=json.load(open(sys.argv[1])); assert any(e.get('ph')=='X' for e in t['traceEvents'])" \
   "$tmp/trace.json"; then pass=$((pass + 1)); else echo "FAIL trace-json"; fail=$((fail + 1)); fi
+# The names users type: the model as xDiT's --model and Hugging Face spell it, the GPU as
+# people and nvidia-smi name it.
+expect plan-user-model-and-gpu-names 0 "flux.1-dev 1024x1024, 28 steps, batch 1 on 8 x h100-sxm5-80gb" \
+  -- plan --model FLUX.1-dev --gpu H100 --gpus 8
+expect plan-short-gpu-says-which 0 "GPU 'H100' taken as h100-sxm5-80gb .*h100-pcie-80gb" \
+  -- plan --model black-forest-labs/FLUX.1-dev --gpu H100 --gpus 8
+expect plan-driver-gpu-name 0 "on 4 x h100-pcie-80gb" -- plan --model flux.1-dev --gpu "NVIDIA H100 PCIe" --gpus 4
+expect plan-unknown-gpu-closest 2 "A800|a100" -- plan --model flux.1-dev --gpu A800 --gpus 8
+expect plan-unknown-model-closest 2 "flux\." -- plan --model flux.3 --gpu h100-sxm5-80gb --gpus 8
+# simulate prices a configuration as plan does, for the same executor: the figures agree to the
+# digit (the 24-GPU Flux winner, whose patch count xDiT recomputes, and ditune's engine).
+for exec in xdit ditune; do
+  args=(--model flux.1-dev --gpu h100-sxm5-80gb --gpus 24 --nodes 3 --inter ib-ndr --executor "$exec")
+  "$bin" plan "${args[@]}" --no-cache --json >"$tmp/plan-$exec.json" 2>/dev/null
+  best=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranked"][0]["config"])' "$tmp/plan-$exec.json")
+  "$bin" simulate "${args[@]}" --config "$best" --json >"$tmp/sim-$exec.json" 2>/dev/null
+  if python3 - "$tmp/plan-$exec.json" "$tmp/sim-$exec.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["ranked"][0]
+s = json.load(open(sys.argv[2]))
+for k in ("latency_s", "dit_s", "text_encode_s", "vae_decode_s"):
+    assert p[k] == s[k], (k, p[k], s[k])
+assert p["config"] == s["config"], (p["config"], s["config"])
+PY
+  then pass=$((pass + 1)); else echo "FAIL simulate-agrees-with-plan-$exec ($best)"; fail=$((fail + 1)); fi
+done
+expect simulate-xdit-rules 2 "\[" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --config tp=2
+expect simulate-ditune-engine-runs-tp 0 "latency [0-9.]+ s" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb \
+  --gpus 2 --config tp=2 --executor ditune
 # A schedule that never repeats (the host drifting against the device) is not extrapolated:
 # 10,000 steps of 8 stages x 64 patches would be 15 million tasks, refused at the limit.
 expect simulate-too-many-tasks 2 "simulating 10000 steps of 'pipefusion=8,patches=64' takes more than 8 million tasks.*--steps" \
-  -- simulate --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --config pipefusion=8,patches=64 --steps 10000 \
+  -- simulate --model sd3-medium --gpu h100-sxm5-80gb --gpus 8 --config pipefusion=8,patches=64 --steps 10000 \
   --height 2048 --width 2048
 expect simulate-oom 3 "DOES NOT FIT" -- simulate --model wan2.1-14b --gpu rtx4090-24gb --gpus 1 --config ""
 expect simulate-invalid 2 "\[heads-divisible-by-ulysses-x-tp\]" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb \

@@ -118,8 +118,8 @@ TEST(FittingTest, JsonRoundTripAndErrors) {
   PiecewiseLatencyModel m({{1, 100, 1e-6, 1e9}, {100, 1e6, 2e-6, 2e9}});
   auto back = PiecewiseLatencyModel::FromJson(m.ToJson());
   ASSERT_TRUE(back.ok());
-  EXPECT_DOUBLE_EQ(back->Seconds(50), m.Seconds(50));
-  EXPECT_DOUBLE_EQ(back->Seconds(5000), m.Seconds(5000));
+  EXPECT_DOUBLE_EQ(back->TimeAt(50), m.TimeAt(50));
+  EXPECT_DOUBLE_EQ(back->TimeAt(5000), m.TimeAt(5000));
   EXPECT_FALSE(PiecewiseLatencyModel::FromJson(nlohmann::json::array()).ok());
   EXPECT_FALSE(FitLatencyRate({{1, 1}}).ok());
   EXPECT_FALSE(FitLatencyRate({{1, 1}, {2, -1}}).ok());
