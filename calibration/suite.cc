@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -11,6 +12,8 @@
 #include <fmt/ranges.h>
 
 #include "core/csv.h"
+#include "core/names.h"
+#include "core/text.h"
 #include "costmodels/measurement.h"
 
 namespace ditune {
@@ -19,7 +22,7 @@ namespace {
 constexpr const char* kColumns[] = {"group", "model", "height", "width", "frames", "steps",
                                     "scope", "gpu", "gpus", "nodes", "gpus_per_node", "intra",
                                     "inter", "config", "role", "latency_s", "source"};
-constexpr int kNumColumns = 17;
+constexpr const char* kOptionalColumns[] = {"runtime", "memory_gb", "quote"};
 
 Status RowError(std::string_view origin, int line, const std::string& what) {
   return Status::InvalidArgument(fmt::format("{}:{}: {}", origin, line, what));
@@ -46,19 +49,40 @@ std::string_view SuiteScopeName(SuiteScope s) {
 StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_view origin, const Catalog& catalog) {
   DITUNE_ASSIGN_OR_RETURN(std::vector<CsvRecord> records, ReadCsvRecords(text, origin));
   if (records.empty()) return Status::InvalidArgument(fmt::format("{}: empty suite (no header line)", origin));
+  // Columns by name: the 17 required ones once each, the optional ones at most once.
   std::vector<std::string> header(std::begin(kColumns), std::end(kColumns));
-  if (records[0].fields != header) {
-    return RowError(origin, records[0].line,
-                    fmt::format("the header must be exactly: {}", fmt::join(header, ",")));
+  std::map<std::string, int> at;
+  for (size_t c = 0; c < records[0].fields.size(); ++c) {
+    const std::string& name = records[0].fields[c];
+    const bool known = std::find(header.begin(), header.end(), name) != header.end() ||
+                       std::find(std::begin(kOptionalColumns), std::end(kOptionalColumns), name) != std::end(kOptionalColumns);
+    if (!known) {
+      return RowError(origin, records[0].line,
+                      fmt::format("unknown column '{}' (columns: {}; optional: {})", name, fmt::join(header, ","),
+                                  fmt::join(kOptionalColumns, ",")));
+    }
+    if (!at.emplace(name, static_cast<int>(c)).second) {
+      return RowError(origin, records[0].line, fmt::format("column '{}' is named twice", name));
+    }
   }
+  for (const auto& name : header) {
+    if (!at.count(name)) {
+      return RowError(origin, records[0].line,
+                      fmt::format("the header has no column '{}' (columns: {})", name, fmt::join(header, ",")));
+    }
+  }
+  const int width = static_cast<int>(records[0].fields.size());
   std::vector<SuiteRow> rows;
   for (size_t i = 1; i < records.size(); ++i) {
     const CsvRecord& rec = records[i];
     const int line = rec.line;
-    if (static_cast<int>(rec.fields.size()) != kNumColumns) {
-      return RowError(origin, line, fmt::format("{} fields, the header has {}", rec.fields.size(), kNumColumns));
+    if (static_cast<int>(rec.fields.size()) != width) {
+      return RowError(origin, line, fmt::format("{} fields, the header has {}", rec.fields.size(), width));
     }
-    const auto& f = rec.fields;
+    // The row's fields in the required columns' order, then the optional ones ("" if absent).
+    std::vector<std::string> f;
+    for (const auto& name : header) f.push_back(rec.fields[at[name]]);
+    auto optional = [&](const char* name) { return at.count(name) ? rec.fields[at[name]] : std::string(); };
     auto field_int = [&](int col, int min) -> StatusOr<int> {
       std::optional<int> v = Int(f[col]);
       if (!v || *v < min) {
@@ -70,9 +94,10 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
     row.line = line;
     row.group = f[0];
     if (row.group.empty()) return RowError(origin, line, "group is empty");
-    auto model = catalog.Model(f[1]);
-    if (!model.ok()) return RowError(origin, line, model.status().message());
-    row.workload.model_id = f[1];
+    // What the catalog does not know (a model, a GPU, a link) refuses the row, not the suite.
+    auto model = FindModel(catalog, f[1]);
+    row.workload.model_id = model.ok() ? (*model)->id : f[1];
+    if (!model.ok()) row.refused = model.status().message();
     DITUNE_ASSIGN_OR_RETURN(row.workload.height, field_int(2, 1));
     DITUNE_ASSIGN_OR_RETURN(row.workload.width, field_int(3, 1));
     DITUNE_ASSIGN_OR_RETURN(row.workload.frames, field_int(4, 1));
@@ -82,8 +107,10 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
     else if (f[6] == "step") row.scope = SuiteScope::kStep;
     else return RowError(origin, line, fmt::format("scope '{}' is not one of: e2e, dit, step", f[6]));
     row.workload.output = row.scope == SuiteScope::kE2e ? OutputType::kDecoded : OutputType::kLatent;
-    if (auto g = ComputeTokenGeometry(**model, row.workload); !g.ok()) {
-      return RowError(origin, line, g.status().message());
+    if (model.ok()) {
+      if (auto g = ComputeTokenGeometry(**model, row.workload); !g.ok()) {
+        return RowError(origin, line, g.status().message());
+      }
     }
     row.cluster.gpu_id = f[7];
     DITUNE_ASSIGN_OR_RETURN(row.cluster.gpus, field_int(8, 1));
@@ -98,12 +125,31 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
                                                 row.cluster.gpus, row.cluster.nodes, row.cluster.gpus_per_node));
     }
     row.cluster.gpus_per_node = row.cluster.gpus / row.cluster.nodes;
-    if (auto c = ResolveCluster(row.cluster, catalog); !c.ok()) return RowError(origin, line, c.status().message());
+    if (auto c = ResolveCluster(row.cluster, catalog); !c.ok() && row.refused.empty()) row.refused = c.status().message();
     row.config_text = f[13];
+    row.runtime = optional("runtime").empty() ? "xdit" : optional("runtime");
+    if (const std::string m = optional("memory_gb"); !m.empty()) {
+      // GB, or GiB where the source counts so ("41.85 GiB/GPU").
+      double v = 0;
+      auto [p, ec] = std::from_chars(m.data(), m.data() + m.size(), v);
+      const std::string_view unit = Trim(std::string_view(p, static_cast<size_t>(m.data() + m.size() - p)));
+      const bool gib = unit == "GiB" || unit == "GiB/GPU";
+      if (ec != std::errc() || !(v > 0) || !std::isfinite(v) || !(unit.empty() || unit == "GB" || unit == "GB/GPU" || gib)) {
+        return RowError(origin, line,
+                        fmt::format("memory_gb '{}' is not a positive number of GB (or of GiB, written '32.4 GiB')", m));
+      }
+      row.memory_gb = gib ? v * (1024.0 * 1024.0 * 1024.0) / 1e9 : v;
+    }
+    if (row.runtime != "xdit") {
+      row.refused = fmt::format("runtime '{}': ditune prices xDiT's runs of a suite (runtime xdit) so far", row.runtime);
+    }
     if (f[13] != "best") {
       auto c = ParseParallelConfig(f[13]);
-      if (!c.ok()) return RowError(origin, line, c.status().message());
-      row.config = *c;
+      if (c.ok()) {
+        row.config = *c;
+      } else if (row.refused.empty()) {
+        row.refused = c.status().message();
+      }
     }
     if (f[14] == "calibrate") row.role = SuiteRole::kCalibrate;
     else if (f[14] == "predict") row.role = SuiteRole::kPredict;
@@ -122,7 +168,7 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
       }
       row.latency_s = v;
     }
-    if (row.role == SuiteRole::kCalibrate && (!row.latency_s || row.best())) {
+    if (row.role == SuiteRole::kCalibrate && (!row.latency_s || (row.best() && row.refused.empty()))) {
       return RowError(origin, line, "a calibrate row needs a measured latency and an explicit config");
     }
     row.source = f[16];
@@ -154,6 +200,28 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
     }
   }
   return rows;
+}
+
+std::vector<SuiteRow> PricedRows(std::vector<SuiteRow> rows, std::vector<std::string>* left_out) {
+  std::map<std::string, int> refused_calibrate;
+  for (const auto& r : rows) {
+    if (r.role == SuiteRole::kCalibrate && !r.refused.empty()) refused_calibrate[r.group] = r.line;
+  }
+  std::vector<SuiteRow> kept;
+  for (auto& r : rows) {
+    auto it = refused_calibrate.find(r.group);
+    if (r.refused.empty() && it == refused_calibrate.end()) {
+      kept.push_back(std::move(r));
+      continue;
+    }
+    if (left_out != nullptr) {
+      left_out->push_back(fmt::format("line {} ({}): {}", r.line, r.group,
+                                      !r.refused.empty() ? r.refused
+                                                         : fmt::format("its group's calibrate row (line {}) is refused",
+                                                                       it->second)));
+    }
+  }
+  return kept;
 }
 
 StatusOr<std::vector<SuiteRow>> LoadSuiteFile(const std::string& path, const Catalog& catalog) {

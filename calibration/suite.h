@@ -1,7 +1,11 @@
 // Validation suites: published or measured latencies to predict (DESIGN.md, "Validation
-// suites"). A suite is a CSV with the header
+// suites"). A suite is a CSV whose header names these columns, in any order:
 //   group,model,height,width,frames,steps,scope,gpu,gpus,nodes,gpus_per_node,intra,inter,
 //   config,role,latency_s,source
+// and optionally `runtime` (who ran it; absent or empty: xdit), `memory_gb` (the published
+// peak per GPU) and `quote` (the source's words). A row a runtime ditune does not price yet,
+// or a configuration it cannot read, is kept and marked refused with the reason (validate
+// reports it and predicts the rest); a malformed field is an error naming the line.
 #ifndef DITUNE_CALIBRATION_SUITE_H_
 #define DITUNE_CALIBRATION_SUITE_H_
 
@@ -33,6 +37,9 @@ struct SuiteRow {
   SuiteRole role = SuiteRole::kPredict;
   std::optional<double> latency_s;     // empty for OOM
   std::string source;
+  std::string runtime = "xdit";     // who ran it
+  std::optional<double> memory_gb;  // published peak per GPU, where given
+  std::string refused;              // why ditune cannot predict it; empty when it can
 
   bool best() const { return !config.has_value(); }
 };
@@ -45,6 +52,10 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
 StatusOr<std::vector<SuiteRow>> LoadSuiteFile(const std::string& path, const Catalog& catalog);
 
 std::string_view SuiteScopeName(SuiteScope s);
+
+// The rows ditune can price: without those marked refused (SuiteRow::refused) and those of a
+// group whose calibrate row is; `*left_out` (when given) receives a line for each row left out.
+std::vector<SuiteRow> PricedRows(std::vector<SuiteRow> rows, std::vector<std::string>* left_out = nullptr);
 
 }  // namespace ditune
 

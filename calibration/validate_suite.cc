@@ -62,6 +62,16 @@ std::vector<ParallelConfig> PublishedPipeFusionGrid(const SuiteRow& row, const V
   return grid.empty() ? std::vector<ParallelConfig>{c} : grid;
 }
 
+// A row's configuration against the rules ("best" rows and refused rows pass).
+Status CheckRowConfig(const SuiteRow& row, const Catalog& catalog) {
+  if (row.best() || !row.refused.empty()) return Status::Ok();
+  DITUNE_ASSIGN_OR_RETURN(Cluster cluster, ResolveCluster(row.cluster, catalog));
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(row.workload.model_id));
+  DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*model, row.workload));
+  ValidationContext ctx{model, tokens, row.workload.steps, row.workload.batch, cluster.gpus()};
+  return ValidateConfig(ctx, *row.config);
+}
+
 // The prediction of a row's config (a published PipeFusion point: the best of xDiT's grid),
 // or of the fastest feasible config for "best".
 StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, const std::vector<Fit>& fits) {
@@ -145,9 +155,35 @@ Status RefineComputeScales(const std::vector<const SuiteRow*>& rows, const Catal
 
 StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Catalog& catalog,
                                    const std::vector<Fit>& base, std::vector<Fit>* scales, bool keep_base_scales) {
+  // Rows ditune cannot predict are refused with the reason, and the rest predicted: a runtime
+  // not priced, a configuration the rules refuse, and every row of a group whose calibrate row
+  // is refused (nothing calibrates them).
+  std::vector<std::string> refused(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    refused[i] = rows[i].refused;
+    if (refused[i].empty()) {
+      if (Status v = CheckRowConfig(rows[i], catalog); !v.ok()) refused[i] = v.message();
+    }
+  }
+  auto refuse_groups = [&]() {
+    std::map<std::string, int> calibrate_line;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].role == SuiteRole::kCalibrate && !refused[i].empty()) calibrate_line[rows[i].group] = rows[i].line;
+    }
+    for (size_t i = 0; i < rows.size(); ++i) {
+      auto it = calibrate_line.find(rows[i].group);
+      if (it != calibrate_line.end() && refused[i].empty()) {
+        refused[i] = fmt::format("its group's calibrate row (line {}) is refused", it->second);
+      }
+    }
+  };
+  refuse_groups();
   std::set<std::string> calibrated;
-  for (const auto& row : rows) {
-    if (row.role == SuiteRole::kCalibrate) calibrated.insert(E2eFitKey(row.cluster.gpu_id, row.workload.model_id));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SuiteRow& row = rows[i];
+    if (row.role == SuiteRole::kCalibrate && refused[i].empty()) {
+      calibrated.insert(E2eFitKey(row.cluster.gpu_id, row.workload.model_id));
+    }
   }
   std::vector<Fit> fits = base;
   fits.erase(std::remove_if(fits.begin(), fits.end(),
@@ -165,8 +201,8 @@ StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Cata
   // Rows are predicted on the host's cores, each into its own slot, then read in suite order:
   // the result and the first error reported do not depend on the thread count.
   std::vector<const SuiteRow*> calibrate_rows;
-  for (const auto& row : rows) {
-    if (row.role == SuiteRole::kCalibrate) calibrate_rows.push_back(&row);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].role == SuiteRole::kCalibrate && refused[i].empty()) calibrate_rows.push_back(&rows[i]);
   }
   std::vector<StatusOr<Prediction>> calibrate_predictions(calibrate_rows.size(), Status::Internal("not predicted"));
   ParallelFor(calibrate_rows.size(), [&](size_t i) {
@@ -191,13 +227,27 @@ StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Cata
   if (scales != nullptr) *scales = e2e;
 
   SuiteReport report;
+  int refused_rows = 0;
   std::vector<ScoredRow> scored;
   std::vector<StatusOr<Prediction>> predictions(rows.size(), Status::Internal("not predicted"));
-  ParallelFor(rows.size(), [&](size_t i) { predictions[i] = PredictRow(rows[i], catalog, fits); });
+  ParallelFor(rows.size(), [&](size_t i) {
+    if (refused[i].empty()) predictions[i] = PredictRow(rows[i], catalog, fits);
+  });
   for (size_t i = 0; i < rows.size(); ++i) {
     const SuiteRow& row = rows[i];
     SuiteRowResult res;
     res.row = &row;
+    if (refused[i].empty() && !predictions[i].ok() && predictions[i].status().code() != Status::Code::kInternal) {
+      refused[i] = predictions[i].status().message();  // e.g. no valid configuration for "best"
+    }
+    if (!refused[i].empty()) {
+      res.refused = refused[i];
+      res.config = row.config_text;
+      res.feasible = false;
+      ++refused_rows;
+      report.rows.push_back(std::move(res));
+      continue;
+    }
     DITUNE_ASSIGN_OR_RETURN(Prediction p, std::move(predictions[i]));
     res.config = Label(p.config);
     res.feasible = p.result.fits;
@@ -210,6 +260,7 @@ StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Cata
     report.rows.push_back(std::move(res));
   }
   report.summary = Summarize(scored);
+  report.summary.refused = refused_rows;
   return report;
 }
 
@@ -230,7 +281,7 @@ ScoredRow Scored(const SuiteRowResult& r) {
 nlohmann::json SuiteSummaryJson(const SuiteSummary& s) {
   return {{"rows", s.rows},           {"median_ape", s.median_ape}, {"p90_ape", s.p90_ape},
           {"oom_agree", s.oom_agree}, {"oom_rows", s.oom_rows},     {"false_oom", s.false_oom},
-          {"choice_sets", s.choice_sets}, {"choice_pass", s.choice_pass}};
+          {"choice_sets", s.choice_sets}, {"choice_pass", s.choice_pass}, {"refused", s.refused}};
 }
 
 SuiteSummary Summarize(const std::vector<ScoredRow>& rows) {

@@ -21,6 +21,7 @@ struct SuiteRowResult {
   std::optional<double> predicted_s;  // empty when it does not fit
   std::optional<double> ape;        // |predicted - published| / published, predict rows with a latency
   bool feasible = true;
+  std::string refused;              // why it was not predicted; empty when it was
 };
 
 struct SuiteSummary {
@@ -35,6 +36,7 @@ struct SuiteSummary {
   // within 10% of it.
   int choice_sets = 0;
   int choice_pass = 0;
+  int refused = 0;  // rows not predicted (SuiteRowResult::refused says why)
 };
 
 // One row as scored: what was published against what was predicted.

@@ -45,6 +45,9 @@ int RunCalibrateLearn(int argc, char** argv) {
   if (!catalog.ok()) return Fail("calibrate learn", catalog.status());
   auto rows = LoadSuiteFile(path, **catalog);
   if (!rows.ok()) return Fail("calibrate learn", rows.status());
+  std::vector<std::string> left_out;
+  *rows = PricedRows(std::move(*rows), &left_out);
+  for (const auto& line : left_out) std::cerr << "ditune calibrate learn: left out " << line << "\n";
   LearnOptions opt;
   if (args->count("start")) {
     const std::string start = (*args)["start"].as<std::string>();

@@ -101,7 +101,12 @@ int RunValidate(int argc, char** argv) {
   if (args->count("hold-out") && !args->count("cross-validate")) {
     return Fail("validate", Status::InvalidArgument("--hold-out needs --cross-validate"));
   }
-  if (args->count("cross-validate")) return CrossValidateCmd(*args, *rows, **catalog);
+  if (args->count("cross-validate")) {
+    std::vector<std::string> left_out;
+    const std::vector<SuiteRow> priced = PricedRows(*rows, &left_out);
+    for (const auto& line : left_out) std::cerr << "ditune validate: left out " << line << "\n";
+    return CrossValidateCmd(*args, priced, **catalog);
+  }
 
   const bool record = args->count("db") > 0;
   auto store = OpenStore(record ? (*args)["db"].as<std::string>() : Store::DefaultPath());
@@ -133,7 +138,9 @@ int RunValidate(int argc, char** argv) {
                      {"config", r.config}, {"role", r.row->role == SuiteRole::kCalibrate ? "calibrate" : "predict"},
                      {"published_s", r.row->latency_s ? nlohmann::json(*r.row->latency_s) : nlohmann::json("OOM")},
                      {"predicted_s", r.predicted_s ? nlohmann::json(*r.predicted_s) : nlohmann::json(nullptr)},
-                     {"ape", r.ape ? nlohmann::json(*r.ape) : nlohmann::json(nullptr)}, {"feasible", r.feasible}});
+                     {"ape", r.ape ? nlohmann::json(*r.ape) : nlohmann::json(nullptr)}, {"feasible", r.feasible},
+                     {"runtime", r.row->runtime},
+                     {"refused", r.refused.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.refused)}});
     }
     std::cout << nlohmann::json{{"rows", out},
                                 {"summary", SuiteSummaryJson(s)}}
@@ -146,16 +153,23 @@ int RunValidate(int argc, char** argv) {
     table.push_back({r.row->group, std::to_string(r.row->cluster.gpus), r.config,
                      r.row->role == SuiteRole::kCalibrate ? "calibrate" : "predict",
                      r.row->latency_s ? fmt::format("{:.3f}", *r.row->latency_s) : "OOM",
-                     r.predicted_s ? fmt::format("{:.3f}", *r.predicted_s) : "no fit",
+                     !r.refused.empty() ? "refused" : r.predicted_s ? fmt::format("{:.3f}", *r.predicted_s) : "no fit",
                      r.ape ? fmt::format("{:.1f}%", 100 * *r.ape) : "-"});
+  }
+  // Why each refused row was not predicted (the rest were).
+  std::string refusals;
+  for (const auto& r : report->rows) {
+    if (!r.refused.empty()) refusals += fmt::format("refused: line {} ({}): {}\n", r.row->line, r.row->group, r.refused);
   }
   std::cout << FormatTable({"group", "gpus", "config", "role", "published_s", "predicted_s", "APE"}, table);
   std::cout << fmt::format(
       "choice: {} of {} sets of published configurations (one group, one GPU count) have ditune's fastest within 10% "
       "of the published fastest\n",
       s.choice_pass, s.choice_sets);
-  std::cout << fmt::format("summary: rows={} median_ape={:.3f} p90_ape={:.3f} oom_agree={}/{}\n", s.rows,
-                           s.median_ape, s.p90_ape, s.oom_agree, s.oom_rows);
+  std::cout << refusals;
+  std::cout << fmt::format("summary: rows={} median_ape={:.3f} p90_ape={:.3f} oom_agree={}/{}{}\n", s.rows,
+                           s.median_ape, s.p90_ape, s.oom_agree, s.oom_rows,
+                           s.refused > 0 ? fmt::format(" refused={}", s.refused) : "");
   return 0;
 }
 

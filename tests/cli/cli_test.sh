@@ -240,6 +240,17 @@ expect simulate-too-many-tasks 2 "simulating 10000 steps of 'pipefusion=8,patche
 expect simulate-oom 3 "DOES NOT FIT" -- simulate --model wan2.1-14b --gpu rtx4090-24gb --gpus 1 --config ""
 expect simulate-invalid 2 "\[heads-divisible-by-ulysses-x-tp\]" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb \
   --gpus 5 --config ulysses=5
+# A row ditune cannot price is refused with the reason; the others are predicted and counted.
+{
+  echo "group,model,height,width,frames,steps,scope,gpu,gpus,nodes,gpus_per_node,intra,inter,config,role,latency_s,source,runtime"
+  echo "f,FLUX.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,1,1,8,nvlink4,none,,calibrate,6.71,s,"
+  echo "f,flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,2,1,8,nvlink4,none,ulysses=2,predict,4.38,s,xdit"
+  echo "f,flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,5,1,8,nvlink4,none,ulysses=5,predict,3.1,s,xdit"
+  echo "f,flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,2,1,8,nvlink4,none,ulysses=2,predict,4.0,s,sglang"
+} >"$tmp/refusing.csv"
+expect validate-refuses-a-config 0 "refused: line 4 \(f\): config 'ulysses=5'" -- validate --suite "$tmp/refusing.csv"
+expect validate-refuses-a-runtime 0 "refused: line 5 \(f\): runtime 'sglang'" -- validate --suite "$tmp/refusing.csv"
+expect validate-counts-refusals 0 "summary: rows=1 .* refused=2" -- validate --suite "$tmp/refusing.csv"
 suite=$(dirname "$0")/../../data/validation/xdit-published-dev.csv
 expect validate 0 "^summary: rows=94 median_ape=0\.[0-9]+ p90_ape=0\.[0-9]+ oom_agree=1/1$" -- validate --suite "$suite"
 expect validate-json 0 '"median_ape":' -- validate --suite "$suite" --json
@@ -247,7 +258,7 @@ head -3 "$suite" >"$tmp/suite.csv"
 echo 'g,pixart-alpha,1024,1024,1,20,e2e,a100-sxm4-80gb,2,1,8,nvlink3,none,cfg=2,predict,fast,x' >>"$tmp/suite.csv"
 expect validate-bad-row 2 "suite.csv:4: latency_s 'fast'" -- validate --suite "$tmp/suite.csv"
 printf 'group,model\n' >"$tmp/header.csv"
-expect validate-bad-header 2 "header.csv:1: the header must be exactly" -- validate --suite "$tmp/header.csv"
+expect validate-bad-header 2 "header.csv:1: the header has no column" -- validate --suite "$tmp/header.csv"
 expect validate-recorded 0 "summary: rows=94" -- validate --suite "$suite" --db "$tmp/val.db"
 head -1 "$suite" >"$tmp/only-header.csv"
 expect validate-no-rows 2 "only-header.csv: the suite has a header but no rows" -- validate --suite "$tmp/only-header.csv"
@@ -257,7 +268,7 @@ expect validate-inf 2 "inf.csv:3: latency_s 'inf' is not a positive number" -- v
 expect learn 0 "^after: rows=94 median_ape=0\.[0-9]+ p90_ape=0\.[0-9]+ oom_agree=1/1" -- calibrate learn --suite "$suite" \
   --out "$tmp/factory.json" --db "$tmp/learned.db"
 expect learn-shipped 0 'eager_op_us=' -- calibrate show --db "$tmp/learned.db"
-expect learn-bad-suite 2 "header.csv:1: the header must be exactly" -- calibrate learn --suite "$tmp/header.csv"
+expect learn-bad-suite 2 "header.csv:1: the header has no column" -- calibrate learn --suite "$tmp/header.csv"
 expect learn-no-suite 2 "--suite FILE.csv is required" -- calibrate learn
 grep -v ',predict,' "$suite" >"$tmp/no-predict.csv"
 expect learn-no-predict-row 2 "the suite has no predict row with a published latency" -- calibrate learn \
