@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "calibration/measured_runs.h"
+#include "calibration/op_fits.h"
 #include "calibration/predict.h"
 #include "costmodels/calibration.h"
 

@@ -18,6 +18,7 @@
 #include "store/store.h"
 #include "planner/gpu_launch.h"
 #include "calibration/measured_runs.h"
+#include "calibration/op_fits.h"
 #include "calibration/predict.h"
 #include "calibration/recalibrate.h"
 #include "executor/comm.h"

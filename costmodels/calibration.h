@@ -30,22 +30,6 @@ namespace ditune {
 inline constexpr const char* kFitKindComm = "comm";
 inline constexpr const char* kFitKindCompute = "compute";
 
-// Whether BuildFits can take `m`: an op measurement names an op class (gemm, attention,
-// linear_attention, elementwise, norm) or is a host-launch timing (op "launch" with
-// params.launches >= 1), a collective one a collective. InvalidArgument
-// naming the field and the valid names otherwise; other kinds pass.
-Status CheckFittable(const Measurement& m);
-
-// Groups the measurements by what they calibrate and fits each group that has enough
-// points (>= 2 distinct sizes). Measurements nothing calibrates (steps, e2e) are skipped.
-// A measurement beyond the physical bounds of measurement.h (Measurement::CheckPhysicalBounds,
-// or a fit size per second above kMaxMeasuredRatePerSecond) is left out of every fit rather
-// than failing it: a store keeps working whatever one row holds.
-// `skipped`, when given, receives one line per group that could not be fitted and one per
-// measurement left out of a group ("<kind> <key>: measurement <id> left out of the fit: <why>").
-StatusOr<std::vector<Fit>> BuildFits(const std::vector<Measurement>& measurements,
-                                     std::vector<std::string>* skipped = nullptr);
-
 // Loads the fits that apply: compute fits of (device, backend) into `compute`, comm fits
 // of the cluster's links into `comm` (either may be null).
 Status ApplyFits(const std::vector<Fit>& fits, const std::string& device, const std::string& backend,

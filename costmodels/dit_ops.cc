@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace ditune {
 namespace {
 
@@ -89,6 +91,14 @@ std::string_view OpClassName(OpClass c) {
     case OpClass::kElementwise: return "elementwise";
   }
   return "?";
+}
+
+StatusOr<OpClass> ParseOpClass(std::string_view name) {
+  for (OpClass c : {OpClass::kGemm, OpClass::kAttention, OpClass::kLinearAttention, OpClass::kElementwise}) {
+    if (OpClassName(c) == name) return c;
+  }
+  return Status::InvalidArgument(fmt::format(
+      "op '{}' is not one of: gemm, attention, linear_attention, elementwise", name));
 }
 
 RankWork ComputeRankWork(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/model_spec.h"
 #include "core/parallel_config.h"
+#include "core/status.h"
 #include "core/units.h"
 #include "core/workload.h"
 
@@ -20,6 +22,8 @@ namespace ditune {
 enum class OpClass { kGemm, kAttention, kLinearAttention, kElementwise };
 inline constexpr int kNumOpClasses = 4;
 std::string_view OpClassName(OpClass c);
+// The op class named `name` (OpClassName's); InvalidArgument naming the valid names otherwise.
+StatusOr<OpClass> ParseOpClass(std::string_view name);
 
 // The kernels ditune's engine runs (executor/kernels.h), by the names its kernel profile
 // (`ditune run --profile`) and the per-kernel compute fits ("<device>/<backend>/<kernel>")

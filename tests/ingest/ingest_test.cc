@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "calibration/op_fits.h"
 #include "core/parallel_config.h"
 #include "costmodels/calibration.h"
 #include "costmodels/comm_model.h"

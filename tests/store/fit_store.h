@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "calibration/op_fits.h"
 #include "costmodels/calibration.h"
 #include "store/store.h"
 

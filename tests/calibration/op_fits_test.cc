@@ -1,6 +1,7 @@
 #include "costmodels/calibration.h"
 #include "store/store.h"
 #include "tests/store/fit_store.h"
+#include "calibration/op_fits.h"
 
 #include <algorithm>
 #include <filesystem>
