@@ -242,15 +242,15 @@ prediction_step() {
 export -f smi gpu_step gpu_tests_step memcheck_step kernels_step flux_engine_step calibrate_step emulate_step \
   torch_ops_step prediction_step
 
-step gpu 20 bash -c gpu_step
-step gpu_tests 150 bash -c gpu_tests_step
-step memcheck 90 bash -c memcheck_step
-step kernels 75 bash -c kernels_step
-step flux_engine 60 bash -c flux_engine_step
-step calibrate 60 bash -c calibrate_step
-step emulate 40 bash -c emulate_step
-step torch_ops 150 bash -c torch_ops_step
-step prediction 600 bash -c prediction_step
+step gpu 20 bash -o pipefail -c gpu_step
+step gpu_tests 150 bash -o pipefail -c gpu_tests_step
+step memcheck 90 bash -o pipefail -c memcheck_step
+step kernels 75 bash -o pipefail -c kernels_step
+step flux_engine 60 bash -o pipefail -c flux_engine_step
+step calibrate 60 bash -o pipefail -c calibrate_step
+step emulate 40 bash -o pipefail -c emulate_step
+step torch_ops 150 bash -o pipefail -c torch_ops_step
+step prediction 600 bash -o pipefail -c prediction_step
 
 {
   echo "# first contact: $(cat "$work/smi.csv" 2>/dev/null | head -1)$( ((dry)) && echo ' — DRY RUN (cpu backends, recorded nvidia-smi)')"
