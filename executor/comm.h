@@ -103,8 +103,11 @@ class Comm {
   // Seconds since some fixed point, the same clock on every rank as far as the backend can
   // tell (MPI_Wtime); for timing only.
   virtual double Now() const = 0;
-  // Ends the whole job after a fatal error on this rank, so that no peer waits forever.
-  [[noreturn]] virtual void Abort(const std::string& why) = 0;
+  // After a fatal error on this rank, so that no peer waits forever: says `why` on stderr and,
+  // where other processes take part (mpi, nccl), aborts the whole job (MPI_Abort, which ends
+  // this process too). In one process (local, emulated) it returns, and the caller ends the
+  // command with its error; the library itself never calls exit.
+  virtual void Abort(const std::string& why) = 0;
 
   // Seconds a blocking transfer or Wait() waits on the peers before it fails with Unavailable
   // (0: forever). The `mpi` and `nccl` worlds take it from DITUNE_COMM_TIMEOUT_S, their

@@ -55,9 +55,8 @@ class LocalComm : public Comm {
   double Now() const override {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   }
-  [[noreturn]] void Abort(const std::string& why) override {
+  void Abort(const std::string& why) override {
     std::fprintf(stderr, "ditune: %s\n", why.c_str());
-    std::exit(1);
   }
 
  private:

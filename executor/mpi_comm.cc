@@ -166,11 +166,10 @@ class MpiComm : public Comm {
     return std::unique_ptr<Comm>(std::move(child));
   }
   double Now() const override { return MPI_Wtime(); }
-  [[noreturn]] void Abort(const std::string& why) override {
+  void Abort(const std::string& why) override {
     std::fprintf(stderr, "ditune rank %d: %s\n", rank_, why.c_str());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
-    std::exit(1);
   }
 
  private:

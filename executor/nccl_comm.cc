@@ -155,11 +155,10 @@ class NcclComm : public Comm {
     return std::unique_ptr<Comm>(std::move(child));
   }
   double Now() const override { return MPI_Wtime(); }
-  [[noreturn]] void Abort(const std::string& why) override {
+  void Abort(const std::string& why) override {
     std::fprintf(stderr, "ditune rank %d (nccl): %s\n", rank_, why.c_str());
     AbortComm();
     MPI_Abort(MPI_COMM_WORLD, 1);
-    std::exit(1);
   }
 
   // Settles a call's result: ncclInProgress is polled until the communicator leaves that

@@ -109,7 +109,10 @@ void Check(const Case& c) {
   int64_t estimate = 0;
   auto par = RunEngine(m, w, config, World(), c.plain, false, &estimate);
   // A rank that fails mid-run would leave its peers waiting: end the job instead.
-  if (!par.ok()) World()->Abort(std::string(c.config) + ": " + par.status().ToString());
+  if (!par.ok()) {
+    World()->Abort(std::string(c.config) + ": " + par.status().ToString());
+    std::exit(1);  // the job is ending: never read a failed result
+  }
   // The memory estimate `run` refuses by covers this rank's real exchanges and buffers.
   if (OnHost()) {
     EXPECT_GE(estimate, par->peak_bytes) << c.config << " rank " << World()->rank();
@@ -232,7 +235,10 @@ void CheckInPlaceGather() {
   ASSERT_TRUE(buf.ok());
   ASSERT_TRUE((*kernels)->Upload(host.data(), (*buf)->data(), n * count).ok());
   auto r = dc.IAllGatherInPlace((*buf)->data(), count);
-  if (!r.ok()) World()->Abort(r.status().ToString());
+  if (!r.ok()) {
+    World()->Abort(r.status().ToString());
+    std::exit(1);
+  }
   ASSERT_TRUE((*r)->Wait().ok());
   ASSERT_TRUE((*kernels)->Download((*buf)->data(), host.data(), n * count).ok());
   for (int q = 0; q < n; ++q) {

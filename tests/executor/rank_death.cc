@@ -48,6 +48,9 @@ int main(int argc, char** argv) {
   auto r = (*runner)->Generate();  // rank 0 waits on rank 1 in its first transfer
   std::printf("rank %d finished: %s\n", (*world)->rank(), r.ok() ? "ok" : r.status().ToString().c_str());
   std::fflush(stdout);
-  if (!r.ok()) (*world)->Abort(r.status().ToString());
+  if (!r.ok()) {
+    (*world)->Abort(r.status().ToString());
+    return 1;
+  }
   return 0;
 }
