@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "core/csv.h"
+#include "core/enum_names.h"
 #include "core/names.h"
 #include "core/text.h"
 #include "costmodels/measurement.h"
@@ -37,14 +38,13 @@ std::optional<int> Int(const std::string& s) {
 
 }  // namespace
 
-std::string_view SuiteScopeName(SuiteScope s) {
-  switch (s) {
-    case SuiteScope::kE2e: return "e2e";
-    case SuiteScope::kDit: return "dit";
-    case SuiteScope::kStep: return "step";
-  }
-  return "?";
-}
+constexpr EnumName<SuiteScope> kSuiteScopeNames[] = {
+    {SuiteScope::kE2e, "e2e"},
+    {SuiteScope::kDit, "dit"},
+    {SuiteScope::kStep, "step"},
+};
+
+std::string_view SuiteScopeName(SuiteScope s) { return NameIn(kSuiteScopeNames, s); }
 
 StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_view origin, const Catalog& catalog) {
   DITUNE_ASSIGN_OR_RETURN(std::vector<CsvRecord> records, ReadCsvRecords(text, origin));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/enum_names.h"
 #include "core/json_fields.h"
 
 namespace ditune {
@@ -14,16 +15,15 @@ FlopsPerSecond GpuSpec::tensor_peak() const {
   return fp32_peak;
 }
 
-std::string_view LinkTopologyName(LinkTopology t) {
-  switch (t) {
-    case LinkTopology::kSwitch: return "switch";
-    case LinkTopology::kPcieTwoSocket: return "pcie-two-socket";
-    case LinkTopology::kSharedMemory: return "shared-memory";
-    case LinkTopology::kNetwork: return "network";
-    case LinkTopology::kNone: return "none";
-  }
-  return "?";
-}
+constexpr EnumName<LinkTopology> kLinkTopologyNames[] = {
+    {LinkTopology::kSwitch, "switch"},
+    {LinkTopology::kPcieTwoSocket, "pcie-two-socket"},
+    {LinkTopology::kSharedMemory, "shared-memory"},
+    {LinkTopology::kNetwork, "network"},
+    {LinkTopology::kNone, "none"},
+};
+
+std::string_view LinkTopologyName(LinkTopology t) { return NameIn(kLinkTopologyNames, t); }
 
 StatusOr<GpuSpec> ParseGpuSpec(const nlohmann::json& j, const std::string& origin) {
   JsonFields f(j, origin);

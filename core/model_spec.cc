@@ -3,20 +3,20 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/enum_names.h"
 #include "core/json_fields.h"
 
 namespace ditune {
 
-std::string_view BlockFamilyName(BlockFamily f) {
-  switch (f) {
-    case BlockFamily::kCross: return "cross";
-    case BlockFamily::kJoint: return "joint";
-    case BlockFamily::kSingle: return "single";
-    case BlockFamily::kSpatial: return "spatial";
-    case BlockFamily::kTemporal: return "temporal";
-  }
-  return "?";
-}
+constexpr EnumName<BlockFamily> kBlockFamilyNames[] = {
+    {BlockFamily::kCross, "cross"},
+    {BlockFamily::kJoint, "joint"},
+    {BlockFamily::kSingle, "single"},
+    {BlockFamily::kSpatial, "spatial"},
+    {BlockFamily::kTemporal, "temporal"},
+};
+
+std::string_view BlockFamilyName(BlockFamily f) { return NameIn(kBlockFamilyNames, f); }
 
 bool AttendsOverText(BlockFamily f) { return f == BlockFamily::kJoint || f == BlockFamily::kSingle; }
 

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
 #include "core/text.h"
 
 namespace ditune {
@@ -168,16 +169,15 @@ Status ParseXdit(std::string_view text, Fields* f) {
 
 }  // namespace
 
-std::string_view OrderDimName(OrderDim d) {
-  switch (d) {
-    case OrderDim::kTp: return "tp";
-    case OrderDim::kSp: return "sp";
-    case OrderDim::kPp: return "pp";
-    case OrderDim::kCfg: return "cfg";
-    case OrderDim::kDp: return "dp";
-  }
-  return "?";
-}
+constexpr EnumName<OrderDim> kOrderDimNames[] = {
+    {OrderDim::kTp, "tp"},
+    {OrderDim::kSp, "sp"},
+    {OrderDim::kPp, "pp"},
+    {OrderDim::kCfg, "cfg"},
+    {OrderDim::kDp, "dp"},
+};
+
+std::string_view OrderDimName(OrderDim d) { return NameIn(kOrderDimNames, d); }
 
 std::string RankOrderToString(const RankOrder& order) {
   std::string s;

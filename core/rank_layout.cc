@@ -4,24 +4,25 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
+
 namespace ditune {
 namespace {
 constexpr int Idx(Axis a) { return static_cast<int>(a); }
 }  // namespace
 
-std::string_view AxisName(Axis a) {
-  switch (a) {
-    case Axis::kTp: return "tp";
-    case Axis::kUlysses: return "ulysses";
-    case Axis::kRing: return "ring";
-    case Axis::kDistriFusion: return "distrifusion";
-    case Axis::kPipeFusion: return "pipefusion";
-    case Axis::kCfg: return "cfg";
-    case Axis::kDp: return "dp";
-    case Axis::kSp: return "sp";
-  }
-  return "?";
-}
+constexpr EnumName<Axis> kAxisNames[] = {
+    {Axis::kTp, "tp"},
+    {Axis::kUlysses, "ulysses"},
+    {Axis::kRing, "ring"},
+    {Axis::kDistriFusion, "distrifusion"},
+    {Axis::kPipeFusion, "pipefusion"},
+    {Axis::kCfg, "cfg"},
+    {Axis::kDp, "dp"},
+    {Axis::kSp, "sp"},
+};
+
+std::string_view AxisName(Axis a) { return NameIn(kAxisNames, a); }
 
 StatusOr<RankLayout> RankLayout::Create(const ParallelConfig& c, int gpus_per_node) {
   if (gpus_per_node < 1) return Status::InvalidArgument("gpus per node must be >= 1");

@@ -2,11 +2,16 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
+
 namespace ditune {
 
-std::string_view OutputTypeName(OutputType t) {
-  return t == OutputType::kLatent ? "latent" : "decoded";
-}
+constexpr EnumName<OutputType> kOutputTypeNames[] = {
+    {OutputType::kLatent, "latent"},
+    {OutputType::kDecoded, "decoded"},
+};
+
+std::string_view OutputTypeName(OutputType t) { return NameIn(kOutputTypeNames, t); }
 
 StatusOr<TokenGeometry> ComputeTokenGeometry(const ModelSpec& model, const Workload& w) {
   // The bounds keep every product of sizes (tokens x batch x widths) far inside 64 bits.

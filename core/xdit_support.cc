@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/enum_names.h"
 #include "core/json_fields.h"
 
 namespace ditune {
@@ -20,50 +21,47 @@ constexpr const char* kWorkloadKeys[] = {"model", "height", "width", "frames", "
 
 }  // namespace
 
-std::string_view XditMethodKey(XditMethod m) {
-  switch (m) {
-    case XditMethod::kUlysses: return "ulysses";
-    case XditMethod::kRing: return "ring";
-    case XditMethod::kPipeFusion: return "pipefusion";
-    case XditMethod::kCfg: return "cfg";
-    case XditMethod::kTp: return "tp";
-    case XditMethod::kDp: return "dp";
-    case XditMethod::kDistriFusion: return "distrifusion";
-    case XditMethod::kParallelVae: return "parallel_vae";
-    case XditMethod::kFullyShard: return "fully_shard";
-    case XditMethod::kTorchCompile: return "torch_compile";
-    case XditMethod::kFp8Gemms: return "fp8_gemms";
-    case XditMethod::kCpuOffload: return "cpu_offload";
-  }
-  return "?";
-}
+constexpr EnumName<XditMethod> kXditMethodKeys[] = {
+    {XditMethod::kUlysses, "ulysses"},
+    {XditMethod::kRing, "ring"},
+    {XditMethod::kPipeFusion, "pipefusion"},
+    {XditMethod::kCfg, "cfg"},
+    {XditMethod::kTp, "tp"},
+    {XditMethod::kDp, "dp"},
+    {XditMethod::kDistriFusion, "distrifusion"},
+    {XditMethod::kParallelVae, "parallel_vae"},
+    {XditMethod::kFullyShard, "fully_shard"},
+    {XditMethod::kTorchCompile, "torch_compile"},
+    {XditMethod::kFp8Gemms, "fp8_gemms"},
+    {XditMethod::kCpuOffload, "cpu_offload"},
+};
 
-std::string_view XditMethodPhrase(XditMethod m) {
-  switch (m) {
-    case XditMethod::kUlysses: return "Ulysses sequence parallelism";
-    case XditMethod::kRing: return "Ring sequence parallelism";
-    case XditMethod::kPipeFusion: return "PipeFusion";
-    case XditMethod::kCfg: return "CFG parallelism";
-    case XditMethod::kTp: return "tensor parallelism";
-    case XditMethod::kDp: return "data parallelism";
-    case XditMethod::kDistriFusion: return "DistriFusion";
-    case XditMethod::kParallelVae: return "parallel VAE";
-    case XditMethod::kFullyShard: return "fully-sharded weights";
-    case XditMethod::kTorchCompile: return "torch.compile";
-    case XditMethod::kFp8Gemms: return "FP8 GEMMs";
-    case XditMethod::kCpuOffload: return "CPU offload";
-  }
-  return "?";
-}
+std::string_view XditMethodKey(XditMethod m) { return NameIn(kXditMethodKeys, m); }
 
-std::string_view SequenceSplitUnitName(SequenceSplitUnit u) {
-  switch (u) {
-    case SequenceSplitUnit::kRows: return "rows";
-    case SequenceSplitUnit::kTokens: return "tokens";
-    case SequenceSplitUnit::kPadded: return "padded";
-  }
-  return "?";
-}
+constexpr EnumName<XditMethod> kXditMethodPhrases[] = {
+    {XditMethod::kUlysses, "Ulysses sequence parallelism"},
+    {XditMethod::kRing, "Ring sequence parallelism"},
+    {XditMethod::kPipeFusion, "PipeFusion"},
+    {XditMethod::kCfg, "CFG parallelism"},
+    {XditMethod::kTp, "tensor parallelism"},
+    {XditMethod::kDp, "data parallelism"},
+    {XditMethod::kDistriFusion, "DistriFusion"},
+    {XditMethod::kParallelVae, "parallel VAE"},
+    {XditMethod::kFullyShard, "fully-sharded weights"},
+    {XditMethod::kTorchCompile, "torch.compile"},
+    {XditMethod::kFp8Gemms, "FP8 GEMMs"},
+    {XditMethod::kCpuOffload, "CPU offload"},
+};
+
+std::string_view XditMethodPhrase(XditMethod m) { return NameIn(kXditMethodPhrases, m); }
+
+constexpr EnumName<SequenceSplitUnit> kSequenceSplitUnitNames[] = {
+    {SequenceSplitUnit::kRows, "rows"},
+    {SequenceSplitUnit::kTokens, "tokens"},
+    {SequenceSplitUnit::kPadded, "padded"},
+};
+
+std::string_view SequenceSplitUnitName(SequenceSplitUnit u) { return NameIn(kSequenceSplitUnitNames, u); }
 
 const std::string* XditSupport::flag(std::string_view key) const {
   auto it = flags.find(key);

@@ -6,28 +6,21 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
+
 namespace ditune {
 
-std::string_view CollectiveName(Collective c) {
-  switch (c) {
-    case Collective::kAllToAll: return "all_to_all";
-    case Collective::kAllGather: return "all_gather";
-    case Collective::kAllReduce: return "all_reduce";
-    case Collective::kSendRecv: return "sendrecv";
-    case Collective::kReduceScatter: return "reduce_scatter";
-  }
-  return "?";
-}
+constexpr EnumName<Collective> kCollectiveNames[] = {
+    {Collective::kAllToAll, "all_to_all"},
+    {Collective::kAllGather, "all_gather"},
+    {Collective::kAllReduce, "all_reduce"},
+    {Collective::kSendRecv, "sendrecv"},
+    {Collective::kReduceScatter, "reduce_scatter"},
+};
 
-StatusOr<Collective> ParseCollective(std::string_view name) {
-  for (Collective c : {Collective::kAllToAll, Collective::kAllGather, Collective::kAllReduce,
-                       Collective::kSendRecv, Collective::kReduceScatter}) {
-    if (CollectiveName(c) == name) return c;
-  }
-  return Status::InvalidArgument(fmt::format(
-      "collective '{}' is not one of: all_to_all, all_gather, all_reduce, sendrecv, reduce_scatter",
-      name));
-}
+std::string_view CollectiveName(Collective c) { return NameIn(kCollectiveNames, c); }
+
+StatusOr<Collective> ParseCollective(std::string_view name) { return ParseIn(kCollectiveNames, name, "collective"); }
 
 double BusFactor(Collective c, int n) {
   if (n <= 1) return c == Collective::kSendRecv ? 1.0 : 0.0;
@@ -41,14 +34,13 @@ double BusFactor(Collective c, int n) {
   return 1.0;
 }
 
-std::string_view LinkTierName(LinkTier t) {
-  switch (t) {
-    case LinkTier::kIntra: return "intra";
-    case LinkTier::kCrossSocket: return "cross-socket";
-    case LinkTier::kInterNode: return "inter-node";
-  }
-  return "?";
-}
+constexpr EnumName<LinkTier> kLinkTierNames[] = {
+    {LinkTier::kIntra, "intra"},
+    {LinkTier::kCrossSocket, "cross-socket"},
+    {LinkTier::kInterNode, "inter-node"},
+};
+
+std::string_view LinkTierName(LinkTier t) { return NameIn(kLinkTierNames, t); }
 
 CommModel::CommModel(const Cluster& cluster) : cluster_(&cluster) {}
 

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
+
 namespace ditune {
 namespace {
 
@@ -83,23 +85,16 @@ bool IsKernelFitName(std::string_view name) {
   return false;
 }
 
-std::string_view OpClassName(OpClass c) {
-  switch (c) {
-    case OpClass::kGemm: return "gemm";
-    case OpClass::kAttention: return "attention";
-    case OpClass::kLinearAttention: return "linear_attention";
-    case OpClass::kElementwise: return "elementwise";
-  }
-  return "?";
-}
+constexpr EnumName<OpClass> kOpClassNames[] = {
+    {OpClass::kGemm, "gemm"},
+    {OpClass::kAttention, "attention"},
+    {OpClass::kLinearAttention, "linear_attention"},
+    {OpClass::kElementwise, "elementwise"},
+};
 
-StatusOr<OpClass> ParseOpClass(std::string_view name) {
-  for (OpClass c : {OpClass::kGemm, OpClass::kAttention, OpClass::kLinearAttention, OpClass::kElementwise}) {
-    if (OpClassName(c) == name) return c;
-  }
-  return Status::InvalidArgument(fmt::format(
-      "op '{}' is not one of: gemm, attention, linear_attention, elementwise", name));
-}
+std::string_view OpClassName(OpClass c) { return NameIn(kOpClassNames, c); }
+
+StatusOr<OpClass> ParseOpClass(std::string_view name) { return ParseIn(kOpClassNames, name, "op"); }
 
 RankWork ComputeRankWork(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
                          const ParallelConfig& c) {

@@ -5,42 +5,30 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
+
 namespace ditune {
 
-std::string_view ToString(MeasurementSource s) {
-  switch (s) {
-    case MeasurementSource::kExecutor: return "executor";
-    case MeasurementSource::kMicrobench: return "microbench";
-    case MeasurementSource::kImport: return "import";
-  }
-  return "?";
-}
+constexpr EnumName<MeasurementSource> kMeasurementSourceNames[] = {
+    {MeasurementSource::kExecutor, "executor"},
+    {MeasurementSource::kMicrobench, "microbench"},
+    {MeasurementSource::kImport, "import"},
+};
 
-std::string_view ToString(MeasurementKind k) {
-  switch (k) {
-    case MeasurementKind::kOp: return "op";
-    case MeasurementKind::kCollective: return "collective";
-    case MeasurementKind::kStep: return "step";
-    case MeasurementKind::kE2e: return "e2e";
-  }
-  return "?";
-}
+std::string_view ToString(MeasurementSource s) { return NameIn(kMeasurementSourceNames, s); }
 
-StatusOr<MeasurementSource> ParseMeasurementSource(std::string_view s) {
-  for (auto v : {MeasurementSource::kExecutor, MeasurementSource::kMicrobench, MeasurementSource::kImport}) {
-    if (ToString(v) == s) return v;
-  }
-  return Status::InvalidArgument(
-      fmt::format("source '{}' is not one of: executor, microbench, import", s));
-}
+constexpr EnumName<MeasurementKind> kMeasurementKindNames[] = {
+    {MeasurementKind::kOp, "op"},
+    {MeasurementKind::kCollective, "collective"},
+    {MeasurementKind::kStep, "step"},
+    {MeasurementKind::kE2e, "e2e"},
+};
 
-StatusOr<MeasurementKind> ParseMeasurementKind(std::string_view s) {
-  for (auto v : {MeasurementKind::kOp, MeasurementKind::kCollective, MeasurementKind::kStep,
-                 MeasurementKind::kE2e}) {
-    if (ToString(v) == s) return v;
-  }
-  return Status::InvalidArgument(fmt::format("kind '{}' is not one of: op, collective, step, e2e", s));
-}
+std::string_view ToString(MeasurementKind k) { return NameIn(kMeasurementKindNames, k); }
+
+StatusOr<MeasurementSource> ParseMeasurementSource(std::string_view s) { return ParseIn(kMeasurementSourceNames, s, "source"); }
+
+StatusOr<MeasurementKind> ParseMeasurementKind(std::string_view s) { return ParseIn(kMeasurementKindNames, s, "kind"); }
 
 Status Measurement::Validate() const {
   auto bad = [](std::string msg) { return Status::InvalidArgument(std::move(msg)); };

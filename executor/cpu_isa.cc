@@ -7,6 +7,8 @@
 #include <iostream>
 #include <string>
 
+#include "core/enum_names.h"
+
 namespace ditune::exec {
 namespace {
 
@@ -52,17 +54,13 @@ std::atomic<const CpuKernelTable*> active{nullptr};
 
 }  // namespace
 
-std::string_view CpuIsaName(CpuIsa isa) {
-  switch (isa) {
-    case CpuIsa::kBaseline:
-      return "baseline";
-    case CpuIsa::kV3:
-      return "v3";
-    case CpuIsa::kV4:
-      return "v4";
-  }
-  return "?";
-}
+constexpr EnumName<CpuIsa> kCpuIsaNames[] = {
+    {CpuIsa::kBaseline, "baseline"},
+    {CpuIsa::kV3, "v3"},
+    {CpuIsa::kV4, "v4"},
+};
+
+std::string_view CpuIsaName(CpuIsa isa) { return NameIn(kCpuIsaNames, isa); }
 
 std::vector<CpuIsa> CompiledCpuIsas() {
   if (!kVariants) return {CpuIsa::kBaseline};

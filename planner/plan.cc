@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
 #include "core/parallel_for.h"
 
 #include "costmodels/memory_model.h"
@@ -78,29 +79,24 @@ StatusOr<Candidate> SimulateCandidate(const ModelSpec& model, const Workload& wo
 
 }  // namespace
 
-std::string_view PlanForName(PlanFor p) { return p == PlanFor::kDitune ? "ditune" : "xdit"; }
+constexpr EnumName<PlanFor> kPlanForNames[] = {
+    {PlanFor::kXdit, "xdit"},
+    {PlanFor::kDitune, "ditune"},
+};
 
-StatusOr<PlanFor> ParsePlanFor(std::string_view s) {
-  if (s == "xdit") return PlanFor::kXdit;
-  if (s == "ditune") return PlanFor::kDitune;
-  return Status::InvalidArgument(fmt::format("--executor '{}' is not one of: xdit, ditune", s));
-}
+std::string_view PlanForName(PlanFor p) { return NameIn(kPlanForNames, p); }
 
-std::string_view ObjectiveName(Objective o) {
-  switch (o) {
-    case Objective::kLatency: return "latency";
-    case Objective::kThroughput: return "throughput";
-    case Objective::kGpuSeconds: return "gpu-seconds";
-  }
-  return "?";
-}
+StatusOr<PlanFor> ParsePlanFor(std::string_view s) { return ParseIn(kPlanForNames, s, "--executor"); }
 
-StatusOr<Objective> ParseObjective(std::string_view s) {
-  for (Objective o : {Objective::kLatency, Objective::kThroughput, Objective::kGpuSeconds}) {
-    if (ObjectiveName(o) == s) return o;
-  }
-  return Status::InvalidArgument(fmt::format("--objective '{}' is not one of: latency, throughput, gpu-seconds", s));
-}
+constexpr EnumName<Objective> kObjectiveNames[] = {
+    {Objective::kLatency, "latency"},
+    {Objective::kThroughput, "throughput"},
+    {Objective::kGpuSeconds, "gpu-seconds"},
+};
+
+std::string_view ObjectiveName(Objective o) { return NameIn(kObjectiveNames, o); }
+
+StatusOr<Objective> ParseObjective(std::string_view s) { return ParseIn(kObjectiveNames, s, "--objective"); }
 
 // Ranks the simulated candidates, adds the single-GPU reference and the explanation.
 StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, const TokenGeometry& tokens,

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
 #include "simulator/event_queue.h"
 
 namespace ditune::serving {
@@ -40,21 +41,15 @@ std::string ServiceTable::Why(int shape, int type) const {
   return w.empty() ? "not priced" : w;
 }
 
-std::string_view PolicyName(Policy p) {
-  switch (p) {
-    case Policy::kFcfs: return "fcfs";
-    case Policy::kSizeAware: return "size-aware";
-    case Policy::kDynamic: return "dynamic";
-  }
-  return "?";
-}
+constexpr EnumName<Policy> kPolicyNames[] = {
+    {Policy::kFcfs, "fcfs"},
+    {Policy::kSizeAware, "size-aware"},
+    {Policy::kDynamic, "dynamic"},
+};
 
-StatusOr<Policy> ParsePolicy(std::string_view s) {
-  for (Policy p : {Policy::kFcfs, Policy::kSizeAware, Policy::kDynamic}) {
-    if (s == PolicyName(p)) return p;
-  }
-  return Status::InvalidArgument(fmt::format("--policy '{}': valid policies are fcfs, size-aware, dynamic", s));
-}
+std::string_view PolicyName(Policy p) { return NameIn(kPolicyNames, p); }
+
+StatusOr<Policy> ParsePolicy(std::string_view s) { return ParseIn(kPolicyNames, s, "--policy"); }
 
 std::vector<Server> DynamicPlacements(int gpus, int gpus_per_node, const std::vector<int>& type_gpus) {
   std::vector<Server> out;

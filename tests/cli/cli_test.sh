@@ -365,7 +365,7 @@ expect serve-no-source 2 "exactly one of --rate R" -- serve --model flux.1-dev -
 expect serve-no-requests 2 "no request arrives in 1 s at 0.001 per second" -- serve --model flux.1-dev \
   --gpu h100-sxm5-80gb --gpus 8 --rate 0.001 --duration 1 --layout "1x()"
 expect serve-no-goal 2 "give --layout SPEC" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --rate 1
-expect serve-bad-policy 2 "valid policies are fcfs, size-aware, dynamic" -- serve --model flux.1-dev --gpu h100-sxm5-80gb \
+expect serve-bad-policy 2 "--policy .* is not one of: fcfs, size-aware, dynamic" -- serve --model flux.1-dev --gpu h100-sxm5-80gb \
   --gpus 8 --rate 1 --layout "1x()" --policy random
 expect serve-oom 2 "can serve none of the requests: 1 device: needs" -- serve --model flux.1-dev --gpu rtx4090-24gb \
   --gpus 8 --rate 0.1 --layout "8x()"
