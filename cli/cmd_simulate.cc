@@ -10,7 +10,6 @@
 #include "core/output_file.h"
 #include "costmodels/calibration.h"
 #include "store/store.h"
-#include "calibration/predict.h"
 #include "planner/plan.h"
 #include "simulator/simulate.h"
 
@@ -80,9 +79,8 @@ int RunSimulate(int argc, char** argv) {
                              ToString(inputs->config), ToString(priced));
   }
   if (trace) {
-    auto models = ModelsFor(*cluster, model.id, *fits);
-    if (!models.ok()) return Fail("simulate", models.status());
-    SimInput in{&model, *workload, &*cluster, priced, &models->compute, models->comm.get()};
+    // The trace lays out the scheduler's tasks by rank: the configuration and the cluster.
+    SimInput in{&model, *workload, &*cluster, priced, nullptr, nullptr};
     Status st = WriteChromeTrace(engine, in, (*args)["trace"].as<std::string>());
     if (!st.ok()) return Fail("simulate", st);
   }
