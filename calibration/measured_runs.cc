@@ -467,7 +467,7 @@ Status CheckXditRunConfig(const nlohmann::json& p, const Catalog& catalog) {
                                                Label(config), config.world_size(), gpus));
   }
   ValidationContext ctx{model, tokens, w.steps, w.batch, gpus};
-  ctx.xdit = model->xdit.has_value();
+  if (model->runtime("xdit") != nullptr) ctx.runtime = "xdit";
   return ValidateConfig(ctx, config).WithContext(fmt::format("{}x{}", w.height, w.width));
 }
 

@@ -105,8 +105,8 @@ StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, con
   // on the GPU as a whole pipeline: xDiT's entry points can keep each part on the GPU only
   // while it runs (model CPU offload, which xDiT's examples pass for the large video models on
   // 48 GB parts).
-  if (!best->result.fits && !row.best() && row.latency_s && model->xdit &&
-      model->xdit->runs(XditMethod::kCpuOffload)) {
+  if (!best->result.fits && !row.best() && row.latency_s && model->runtime("xdit") != nullptr &&
+      model->runtime("xdit")->runs(RuntimeMethod::kCpuOffload)) {
     for (ParallelConfig c : candidates) {
       c.offload = 1;
       DITUNE_RETURN_IF_ERROR(consider(c));

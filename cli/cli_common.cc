@@ -1,5 +1,7 @@
 #include "cli/cli_common.h"
 
+#include "planner/plan.h"
+
 #include "calibration/factory.h"
 
 #include "core/config_rules.h"
@@ -104,7 +106,44 @@ StatusOr<ClusterSpec> ReadClusterSpec(const cxxopts::ParseResult& args) {
   return c;
 }
 
-StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args, bool xdit_rules, bool validate) {
+void AddRuntimeOptions(cxxopts::Options& options, bool any_allowed) {
+  options.add_options()(
+      "runtime",
+      any_allowed ? "who runs it, which sets its rules, its price and its launch line: xdit (default), wan-generate, "
+                    "hunyuan-sample, sglang, vllm-omni, diffusers, trtllm-visualgen, ditune (our engine), or any "
+                    "(rank every runtime that runs the model; `ditune runtimes` lists them)"
+                  : "who runs it, which sets its rules, its price and its launch line: xdit (default), wan-generate, "
+                    "hunyuan-sample, sglang, vllm-omni, diffusers, trtllm-visualgen, ditune (our engine); "
+                    "`ditune runtimes` lists them",
+      cxxopts::value<std::string>())("executor", "the older name of --runtime", cxxopts::value<std::string>());
+}
+
+StatusOr<std::string> ReadRuntime(const cxxopts::ParseResult& args, const Catalog& catalog, bool any_allowed) {
+  std::string typed = "xdit";
+  const char* flag = "--runtime";
+  if (args.count("runtime") && args.count("executor") &&
+      args["runtime"].as<std::string>() != args["executor"].as<std::string>()) {
+    return Status::InvalidArgument(fmt::format("--runtime {} and --executor {} disagree: --executor is the older "
+                                               "name of --runtime, give one",
+                                               args["runtime"].as<std::string>(), args["executor"].as<std::string>()));
+  }
+  if (args.count("runtime")) {
+    typed = args["runtime"].as<std::string>();
+  } else if (args.count("executor")) {
+    typed = args["executor"].as<std::string>();
+    flag = "--executor";
+  }
+  DITUNE_ASSIGN_OR_RETURN(std::string id, ParseRuntimeChoice(catalog, typed, flag));
+  if (id == kRuntimeAny && !any_allowed) {
+    return Status::InvalidArgument(fmt::format(
+        "{} any: this command prices one runtime's configuration; name the runtime (`ditune plan --runtime any` "
+        "ranks them)",
+        flag));
+  }
+  return id;
+}
+
+StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args, std::string_view runtime, bool validate) {
   ConfigInputs in;
   DITUNE_ASSIGN_OR_RETURN(in.catalog, Catalog::Default());
   DITUNE_ASSIGN_OR_RETURN(in.workload, ReadWorkload(args, *in.catalog));
@@ -116,7 +155,7 @@ StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args, bool x
   DITUNE_ASSIGN_OR_RETURN(in.tokens, ComputeTokenGeometry(*in.model, in.workload));
   if (!validate) return in;
   ValidationContext ctx{in.model, in.tokens, in.workload.steps, in.workload.batch, in.cluster.gpus()};
-  ctx.xdit = xdit_rules && !in.cluster.gpu->is_cpu;
+  if (!in.cluster.gpu->is_cpu) ctx.runtime = runtime;
   DITUNE_RETURN_IF_ERROR(ValidateConfig(ctx, in.config));
   return in;
 }

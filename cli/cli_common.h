@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <cxxopts.hpp>
@@ -42,11 +43,19 @@ struct ConfigInputs {
   Cluster cluster;
   ParallelConfig config;
 };
-// `xdit_rules`: validate with xDiT's rules for the model (its entry point's support data),
-// on GPUs; the CPU device always takes ditune's executor's rules. `validate` false leaves the
-// configuration unchecked, for a caller that checks it by the rules of whoever will run it.
-StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args, bool xdit_rules = false,
+// `runtime`: validate with that runtime's rules for the model (its entry point's support
+// data), on GPUs; empty, ditune's engine's rules, which the CPU device always takes. `validate`
+// false leaves the configuration unchecked, for a caller that checks it by the rules of
+// whoever will run it.
+StatusOr<ConfigInputs> ReadConfigInputs(const cxxopts::ParseResult& args, std::string_view runtime = {},
                                         bool validate = true);
+
+// Adds --runtime (who runs it: a runtime of the catalog, or "any" where `any_allowed`) and
+// --executor, its older name.
+void AddRuntimeOptions(cxxopts::Options& options, bool any_allowed);
+// The runtime --runtime (or --executor) names, default "xdit": InvalidArgument naming the
+// valid ids for an unknown one, "any" where it is not allowed, or the two flags disagreeing.
+StatusOr<std::string> ReadRuntime(const cxxopts::ParseResult& args, const Catalog& catalog, bool any_allowed);
 
 // Parses argv with `options`, turning cxxopts errors into InvalidArgument that names the
 // flag and points at --help. Sets *help when --help was given (its text already printed).

@@ -30,21 +30,31 @@ std::string BlocksText(const ModelSpec& m) {
 
 // The methods xDiT runs for the model, short: "ulysses ring pipefusion cfg".
 std::string XditText(const ModelSpec& m) {
-  if (!m.xdit) return "-";
+  const RuntimeSupport* x = m.runtime("xdit");
+  if (x == nullptr) return "-";
   std::string s;
-  for (XditMethod x : {XditMethod::kUlysses, XditMethod::kRing, XditMethod::kPipeFusion, XditMethod::kCfg,
-                       XditMethod::kTp, XditMethod::kDp}) {
-    if (m.xdit->runs(x)) s += fmt::format("{}{}", s.empty() ? "" : " ", XditMethodKey(x));
+  for (RuntimeMethod r : {RuntimeMethod::kUlysses, RuntimeMethod::kRing, RuntimeMethod::kPipeFusion, RuntimeMethod::kCfg,
+                       RuntimeMethod::kTp, RuntimeMethod::kDp}) {
+    if (x->runs(r)) s += fmt::format("{}{}", s.empty() ? "" : " ", RuntimeMethodKey(r));
   }
   return s;
 }
 
-nlohmann::json XditJson(const ModelSpec& m) {
-  if (!m.xdit) return nullptr;
-  const XditSupport& x = *m.xdit;
+// The runtimes other than xDiT that run the model: "sglang wan-generate".
+std::string OtherRuntimesText(const ModelSpec& m) {
+  std::string s;
+  for (const auto& [id, support] : m.runtimes) {
+    if (id != "xdit") s += fmt::format("{}{}", s.empty() ? "" : " ", id);
+  }
+  return s.empty() ? "-" : s;
+}
+
+nlohmann::json SupportJson(const RuntimeSupport* support) {
+  if (support == nullptr) return nullptr;
+  const RuntimeSupport& x = *support;
   nlohmann::json methods = nlohmann::json::object();
-  for (int i = 0; i < kNumXditMethods; ++i) {
-    const auto key = std::string(XditMethodKey(static_cast<XditMethod>(i)));
+  for (int i = 0; i < kNumRuntimeMethods; ++i) {
+    const auto key = std::string(RuntimeMethodKey(static_cast<RuntimeMethod>(i)));
     methods[key] = {{"runs", x.methods[i].runs}, {"source", x.methods[i].source}};
   }
   nlohmann::json constraints = nlohmann::json::array();
@@ -91,7 +101,10 @@ int RunModels(int argc, char** argv) {
                      {"uses_cfg", m.uses_cfg}, {"attention", m.attention == AttentionKind::kLinear ? "linear" : "softmax"},
                      {"published_params", m.published_params}, {"default_steps", m.default_steps},
                      {"default_resolution", {{"height", m.default_height}, {"width", m.default_width}, {"frames", m.default_frames}}},
-                     {"source", m.source}, {"notes", m.notes}, {"xdit", XditJson(m)}});
+                     {"source", m.source}, {"notes", m.notes}, {"xdit", SupportJson(m.runtime("xdit"))}});
+      nlohmann::json runtimes = nlohmann::json::object();
+      for (const auto& [id, support] : m.runtimes) runtimes[id] = SupportJson(&support);
+      out.back()["runtimes"] = runtimes;
     }
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -103,10 +116,10 @@ int RunModels(int argc, char** argv) {
                     m.uses_cfg ? "yes" : "no", Compact(m.published_params / 1e9),
                     fmt::format("{}x{}{}", m.default_height, m.default_width,
                                 m.modality == Modality::kVideo ? fmt::format("x{}", m.default_frames) : ""),
-                    std::to_string(m.default_steps), XditText(m)});
+                    std::to_string(m.default_steps), XditText(m), OtherRuntimesText(m)});
   }
   std::cout << FormatTable({"id", "blocks", "hidden = heads x dim", "mlp", "text", "cfg",
-                            "params (B)", "default size", "steps", "xDiT runs"},
+                            "params (B)", "default size", "steps", "xDiT runs", "other runtimes"},
                            rows);
   std::cout << "\nsources and xDiT's entry points with theirs: ditune models --json\n";
   return 0;
@@ -168,6 +181,48 @@ int RunHardware(int argc, char** argv) {
             << FormatTable({"id", "scope", "topology", "line", "busbw", "p2p", "cross-socket", "GPUs/switch", "latency us"},
                            rows);
   std::cout << "\nthe source of every figure, and notes: ditune hardware --json\n";
+  return 0;
+}
+
+}  // namespace ditune::cli
+
+namespace ditune::cli {
+
+int RunRuntimes(int argc, char** argv) {
+  cxxopts::Options options("ditune runtimes", "The runtimes ditune prices and launches, and the models each runs");
+  options.add_options()("json", "one JSON document on stdout");
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("runtimes", args.status());
+  if (help) return 0;
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("runtimes", catalog.status());
+  const Catalog& c = **catalog;
+  auto models_of = [&](const RuntimeSpec& r) {
+    std::vector<std::string> ids;
+    for (const auto& m : c.models()) {
+      if (r.engine ? ExecutorRunsModel(m).ok() : m.runtime(r.id) != nullptr) ids.push_back(m.id);
+    }
+    return ids;
+  };
+  if (args->count("json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : c.runtimes()) {
+      out.push_back({{"id", r.id}, {"name", r.name}, {"summary", r.summary}, {"source", r.source},
+                     {"engine", r.engine}, {"compiled_by_default", r.compiled_by_default},
+                     {"compiled_source", r.compiled_source}, {"models", models_of(r)}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : c.runtimes()) {
+    const std::vector<std::string> ids = models_of(r);
+    rows.push_back({r.id, r.name, r.engine ? "engine" : (r.compiled_by_default ? "compiled" : "eager"),
+                    std::to_string(ids.size()), r.summary});
+  }
+  std::cout << FormatTable({"id", "name", "runs", "models", "what it is"}, rows);
+  std::cout << "\n`ditune models --json` lists each model's entry per runtime (methods, flags, sources).\n";
   return 0;
 }
 

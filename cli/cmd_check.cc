@@ -14,7 +14,7 @@
 #include "core/config_rules.h"
 #include "planner/gpu_launch.h"
 #include "planner/plan.h"
-#include "planner/xdit_launch.h"
+#include "planner/launch.h"
 
 namespace ditune::cli {
 namespace {
@@ -37,34 +37,34 @@ int RunCheck(int argc, char** argv) {
   options.add_options()
       ("config", "configuration (ditune syntax or xDiT flags in quotes); empty = one device",
        cxxopts::value<std::string>())
-      ("executor", "whose rules: xdit (what xDiT's entry point runs for the model) or ditune (ditune's executor)",
-       cxxopts::value<std::string>()->default_value("xdit"))
       ("json", "one JSON document on stdout");
+  AddRuntimeOptions(options, /*any_allowed=*/false);
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("check", args.status());
   if (help) return 0;
-  auto executor = ParsePlanFor((*args)["executor"].as<std::string>());
-  if (!executor.ok()) return Fail("check", executor.status());
-  const bool xdit_rules = *executor == PlanFor::kXdit;
-  auto in = ReadConfigInputs(*args, xdit_rules);
+  auto unchecked = ReadConfigInputs(*args, {}, /*validate=*/false);
+  if (!unchecked.ok()) return Fail("check", unchecked.status());
+  auto runtime = ReadRuntime(*args, *unchecked->catalog, /*any_allowed=*/false);
+  if (!runtime.ok()) return Fail("check", runtime.status());
+  // The runtime's rules: its entry point's for the model, or ditune's engine's.
+  auto rules = RuntimeRules(*unchecked->catalog, *unchecked->model, unchecked->workload, unchecked->cluster, *runtime);
+  if (!rules.ok()) return Fail("check", rules.status());
+  auto in = ReadConfigInputs(*args, *rules);
   if (!in.ok()) return Fail("check", in.status());
-  if (xdit_rules && !in->cluster.gpu->is_cpu) {
-    Status w = XditRunsWorkload(*in->model, in->workload);
-    if (!w.ok()) return Fail("check", w);
-  }
   const ModelSpec& model = *in->model;
   const TokenGeometry& tokens = in->tokens;
   const Workload* workload = &in->workload;
   const Cluster* cluster = &in->cluster;
   const ParallelConfig* config = &in->config;
 
-  // What xDiT runs for this config (patches adjusted, warm-up clamped) and how to launch it.
-  std::optional<XditLaunch> launch;
+  // What the runtime runs for this config (xDiT: patches adjusted, warm-up clamped) and how to
+  // launch it.
+  std::optional<Launch> launch;
   ParallelConfig runs = *config;
-  if (xdit_rules && !cluster->gpu->is_cpu) {
+  if (!rules->empty()) {
     runs = XditRunsAs(tokens, workload->steps, *config);
-    auto l = MakeXditLaunch(model, *workload, *cluster, runs);
+    auto l = MakeLaunch(model, *rules, *workload, *cluster, runs);
     if (!l.ok()) return Fail("check", l.status());
     launch = std::move(*l);
   }
@@ -91,9 +91,12 @@ int RunCheck(int argc, char** argv) {
         {"valid", true}, {"config", ToString(*config)}, {"order", RankOrderToString(config->order)},
         {"model", model.id}, {"image_tokens", tokens.image_tokens()}, {"text_tokens", tokens.text_tokens},
         {"gpus", cluster->gpus()}, {"nodes", cluster->nodes()}, {"groups", groups}, {"ranks", ranks}};
-    out["executor"] = PlanForName(*executor);
-    out["xdit_flags"] = launch ? nlohmann::json(launch->parallel_flags) : nlohmann::json(nullptr);
-    out["xdit_command"] = launch ? nlohmann::json(launch->command) : nlohmann::json(nullptr);
+    out["runtime"] = *runtime;
+    out["executor"] = *runtime;
+    out["launch"] = launch ? LaunchToJson(*launch) : nlohmann::json(nullptr);
+    const bool xdit = launch && *runtime == "xdit";
+    out["xdit_flags"] = xdit ? nlohmann::json(launch->parallel_flags) : nlohmann::json(nullptr);
+    out["xdit_command"] = xdit ? nlohmann::json(launch->command) : nlohmann::json(nullptr);
     if (runs != in->config) out["xdit_adjusted_from"] = ToString(in->config);
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -110,13 +113,12 @@ int RunCheck(int argc, char** argv) {
   std::cout << fmt::format("config: {} — valid; rank order {} (fastest first)\n", Label(*config),
                            RankOrderToString(config->order));
   if (runs != in->config) {
-    std::cout << fmt::format("xDiT runs '{}' as '{}' (runtime_state.py: the patch height rounded to whole rows, "
+    std::cout << fmt::format("{} runs '{}' as '{}' (xDiT's runtime_state.py: the patch height rounded to whole rows, "
                              "the count recomputed; the warm-up clamped to the steps)\n",
-                             Label(in->config), Label(runs));
+                             model.runtime(*rules)->runtime_name, Label(in->config), Label(runs));
   }
   if (launch) {
-    std::cout << "launch with xDiT: " << launch->command << "\n";
-    for (const auto& note : launch->notes) std::cout << "  note: " << note << "\n";
+    std::cout << LaunchText(*launch, model.runtime(*rules)->runtime_name);
   } else {
     std::cout << "launch with ditune: "
               << ShellJoin(DituneRunCommand("ditune", *workload, *config, *cluster)) << "\n";

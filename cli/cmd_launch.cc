@@ -1,11 +1,13 @@
-// `ditune launch --auto WORKLOAD [CLUSTER] [--dry-run] [--executor xdit|ditune] [-- COMMAND [ARGS...]]`:
-// detect the GPUs, plan, and run the model's xDiT entry point as planned, or COMMAND with the
-// plan's parallel flags (in that entry point's names) appended.
+// `ditune launch --auto WORKLOAD [CLUSTER] [--dry-run] [--runtime R|any] [-- COMMAND [ARGS...]]`:
+// detect the GPUs, plan, and run the runtime's entry point for the model as planned, or
+// COMMAND with the plan's parallel flags (in that entry point's names) appended.
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -17,7 +19,8 @@
 namespace ditune::cli {
 
 void AddPlanOptions(cxxopts::Options& options);
-StatusOr<AutoConfigureOptions> ReadPlanOptions(const cxxopts::ParseResult& args);
+StatusOr<AutoConfigureOptions> ReadPlanOptions(const cxxopts::ParseResult& args, const Catalog& catalog,
+                                               bool any_allowed);
 
 int RunLaunch(int argc, char** argv) {
   // Everything after "--" is the command to launch.
@@ -33,6 +36,7 @@ int RunLaunch(int argc, char** argv) {
   AddWorkloadOptions(options);
   AddClusterOptions(options);
   AddPlanOptions(options);
+  AddRuntimeOptions(options, /*any_allowed=*/true);
   options.add_options()
       ("auto", "choose the configuration automatically (required)")
       ("dry-run", "print the command instead of running it");
@@ -44,19 +48,18 @@ int RunLaunch(int argc, char** argv) {
     return 0;
   }
   if (!args->count("auto")) return Fail("launch", Status::InvalidArgument("--auto is required (the only mode so far)"));
-  // --executor (a plan option): xdit appends xDiT's flags to COMMAND; ditune runs ditune's
-  // executor under mpirun, and the plan is priced for it.
-  auto executor_for = ParsePlanFor((*args)["executor"].as<std::string>());
-  if (!executor_for.ok()) return Fail("launch", executor_for.status());
-  const std::string executor(PlanForName(*executor_for));
-  if (executor == "ditune" && !command.empty()) {
-    return Fail("launch", Status::InvalidArgument(fmt::format(
-                              "--executor ditune launches ditune's own engine under mpirun; it runs no COMMAND (got "
-                              "'{}' after --): leave out the command, or launch it with --executor xdit",
-                              command.front())));
-  }
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("launch", catalog.status());
+  // --runtime (a plan option): a PyTorch runtime's parallel flags are appended to COMMAND, or
+  // its entry point runs; ditune runs ditune's engine under mpirun.
+  auto runtime = ReadRuntime(*args, **catalog, /*any_allowed=*/true);
+  if (!runtime.ok()) return Fail("launch", runtime.status());
+  if (*runtime == "ditune" && !command.empty()) {
+    return Fail("launch", Status::InvalidArgument(fmt::format(
+                              "--runtime ditune launches ditune's own engine under mpirun; it runs no COMMAND (got "
+                              "'{}' after --): leave out the command, or launch it with --runtime xdit",
+                              command.front())));
+  }
   auto workload = ReadWorkload(*args, **catalog);
   if (!workload.ok()) return Fail("launch", workload.status());
 
@@ -91,7 +94,7 @@ int RunLaunch(int argc, char** argv) {
     if (spec.gpus == 0) spec.gpus = detected->count;
     if (spec.intra_id.empty()) spec.intra_id = detected->intra_id;
   }
-  auto opt = ReadPlanOptions(*args);
+  auto opt = ReadPlanOptions(*args, **catalog, /*any_allowed=*/true);
   if (!opt.ok()) return Fail("launch", opt.status());
   opt->plan.top_k = 1;
   auto plan = AutoConfigure(*workload, spec, *opt);
@@ -100,23 +103,43 @@ int RunLaunch(int argc, char** argv) {
   std::cerr << fmt::format("ditune: {} on {} x {}: {} (predicted {:.3f} s)\n", workload->model_id,
                            plan->cluster.gpus(), plan->cluster.spec.gpu_id, Label(best.config),
                            best.result.total.value());
-  for (const auto& note : best.xdit ? best.xdit->notes : std::vector<std::string>{}) {
+  for (const auto& note : best.launch ? best.launch->notes : std::vector<std::string>{}) {
     std::cerr << "ditune: note: " << note << "\n";
   }
   std::vector<std::string> words;
-  if (executor == "ditune" || !best.xdit) {
-    // ditune's executor, and the CPU device, which xDiT does not run on.
+  if (!best.launch) {
+    // ditune's engine, and the CPU device, which the PyTorch runtimes do not run on.
     words = DituneRunCommand("ditune", *workload, best.config, plan->cluster);
   } else if (command.empty()) {
-    // The model's own xDiT entry point, as `plan` prints it (a shell line: it may read
+    // The runtime's entry point for the model, as `plan` prints it (a shell line: it may read
     // environment variables such as $MOCHI_WEIGHTS).
     if (args->count("dry-run")) {
-      std::cout << best.xdit->command << "\n";
+      std::cout << best.launch->command << "\n";
+      if (!best.launch->config_name.empty()) {
+        std::cout << "# " << best.launch->config_name << ":\n" << best.launch->config_text;
+      }
       return 0;
     }
-    words = {"/bin/sh", "-c", best.xdit->command};
+    if (!best.launch->config_name.empty()) {
+      // The file the command reads, written beside it; never over a different one.
+      const std::string& name = best.launch->config_name;
+      std::ifstream existing(name);
+      if (existing) {
+        std::string have((std::istreambuf_iterator<char>(existing)), std::istreambuf_iterator<char>());
+        if (have != best.launch->config_text) {
+          return Fail("launch", Status::InvalidArgument(fmt::format(
+                                    "{} exists here with other contents: the launch would overwrite it; move it away "
+                                    "or run from another directory (--dry-run prints what it would write)",
+                                    name)));
+        }
+      } else if (Status st = WriteOutputFile("config", name, best.launch->config_text); !st.ok()) {
+        return Fail("launch", st);
+      }
+      std::cerr << "ditune: wrote " << name << "\n";
+    }
+    words = {"/bin/sh", "-c", best.launch->command};
   } else {
-    auto x = XditCommand(command, *best.xdit);
+    auto x = WithParallelFlags(command, *best.launch);
     if (!x.ok()) return Fail("launch", x.status());
     words = *x;
   }

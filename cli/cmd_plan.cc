@@ -1,4 +1,4 @@
-// `ditune plan WORKLOAD CLUSTER [--objective ..] [--executor xdit|ditune] [--top K] [--explain] [--xdit-flags]
+// `ditune plan WORKLOAD CLUSTER [--objective ..] [--runtime R|any] [--top K] [--explain] [--xdit-flags]
 // [--json]`.
 #include <iostream>
 
@@ -18,18 +18,16 @@ void AddPlanOptions(cxxopts::Options& options) {
       ("top", "how many configurations to show", cxxopts::value<int>()->default_value("5"))
       ("warmup", "PipeFusion warm-up steps to consider, e.g. 0,1,2 (default 1, as xDiT)",
        cxxopts::value<std::string>()->default_value("1"))
-      ("executor", "who runs the plan, which sets how it is priced: xdit (xDiT, eager PyTorch) or ditune "
-                   "(ditune's engine: `ditune run --backend cuda` under mpirun)",
-       cxxopts::value<std::string>()->default_value("xdit"))
-      ("torch-compile", "xDiT with --use_torch_compile: priced without the eager host overhead, and printed in "
-                        "the launch line where the model's entry point compiles")
-      ("parallel-vae", "xDiT with --use_parallel_vae where the model's entry point has it")
+      ("torch-compile", "torch.compile (xDiT's --use_torch_compile, ...): priced without the eager host overhead, "
+                        "and printed in the launch line where the runtime's entry point compiles the model")
+      ("parallel-vae", "parallel VAE decode (xDiT's --use_parallel_vae, ...) where the runtime's entry point has it")
       ("no-cache", "search again even if a plan for this calibration is cached")
       ("db", "calibration database (default: $DITUNE_DB or ~/.local/share/ditune/ditune.db)",
        cxxopts::value<std::string>());
 }
 
-StatusOr<AutoConfigureOptions> ReadPlanOptions(const cxxopts::ParseResult& args) {
+StatusOr<AutoConfigureOptions> ReadPlanOptions(const cxxopts::ParseResult& args, const Catalog& catalog,
+                                               bool any_allowed) {
   AutoConfigureOptions o;
   DITUNE_ASSIGN_OR_RETURN(o.plan.objective, ParseObjective(args["objective"].as<std::string>()));
   o.plan.top_k = args["top"].as<int>();
@@ -53,12 +51,14 @@ StatusOr<AutoConfigureOptions> ReadPlanOptions(const cxxopts::ParseResult& args)
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
-  DITUNE_ASSIGN_OR_RETURN(o.plan.executor, ParsePlanFor(args["executor"].as<std::string>()));
+  DITUNE_ASSIGN_OR_RETURN(o.plan.runtime, ReadRuntime(args, catalog, any_allowed));
   o.use_cache = args.count("no-cache") == 0;
-  o.plan.xdit.torch_compile = args.count("torch-compile") > 0;
-  o.plan.xdit.parallel_vae = args.count("parallel-vae") > 0;
-  if ((o.plan.xdit.torch_compile || o.plan.xdit.parallel_vae) && o.plan.executor != PlanFor::kXdit) {
-    return Status::InvalidArgument("--torch-compile and --parallel-vae are xDiT's options: leave out --executor ditune");
+  o.plan.launch.torch_compile = args.count("torch-compile") > 0;
+  o.plan.launch.parallel_vae = args.count("parallel-vae") > 0;
+  if ((o.plan.launch.torch_compile || o.plan.launch.parallel_vae) && o.plan.runtime == "ditune") {
+    return Status::InvalidArgument(
+        "--torch-compile and --parallel-vae are the PyTorch runtimes' options: ditune's engine runs neither (leave "
+        "out --runtime ditune)");
   }
   if (args.count("db")) {
     o.db_path = args["db"].as<std::string>();
@@ -72,6 +72,7 @@ int RunPlan(int argc, char** argv) {
   AddWorkloadOptions(options);
   AddClusterOptions(options);
   AddPlanOptions(options);
+  AddRuntimeOptions(options, /*any_allowed=*/true);
   options.add_options()
       ("explain", "why the winner wins and what holds the runner-ups back")
       ("xdit-flags", "print only the xDiT flags of the best configuration xDiT can run")
@@ -86,7 +87,7 @@ int RunPlan(int argc, char** argv) {
   if (!workload.ok()) return Fail("plan", workload.status());
   auto spec = ReadClusterSpec(*args);
   if (!spec.ok()) return Fail("plan", spec.status());
-  auto opt = ReadPlanOptions(*args);
+  auto opt = ReadPlanOptions(*args, **catalog, /*any_allowed=*/true);
   if (!opt.ok()) return Fail("plan", opt.status());
   for (int warmup : opt->plan.enumerate.warmups) {
     if (warmup > workload->steps) {
@@ -95,8 +96,11 @@ int RunPlan(int argc, char** argv) {
     }
   }
   if (args->count("xdit-flags")) {
-    if (opt->plan.executor != PlanFor::kXdit) {
-      return Fail("plan", Status::InvalidArgument("--xdit-flags plans for xDiT: leave out --executor ditune"));
+    if (opt->plan.runtime != "xdit") {
+      return Fail("plan", Status::InvalidArgument(fmt::format(
+                              "--xdit-flags plans for xDiT: leave out --runtime {} (every plan prints its runtime's "
+                              "launch line)",
+                              opt->plan.runtime)));
     }
     opt->plan.enumerate = XditOnly(opt->plan.enumerate);
   }
@@ -110,17 +114,17 @@ int RunPlan(int argc, char** argv) {
   const Candidate& best = plan->ranked.front();
 
   if (args->count("xdit-flags")) {
-    if (!best.xdit) {
+    if (!best.launch) {
       return Fail("plan", Status::InvalidArgument("xDiT runs on GPUs: give a GPU (--gpu), not the cpu device"));
     }
     if (args->count("json")) {
-      std::cout << nlohmann::json{{"config", ToString(best.config)}, {"xdit_flags", best.xdit->parallel_flags},
-                                  {"xdit_command", best.xdit->command}, {"latency_s", best.result.total.value()}}
+      std::cout << nlohmann::json{{"config", ToString(best.config)}, {"xdit_flags", best.launch->parallel_flags},
+                                  {"xdit_command", best.launch->command}, {"latency_s", best.result.total.value()}}
                        .dump(2)
                 << "\n";
       return 0;
     }
-    std::cout << best.xdit->parallel_flags << "\n";
+    std::cout << best.launch->parallel_flags << "\n";
     return 0;
   }
   if (args->count("json")) {
@@ -149,29 +153,30 @@ int RunPlan(int argc, char** argv) {
       speedup = fmt::format("{:.2f}x", s);
       eff = fmt::format("{:.0f}%", 100 * s / c.gpus());
     }
-    rows.push_back({std::to_string(rank++), Label(cand.config), fmt::format("{:.3f}", r.total.value()), speedup, eff,
+    std::vector<std::string> row = {std::to_string(rank++), Label(cand.config)};
+    if (plan->runtime == kRuntimeAny) row.push_back(cand.runtime);
+    rows.push_back(row);
+    rows.back().insert(rows.back().end(), {fmt::format("{:.3f}", r.total.value()), speedup, eff,
                     fmt::format("{:.2f}", cand.images_per_s), fmt::format("{:.1f}", r.peak_memory.value() / 1e9),
                     fmt::format("{:.1f}", 1e3 * step), pct(r.steady.compute), pct(r.steady.exposed_comm),
                     pct(r.steady.bubble), pct(r.steady.host_wait),
                     fmt::format("{:.2f}/{:.2f}", r.text_encode.value(), r.vae_decode.value())});
   }
-  std::cout << FormatTable({"#", "config", "latency s", "speedup", "eff", "img/s", "GB/GPU", "step ms", "compute",
-                            "comm", "bubble", "host", "text/VAE s"},
-                           rows);
+  std::vector<std::string> header = {"#", "config"};
+  if (plan->runtime == kRuntimeAny) header.push_back("runtime");
+  header.insert(header.end(), {"latency s", "speedup", "eff", "img/s", "GB/GPU", "step ms", "compute", "comm",
+                               "bubble", "host", "text/VAE s"});
+  std::cout << FormatTable(header, rows);
   if (args->count("explain")) {
     std::cout << "\n";
     for (const auto& line : plan->explanation) std::cout << "- " << line << "\n";
   }
-  if (plan->executor == PlanFor::kDitune) {
+  if (!best.launch) {
     std::cout << "\nlaunch with ditune: " << ShellJoin(DituneRunCommand("ditune", w, best.config, c)) << "\n";
     return 0;
   }
-  if (!best.xdit) {
-    std::cout << "\nlaunch with ditune: " << ShellJoin(DituneRunCommand("ditune", w, best.config, c)) << "\n";
-    return 0;
-  }
-  std::cout << "\nlaunch with xDiT: " << best.xdit->command << "\n";
-  for (const auto& note : best.xdit->notes) std::cout << "  note: " << note << "\n";
+  const ModelSpec* model = *(*catalog)->Model(w.model_id);
+  std::cout << "\n" << LaunchText(*best.launch, model->runtime(best.launch->runtime)->runtime_name);
   return 0;
 }
 

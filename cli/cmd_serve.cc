@@ -24,7 +24,7 @@ StatusOr<ServeQuery> ReadQuery(const cxxopts::ParseResult& args, const Catalog& 
   DITUNE_ASSIGN_OR_RETURN(q.pricing.cluster, ResolveCluster(spec, catalog));
   q.pricing.catalog = &catalog;
   q.pricing.fits = fits;
-  DITUNE_ASSIGN_OR_RETURN(q.pricing.plan.executor, ParsePlanFor(args["executor"].as<std::string>()));
+  DITUNE_ASSIGN_OR_RETURN(q.pricing.plan.runtime, ReadRuntime(args, catalog, /*any_allowed=*/false));
   DITUNE_ASSIGN_OR_RETURN(q.queue.policy, ParsePolicy(args["policy"].as<std::string>()));
   q.queue.max_batch = args["max-batch"].as<int>();
   if (q.queue.max_batch < 1 || q.queue.max_batch > 64) {
@@ -75,6 +75,7 @@ int RunServe(int argc, char** argv) {
   cxxopts::Options options("ditune serve", "Serve a request stream on a layout of replicas; find the fewest GPUs for an SLO");
   AddWorkloadOptions(options);
   AddClusterOptions(options);
+  AddRuntimeOptions(options, /*any_allowed=*/false);
   options.add_options("serve")
       ("rate", "Poisson arrivals, requests per second", cxxopts::value<double>())
       ("mix", "request shapes and weights for --rate: HxW[xFRAMES][@STEPS][:WEIGHT],...", cxxopts::value<std::string>())
@@ -88,8 +89,6 @@ int RunServe(int argc, char** argv) {
       ("percentile", "the latency percentile the SLO is on", cxxopts::value<double>()->default_value("99"))
       ("policy", "fcfs | size-aware | dynamic", cxxopts::value<std::string>()->default_value("fcfs"))
       ("max-batch", "requests of one shape a replica serves together, at most", cxxopts::value<int>()->default_value("1"))
-      ("executor", "who runs the requests, which sets how they are priced: xdit or ditune",
-       cxxopts::value<std::string>()->default_value("xdit"))
       ("csv", "write every request as CSV", cxxopts::value<std::string>())
       ("plot", "draw latency and utilisation against offered load (SVG)", cxxopts::value<std::string>())
       ("db", "calibration database", cxxopts::value<std::string>())

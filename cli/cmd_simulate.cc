@@ -1,5 +1,6 @@
-// `ditune simulate WORKLOAD CLUSTER --config SPEC [--trace FILE.json] [--json]`.
+// `ditune simulate WORKLOAD CLUSTER --config SPEC [--runtime R] [--trace FILE.json] [--json]`.
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "core/output_file.h"
 #include "costmodels/calibration.h"
 #include "store/store.h"
+#include "planner/launch.h"
 #include "planner/plan.h"
 #include "simulator/simulate.h"
 
@@ -30,29 +32,28 @@ int RunSimulate(int argc, char** argv) {
       ("trace", "write a Chrome trace (open it in Perfetto)", cxxopts::value<std::string>())
       ("db", "calibration database (default: $DITUNE_DB or ~/.local/share/ditune/ditune.db)",
        cxxopts::value<std::string>())
-      ("executor", "who runs it, which sets how it is priced and which rules it must pass, as for `plan`: "
-                   "xdit (xDiT, eager PyTorch) or ditune (ditune's engine)",
-       cxxopts::value<std::string>()->default_value("xdit"))
-      ("torch-compile", "xDiT with --use_torch_compile (as `plan --torch-compile`)")
-      ("parallel-vae", "xDiT with --use_parallel_vae where the model's entry point has it")
+      ("torch-compile", "torch.compile (as `plan --torch-compile`)")
+      ("parallel-vae", "parallel VAE decode where the runtime's entry point has it (as `plan --parallel-vae`)")
       ("json", "one JSON document on stdout");
+  AddRuntimeOptions(options, /*any_allowed=*/false);
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("simulate", args.status());
   if (help) return 0;
-  PlanOptions plan_options;
-  auto executor = ParsePlanFor((*args)["executor"].as<std::string>());
-  if (!executor.ok()) return Fail("simulate", executor.status());
-  plan_options.executor = *executor;
-  plan_options.xdit.torch_compile = args->count("torch-compile") > 0;
-  plan_options.xdit.parallel_vae = args->count("parallel-vae") > 0;
-  if ((plan_options.xdit.torch_compile || plan_options.xdit.parallel_vae) && *executor != PlanFor::kXdit) {
-    return Fail("simulate", Status::InvalidArgument(
-                                "--torch-compile and --parallel-vae are xDiT's options: leave out --executor ditune"));
-  }
-  // The executor's own rules are checked where it is priced (SimulateAsPlanned).
-  auto inputs = ReadConfigInputs(*args, /*xdit_rules=*/false, /*validate=*/false);
+  // The runtime's own rules are checked where it is priced (SimulateAsPlanned).
+  auto inputs = ReadConfigInputs(*args, {}, /*validate=*/false);
   if (!inputs.ok()) return Fail("simulate", inputs.status());
+  PlanOptions plan_options;
+  auto runtime = ReadRuntime(*args, *inputs->catalog, /*any_allowed=*/false);
+  if (!runtime.ok()) return Fail("simulate", runtime.status());
+  plan_options.runtime = *runtime;
+  plan_options.launch.torch_compile = args->count("torch-compile") > 0;
+  plan_options.launch.parallel_vae = args->count("parallel-vae") > 0;
+  if ((plan_options.launch.torch_compile || plan_options.launch.parallel_vae) && *runtime == "ditune") {
+    return Fail("simulate", Status::InvalidArgument(
+                                "--torch-compile and --parallel-vae are the PyTorch runtimes' options: ditune's engine "
+                                "runs neither (leave out --runtime ditune)"));
+  }
   const ModelSpec& model = *inputs->model;
   const Workload* workload = &inputs->workload;
   const Cluster* cluster = &inputs->cluster;
@@ -74,9 +75,15 @@ int RunSimulate(int argc, char** argv) {
   if (!r.ok()) return Fail("simulate", r.status());
   const ParallelConfig* config = &priced;
   if (!(priced == inputs->config)) {
-    std::cerr << fmt::format("ditune simulate: xDiT runs '{}' as '{}' (its patch count and warm-up for this size); "
+    std::cerr << fmt::format("ditune simulate: {} runs '{}' as '{}' (its patch count and warm-up for this size); "
                              "priced so\n",
-                             ToString(inputs->config), ToString(priced));
+                             *runtime, ToString(inputs->config), ToString(priced));
+  }
+  // How to launch it, where a runtime's entry point runs it (the rules passed: it was priced).
+  std::optional<Launch> launch;
+  if (auto rules = RuntimeRules(*inputs->catalog, model, *workload, *cluster, *runtime); rules.ok() && !rules->empty()) {
+    auto l = MakeLaunch(model, *rules, *workload, *cluster, priced, plan_options.launch);
+    if (l.ok()) launch = std::move(*l);
   }
   if (trace) {
     // The trace lays out the scheduler's tasks by rank: the configuration and the cluster.
@@ -92,7 +99,7 @@ int RunSimulate(int argc, char** argv) {
                        {"memory_gb", rr.memory.peak().value() / 1e9}, {"fits", rr.memory.fits()}});
     }
     nlohmann::json out = {
-        {"model", model.id}, {"config", ToString(*config)}, {"executor", std::string(PlanForName(*executor))},
+        {"model", model.id}, {"config", ToString(*config)}, {"runtime", *runtime}, {"executor", *runtime},
         {"gpus", cluster->gpus()},
         {"latency_s", r->total.value()}, {"text_encode_s", r->text_encode.value()}, {"dit_s", r->dit.value()},
         {"vae_decode_s", r->vae_decode.value()}, {"warmup_s", r->warmup.value()}, {"step_s", r->step.value()},
@@ -100,6 +107,7 @@ int RunSimulate(int argc, char** argv) {
                       {"bubble_s", r->steady.bubble.value()}}},
         {"imbalance", r->imbalance}, {"peak_memory_gb", r->peak_memory.value() / 1e9}, {"fits", r->fits},
         {"ranks", ranks}};
+    out["launch"] = launch ? LaunchToJson(*launch) : nlohmann::json(nullptr);
     std::cout << out.dump(2) << "\n";
     return r->fits ? 0 : 3;
   }
@@ -119,6 +127,9 @@ int RunSimulate(int argc, char** argv) {
       "VAE decode {}, runtime {}\n",
       Gb(r->peak_memory), Gb(m.capacity), r->fits ? "fits" : "DOES NOT FIT", Gb(m.weights), Gb(m.encoders),
       Gb(m.activations + m.attention), Gb(m.kv_buffers), Gb(m.comm_buffers), Gb(m.vae_decode), Gb(m.runtime));
+  if (launch) {
+    std::cout << LaunchText(*launch, model.runtime(launch->runtime)->runtime_name);
+  }
   if (trace) std::cout << "trace: " << (*args)["trace"].as<std::string>() << "\n";
   return r->fits ? 0 : 3;
 }

@@ -62,6 +62,7 @@ StatusOr<std::vector<int>> IntList(const std::string& flag, const std::string& s
 int RunWhatIf(int argc, char** argv) {
   cxxopts::Options options("ditune whatif", "Sweep GPU types, counts, links and sizes; find what meets a latency");
   AddWorkloadOptions(options);
+  AddRuntimeOptions(options, /*any_allowed=*/true);
   options.add_options("what-if")
       ("gpu", "GPU ids, comma-separated", cxxopts::value<std::string>())
       ("gpus", "GPU counts, comma-separated (e.g. 1,2,4,8,16)", cxxopts::value<std::string>())
@@ -71,9 +72,6 @@ int RunWhatIf(int argc, char** argv) {
       ("sizes", "resolutions HxW to compare, comma-separated", cxxopts::value<std::string>())
       ("frames-list", "frame counts to compare, comma-separated", cxxopts::value<std::string>())
       ("objective", "latency | throughput | gpu-seconds", cxxopts::value<std::string>()->default_value("latency"))
-      ("executor", "who runs the plans, which sets how they are priced: xdit (xDiT, eager PyTorch) or ditune "
-                   "(ditune's engine)",
-       cxxopts::value<std::string>()->default_value("xdit"))
       ("slo", "latency objective in seconds: the smallest cluster that meets it", cxxopts::value<double>())
       ("csv", "write every point as CSV", cxxopts::value<std::string>())
       ("plot", "draw latency and speedup against GPU count (SVG)", cxxopts::value<std::string>())
@@ -136,9 +134,11 @@ int RunWhatIf(int argc, char** argv) {
   auto objective = ParseObjective((*args)["objective"].as<std::string>());
   if (!objective.ok()) return Fail("whatif", objective.status());
   q.plan.objective = *objective;
-  auto executor = ParsePlanFor((*args)["executor"].as<std::string>());
-  if (!executor.ok()) return Fail("whatif", executor.status());
-  q.plan.executor = *executor;
+  auto catalog_for_runtime = Catalog::Default();
+  if (!catalog_for_runtime.ok()) return Fail("whatif", catalog_for_runtime.status());
+  auto runtime = ReadRuntime(*args, **catalog_for_runtime, /*any_allowed=*/true);
+  if (!runtime.ok()) return Fail("whatif", runtime.status());
+  q.plan.runtime = *runtime;
   auto store = OpenPricingStore(*args);
   if (!store.ok()) return Fail("whatif", store.status());
   auto fits = (*store)->ActiveFits();

@@ -7,6 +7,7 @@ namespace ditune::cli {
 
 int RunModels(int argc, char** argv);
 int RunHardware(int argc, char** argv);
+int RunRuntimes(int argc, char** argv);
 int RunCheck(int argc, char** argv);
 int RunCalibrate(int argc, char** argv);
 int RunCalibrateLearn(int argc, char** argv);

@@ -19,6 +19,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"models", ditune::cli::RunModels, "list the DiT models in the catalog"},
     {"hardware", ditune::cli::RunHardware, "list the GPUs and links in the catalog"},
+    {"runtimes", ditune::cli::RunRuntimes, "list the runtimes ditune prices and launches (xDiT, Wan generate.py, SGLang, ...)"},
     {"check", ditune::cli::RunCheck, "validate a configuration and show its rank layout"},
     {"plan", ditune::cli::RunPlan, "choose the best parallel configuration and explain it"},
     {"whatif", ditune::cli::RunWhatIf, "sweep GPU types, counts, links and sizes; meet a latency objective"},

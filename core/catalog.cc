@@ -85,6 +85,14 @@ std::string UnknownIdMessage(std::string_view what, std::string_view id,
   std::string hint;
   if (!closest.empty() && best <= std::max<size_t>(2, id.size() / 3)) {
     hint = fmt::format(" (did you mean '{}'?)", closest);
+  } else if (id.size() >= 3) {
+    // The start of an id ("vllm" for "vllm-omni").
+    for (const auto& v : valid) {
+      if (v.rfind(id, 0) == 0) {
+        hint = fmt::format(" (did you mean '{}'?)", v);
+        break;
+      }
+    }
   }
   return fmt::format("unknown {} '{}'{}; valid: {}", what, id, hint, fmt::join(valid, ", "));
 }
@@ -106,6 +114,33 @@ StatusOr<Catalog> Catalog::Load(const std::filesystem::path& data_dir) {
   DITUNE_RETURN_IF_ERROR(LoadDir(data_dir / "models", ParseModelSpec, &c.models_));
   DITUNE_RETURN_IF_ERROR(LoadDir(data_dir / "hardware" / "gpus", ParseGpuSpec, &c.gpus_));
   DITUNE_RETURN_IF_ERROR(LoadDir(data_dir / "hardware" / "links", ParseLinkSpec, &c.links_));
+  std::vector<RuntimeFile> runtime_files;
+  DITUNE_RETURN_IF_ERROR(LoadDir(data_dir / "runtimes", ParseRuntimeFile, &runtime_files));
+  for (RuntimeFile& file : runtime_files) {
+    for (auto& [model_id, support] : file.models) {
+      auto it = std::find_if(c.models_.begin(), c.models_.end(), [&](const ModelSpec& m) { return m.id == model_id; });
+      if (it == c.models_.end()) {
+        std::vector<std::string> valid;
+        for (const auto& m : c.models_) valid.push_back(m.id);
+        return Status::InvalidArgument(fmt::format("{}: models: {}", (data_dir / "runtimes" / (file.id + ".json")).string(),
+                                                   UnknownIdMessage("model", model_id, valid)));
+      }
+      if (!it->runtimes.emplace(file.id, std::move(support)).second) {
+        return Status::InvalidArgument(fmt::format("runtime '{}': model '{}' is described twice (its model file's "
+                                                   "\"{}\" object and data/runtimes/{}.json)",
+                                                   file.id, model_id, file.id, file.id));
+      }
+    }
+    c.runtimes_.push_back(std::move(file.spec));
+  }
+  for (const auto& m : c.models_) {
+    for (const auto& [id, support] : m.runtimes) {
+      if (!c.Runtime(id).ok()) {
+        return Status::InvalidArgument(fmt::format("model '{}' names runtime '{}', which has no file in {}", m.id, id,
+                                                   (data_dir / "runtimes").string()));
+      }
+    }
+  }
   // Cross-references between files.
   for (const auto& g : c.gpus_) {
     auto link = c.Link(g.default_intra);
@@ -121,5 +156,6 @@ StatusOr<Catalog> Catalog::Load(const std::filesystem::path& data_dir) {
 StatusOr<const ModelSpec*> Catalog::Model(std::string_view id) const { return Find(models_, "model", id); }
 StatusOr<const GpuSpec*> Catalog::Gpu(std::string_view id) const { return Find(gpus_, "GPU", id); }
 StatusOr<const LinkSpec*> Catalog::Link(std::string_view id) const { return Find(links_, "link", id); }
+StatusOr<const RuntimeSpec*> Catalog::Runtime(std::string_view id) const { return Find(runtimes_, "runtime", id); }
 
 }  // namespace ditune

@@ -15,9 +15,10 @@ namespace ditune {
 
 class Catalog {
  public:
-  // Loads data_dir/models/*.json, data_dir/hardware/gpus/*.json and
-  // data_dir/hardware/links/*.json. Every file must parse, pass its cross-checks and be
-  // named after its id. Fails on the first bad file, naming it.
+  // Loads data_dir/models/*.json, data_dir/hardware/gpus/*.json,
+  // data_dir/hardware/links/*.json and data_dir/runtimes/*.json (each runtime's entries are
+  // attached to the models they name: ModelSpec::runtimes). Every file must parse, pass its
+  // cross-checks and be named after its id. Fails on the first bad file, naming it.
   static StatusOr<Catalog> Load(const std::filesystem::path& data_dir);
 
   // $DITUNE_DATA when set, else the directory the build was configured with.
@@ -30,10 +31,12 @@ class Catalog {
   StatusOr<const ModelSpec*> Model(std::string_view id) const;
   StatusOr<const GpuSpec*> Gpu(std::string_view id) const;
   StatusOr<const LinkSpec*> Link(std::string_view id) const;
+  StatusOr<const RuntimeSpec*> Runtime(std::string_view id) const;
 
   const std::vector<ModelSpec>& models() const { return models_; }
   const std::vector<GpuSpec>& gpus() const { return gpus_; }
   const std::vector<LinkSpec>& links() const { return links_; }
+  const std::vector<RuntimeSpec>& runtimes() const { return runtimes_; }
   const std::filesystem::path& data_dir() const { return data_dir_; }
 
  private:
@@ -41,6 +44,7 @@ class Catalog {
   std::vector<ModelSpec> models_;
   std::vector<GpuSpec> gpus_;
   std::vector<LinkSpec> links_;
+  std::vector<RuntimeSpec> runtimes_;
 };
 
 // "unknown <what> 'x' (did you mean 'y'?); valid: a, b, c" — the message every unknown

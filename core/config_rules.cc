@@ -83,8 +83,9 @@ std::string Nearest(const std::vector<std::string>& fixes) {
   return fmt::format("; nearest launchable: {}", fmt::join(fixes, " | "));
 }
 
-// xDiT's own rules for the model (ctx.xdit). Returns false to stop checking (enumeration).
-bool CheckXdit(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Violation>* out, bool suggest,
+// The runtime's own rules for the model (ctx.runtime). Returns false to stop checking
+// (enumeration).
+bool CheckRuntime(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Violation>* out, bool suggest,
                bool* ok) {
   const ModelSpec& m = *ctx.model;
   auto fail = [&](const char* rule, auto make_message) {
@@ -92,36 +93,40 @@ bool CheckXdit(const ValidationContext& ctx, const ParallelConfig& c, std::vecto
     if (out != nullptr) out->push_back({rule, make_message()});
     return out != nullptr;
   };
-  if (!m.xdit) {
-    return fail(kRuleXditModel, [&] {
-      return fmt::format("xDiT runs no entry point for {} (its model file has no xdit section); plan it for "
-                         "ditune's executor (--executor ditune)",
-                         m.id);
+  const RuntimeSupport* entry = m.runtime(ctx.runtime);
+  if (entry == nullptr) {
+    return fail(kRuleRuntimeModel, [&] {
+      std::vector<std::string> others;
+      for (const auto& [id, s] : m.runtimes) others.push_back(id);
+      others.push_back("ditune");
+      return fmt::format("runtime '{}' runs no entry point for {}; runtimes that run it: {}", ctx.runtime, m.id,
+                         fmt::join(others, ", "));
     });
   }
-  const XditSupport& x = *m.xdit;
+  const RuntimeSupport& x = *entry;
+  const std::string& who = x.runtime_name;
   struct Use {
-    XditMethod method;
+    RuntimeMethod method;
     int ParallelConfig::*field;
     int degree;
   };
-  const Use uses[] = {{XditMethod::kUlysses, &ParallelConfig::ulysses, c.ulysses},
-                      {XditMethod::kRing, &ParallelConfig::ring, c.ring},
-                      {XditMethod::kPipeFusion, &ParallelConfig::pipefusion, c.pipefusion},
-                      {XditMethod::kCfg, &ParallelConfig::cfg, c.cfg},
-                      {XditMethod::kTp, &ParallelConfig::tp, c.tp},
-                      {XditMethod::kDp, &ParallelConfig::dp, c.dp},
-                      {XditMethod::kDistriFusion, &ParallelConfig::distrifusion, c.distrifusion},
-                      {XditMethod::kFullyShard, &ParallelConfig::fsdp, c.fsdp},
-                      {XditMethod::kCpuOffload, &ParallelConfig::offload, c.offload != 0 ? 2 : 1}};
+  const Use uses[] = {{RuntimeMethod::kUlysses, &ParallelConfig::ulysses, c.ulysses},
+                      {RuntimeMethod::kRing, &ParallelConfig::ring, c.ring},
+                      {RuntimeMethod::kPipeFusion, &ParallelConfig::pipefusion, c.pipefusion},
+                      {RuntimeMethod::kCfg, &ParallelConfig::cfg, c.cfg},
+                      {RuntimeMethod::kTp, &ParallelConfig::tp, c.tp},
+                      {RuntimeMethod::kDp, &ParallelConfig::dp, c.dp},
+                      {RuntimeMethod::kDistriFusion, &ParallelConfig::distrifusion, c.distrifusion},
+                      {RuntimeMethod::kFullyShard, &ParallelConfig::fsdp, c.fsdp},
+                      {RuntimeMethod::kCpuOffload, &ParallelConfig::offload, c.offload != 0 ? 2 : 1}};
   for (const Use& u : uses) {
     if (u.degree <= 1 || x.runs(u.method)) continue;
     // cfg=2 on a model without guidance is the cfg rule's to name.
-    if (u.method == XditMethod::kCfg && !m.uses_cfg) continue;
-    if (!fail(kRuleXditMethod, [&] {
-          std::string msg = fmt::format("xDiT has no {} for {} ({})", XditMethodPhrase(u.method), m.id,
+    if (u.method == RuntimeMethod::kCfg && !m.uses_cfg) continue;
+    if (!fail(kRuleRuntimeMethod, [&] {
+          std::string msg = fmt::format("{} has no {} for {} ({})", who, RuntimeMethodPhrase(u.method), m.id,
                                         x.method(u.method).source);
-          if (suggest && u.method != XditMethod::kFullyShard && u.method != XditMethod::kCpuOffload) {
+          if (suggest && u.method != RuntimeMethod::kFullyShard && u.method != RuntimeMethod::kCpuOffload) {
             msg += Nearest(MoveDegree(ctx, c, u.field));
           }
           return msg;
@@ -129,11 +134,11 @@ bool CheckXdit(const ValidationContext& ctx, const ParallelConfig& c, std::vecto
       return false;
   }
   if (c.order != kDefaultRankOrder) {
-    if (!fail(kRuleXditOrder, [&] {
+    if (!fail(kRuleRuntimeOrder, [&] {
           return fmt::format(
-              "xDiT always uses the rank order tp-sp-pp-cfg-dp; this config uses {}: launch it with ditune's "
-              "executor or remap the ranks (CUDA_VISIBLE_DEVICES)",
-              RankOrderToString(c.order));
+              "{} always uses the rank order tp-sp-pp-cfg-dp; this config uses {}: launch it with ditune's "
+              "engine (--runtime ditune) or remap the ranks (CUDA_VISIBLE_DEVICES)",
+              who, RankOrderToString(c.order));
         }))
       return false;
   }
@@ -145,36 +150,51 @@ bool CheckXdit(const ValidationContext& ctx, const ParallelConfig& c, std::vecto
     by_default.patches = c.pipefusion;
     const int runs = XditRunsAs(ctx.tokens, ctx.steps, by_default).patches;
     if (c.patches != runs &&
-        !fail(kRuleXditFlag, [&] {
-          return fmt::format("xDiT's entry point for {} takes no patch count ({}): it runs as many patches as "
+        !fail(kRuleRuntimeFlag, [&] {
+          return fmt::format("{}'s entry point for {} takes no patch count ({}): it runs as many patches as "
                              "stages{}; use patches={}",
-                             m.id, x.flags_source,
+                             who, m.id, x.flags_source,
                              runs != c.pipefusion ? fmt::format(" (recomputed to {} for these rows)", runs) : "",
                              c.pipefusion);
         }))
       return false;
   }
   if (c.pipefusion > 1 && x.flag("warmup") == nullptr && c.warmup != 1) {
-    if (!fail(kRuleXditFlag, [&] {
-          return fmt::format("xDiT's entry point for {} takes no warm-up count ({}): it runs 1 warm-up step; "
+    if (!fail(kRuleRuntimeFlag, [&] {
+          return fmt::format("{}'s entry point for {} takes no warm-up count ({}): it runs 1 warm-up step; "
                              "use warmup=1",
-                             m.id, x.flags_source);
+                             who, m.id, x.flags_source);
         }))
       return false;
   }
-  for (const XditConstraint& k : x.constraints) {
+  for (const RuntimeConstraint& k : x.constraints) {
     bool broken = false;
     std::string what;
     int ParallelConfig::*move = nullptr;
-    if (k.rule == kXditTpOnlyWithUlysses && c.tp > 1 &&
+    if (k.rule == kConstraintTpOnlyWithUlysses && c.tp > 1 &&
         (c.ring > 1 || c.pipefusion > 1 || c.cfg > 1 || c.dp > 1 || c.distrifusion > 1)) {
       broken = true;
       what = fmt::format("tensor parallelism (tp {}) combines only with Ulysses", c.tp);
       move = &ParallelConfig::tp;
     }
+    if (k.rule == kConstraintSpIsWorld && ctx.gpus > 1 && c.ulysses * c.ring != ctx.gpus) {
+      broken = true;
+      what = fmt::format("on {} GPUs every rank is a sequence-parallel rank: ulysses x ring must be {} (got {} x {})",
+                         ctx.gpus, ctx.gpus, c.ulysses, c.ring);
+      move = &ParallelConfig::ulysses;
+    }
+    if (k.rule == kConstraintOffloadAlone && c.offload != 0 && c.sp() > 1) {
+      broken = true;
+      what = fmt::format("model CPU offload does not run with sequence parallelism (ulysses {} x ring {})", c.ulysses,
+                         c.ring);
+    }
+    if (k.rule == kConstraintFsdpIsWorld && c.fsdp > 1 && c.fsdp != ctx.gpus) {
+      broken = true;
+      what = fmt::format("the weights are sharded over every rank: fsdp is 1 or {} (got {})", ctx.gpus, c.fsdp);
+    }
     if (!broken) continue;
-    if (!fail(kRuleXditConstraint, [&] {
-          std::string msg = fmt::format("xDiT for {}: {} ({})", m.id, what, k.source);
+    if (!fail(kRuleRuntimeConstraint, [&] {
+          std::string msg = fmt::format("{} for {}: {} ({})", who, m.id, what, k.source);
           if (suggest && move != nullptr) msg += Nearest(MoveDegree(ctx, c, move));
           return msg;
         }))
@@ -239,9 +259,11 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
       return false;
   }
 
-  if (ctx.xdit && !CheckXdit(ctx, c, out, suggest, &ok)) return false;
+  const bool by_runtime = !ctx.runtime.empty();
+  const RuntimeSupport* entry = by_runtime ? m.runtime(ctx.runtime) : nullptr;
+  if (by_runtime && !CheckRuntime(ctx, c, out, suggest, &ok)) return false;
 
-  const bool heads_padded = ctx.xdit && m.xdit && m.xdit->constraint(kXditHeadsPadded) != nullptr && c.tp == 1;
+  const bool heads_padded = entry != nullptr && entry->constraint(kConstraintHeadsPadded) != nullptr && c.tp == 1;
   if (!heads_padded && m.heads % (c.ulysses * c.tp) != 0) {
     if (!fail(kRuleUlyssesHeads, [&] {
           std::string msg = fmt::format(
@@ -275,20 +297,24 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
   }
 
   const int seq_split = c.sp() * c.distrifusion;
-  const bool xdit_split = ctx.xdit && m.xdit.has_value();
-  const bool splits = xdit_split ? SequenceSplitsBy(t, seq_split, m.xdit->split) : SequenceSplits(t, seq_split);
+  const bool xdit_split = entry != nullptr;  // the runtime's own split unit
+  const bool splits = xdit_split ? SequenceSplitsBy(t, seq_split, entry->split) : SequenceSplits(t, seq_split);
   if (!splits) {
     if (!fail(kRuleSpRows, [&] {
           std::vector<int> valid;
           for (int d = 1; d <= ctx.gpus; ++d) {
-            if (xdit_split ? SequenceSplitsBy(t, d, m.xdit->split) : SequenceSplits(t, d)) valid.push_back(d);
+            if (xdit_split ? SequenceSplitsBy(t, d, entry->split) : SequenceSplits(t, d)) valid.push_back(d);
           }
           std::string what =
-              xdit_split && m.xdit->split == SequenceSplitUnit::kTokens
-                  ? fmt::format("the {} image tokens, which xDiT splits as one flattened sequence ({})",
-                                t.image_tokens(), m.xdit->split_source)
-              : xdit_split ? fmt::format("the {} patch rows (latent height {} / patch {}), which xDiT splits ({})",
-                                         t.patch_rows, t.latent_height, m.patch_spatial, m.xdit->split_source)
+              xdit_split && entry->split == SequenceSplitUnit::kTokens
+                  ? fmt::format("the {} image tokens, which {} splits as one flattened sequence ({})",
+                                t.image_tokens(), entry->runtime_name, entry->split_source)
+              : xdit_split && entry->split == SequenceSplitUnit::kRowsOrColumns
+                  ? fmt::format("the {} patch rows nor the {} patch columns, which {} splits ({})", t.patch_rows,
+                                t.patch_cols, entry->runtime_name, entry->split_source)
+              : xdit_split ? fmt::format("the {} patch rows (latent height {} / patch {}), which {} splits ({})",
+                                         t.patch_rows, t.latent_height, m.patch_spatial, entry->runtime_name,
+                                         entry->split_source)
               : m.modality == Modality::kVideo
                                  ? fmt::format("any of the {} latent frames, {} patch rows or {} "
                                                "patch columns",
@@ -307,7 +333,7 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
 
   // xDiT adjusts a patch count that does not split the rows (XditRunsAs); ditune's executor
   // needs whole rows per patch.
-  if (!ctx.xdit && (c.pipefusion > 1 || c.patches > 1)) {
+  if (!by_runtime && (c.pipefusion > 1 || c.patches > 1)) {
     // Each patch is a whole number of rows, and each sequence-parallel rank holds whole
     // rows of every patch: rows % (patches x sp) == 0.
     const int unit = c.patches * c.sp();
@@ -333,7 +359,7 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
                              c.pipefusion, m.num_blocks(), m.id);
         }))
       return false;
-  } else if (ctx.xdit && c.pipefusion > 1) {
+  } else if (by_runtime && c.pipefusion > 1) {
     // xDiT gives every stage ceil(L / stages) blocks: the last stages may be left with none.
     const int per = (m.num_blocks() + c.pipefusion - 1) / c.pipefusion;
     if (per * (c.pipefusion - 1) >= m.num_blocks()) {
@@ -353,7 +379,7 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
   }
 
   // xDiT clamps the warm-up to the steps; ditune's executor refuses it.
-  if (c.pipefusion > 1 && c.warmup > ctx.steps && !ctx.xdit) {
+  if (c.pipefusion > 1 && c.warmup > ctx.steps && !by_runtime) {
     if (!fail(kRuleWarmup, [&] {
           return fmt::format("warmup {} exceeds the {} denoising steps; valid: 0 to {}", c.warmup,
                              ctx.steps, ctx.steps);
@@ -391,22 +417,22 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
       return false;
   }
 
-  if (c.offload != 0 && !ctx.xdit) {
+  if (c.offload != 0 && !by_runtime) {
     if (!fail(kRuleOffload, [&] {
           return std::string(
-              "offload=1: ditune's executor keeps every part of the pipeline on the GPU; model CPU offload is "
-              "xDiT's (--executor xdit)");
+              "offload=1: ditune's engine keeps every part of the pipeline on the GPU; model CPU offload is "
+              "the PyTorch runtimes' (--runtime xdit, wan-generate, ...)");
         }))
       return false;
   }
-  if (c.fsdp > 1 && (c.fsdp > ctx.gpus || ctx.gpus % c.fsdp != 0 || !ctx.xdit)) {
+  if (c.fsdp > 1 && (c.fsdp > ctx.gpus || ctx.gpus % c.fsdp != 0 || !by_runtime)) {
     if (!fail(kRuleFsdp, [&] {
-          if (!ctx.xdit) {
-            return fmt::format("fsdp {}: ditune's executor keeps whole weights on every rank; fully-sharded "
-                               "weights are xDiT's (--executor xdit)",
+          if (!by_runtime) {
+            return fmt::format("fsdp {}: ditune's engine keeps whole weights on every rank; fully-sharded "
+                               "weights are the PyTorch runtimes' (--runtime xdit, wan-generate, ...)",
                                c.fsdp);
           }
-          return fmt::format("fsdp {} must divide the {} GPUs (xDiT: fs_degree <= the DiT's parallel size)", c.fsdp,
+          return fmt::format("fsdp {} must divide the {} GPUs (the shards are a group of the ranks)", c.fsdp,
                              ctx.gpus);
         }))
       return false;
@@ -458,6 +484,7 @@ bool SequenceSplitsBy(const TokenGeometry& t, int sp, SequenceSplitUnit unit) {
     case SequenceSplitUnit::kRows: return t.patch_rows % sp == 0;
     case SequenceSplitUnit::kTokens: return t.image_tokens() % sp == 0;
     case SequenceSplitUnit::kPadded: return t.image_tokens() >= sp;
+    case SequenceSplitUnit::kRowsOrColumns: return t.patch_rows % sp == 0 || t.patch_cols % sp == 0;
   }
   return false;
 }

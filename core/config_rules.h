@@ -5,6 +5,7 @@
 #define DITUNE_CORE_CONFIG_RULES_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/model_spec.h"
@@ -21,10 +22,10 @@ struct ValidationContext {
   int steps = 1;
   int batch = 1;
   int gpus = 1;
-  // The rules of xDiT's entry point for the model (its support data in the model file)
-  // on top of the method rules: only the methods it runs, its rank order, its sequence
-  // split, its constraints. False: the rules of ditune's own executor.
-  bool xdit = false;
+  // The runtime whose entry point for the model (ModelSpec::runtimes) adds its rules to the
+  // method rules: only the methods it runs, its rank order, its sequence split, its
+  // constraints. Empty: the rules of ditune's own engine. Must outlive the checks.
+  std::string_view runtime;
 };
 
 // Rule ids (stable; tests and messages name them).
@@ -41,12 +42,12 @@ inline constexpr const char* kRuleDp = "batch-divisible-by-dp";
 inline constexpr const char* kRuleDistriFusion = "distrifusion-alone";
 inline constexpr const char* kRuleFsdp = "fsdp-divides-gpus";
 inline constexpr const char* kRuleOffload = "offload-is-xdits";
-// xDiT's rules (ValidationContext::xdit).
-inline constexpr const char* kRuleXditModel = "xdit-runs-model";
-inline constexpr const char* kRuleXditMethod = "xdit-runs-method";
-inline constexpr const char* kRuleXditOrder = "xdit-rank-order";
-inline constexpr const char* kRuleXditConstraint = "xdit-constraint";
-inline constexpr const char* kRuleXditFlag = "xdit-entry-point-flags";
+// A runtime's rules (ValidationContext::runtime).
+inline constexpr const char* kRuleRuntimeModel = "runtime-runs-model";
+inline constexpr const char* kRuleRuntimeMethod = "runtime-runs-method";
+inline constexpr const char* kRuleRuntimeOrder = "runtime-rank-order";
+inline constexpr const char* kRuleRuntimeConstraint = "runtime-constraint";
+inline constexpr const char* kRuleRuntimeFlag = "runtime-entry-point-flags";
 
 struct Violation {
   std::string rule;     // one of the kRule* ids

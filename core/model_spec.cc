@@ -50,7 +50,7 @@ Status ExecutorRunsModel(const ModelSpec& m) {
   if (!m.has_frame_blocks()) return Status::Ok();
   return Status::InvalidArgument(fmt::format(
       "ditune's executor runs cross, joint and single blocks; {}'s spatial and temporal blocks are priced by "
-      "the planner but not executed yet: plan it for xDiT (--executor xdit)",
+      "the planner but not executed yet: plan it for a runtime that runs it (--runtime xdit)",
       m.id));
 }
 
@@ -154,9 +154,9 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
   }
   if (f.Has("xdit")) {
     if (const nlohmann::json* x = f.Object("xdit")) {
-      auto xs = ParseXditSupport(*x, origin + ": xdit");
+      auto xs = ParseRuntimeSupport(*x, origin + ": xdit", "xdit", "xDiT");
       if (!xs.ok()) return xs.status();
-      m.xdit = std::move(*xs);
+      m.runtimes.emplace("xdit", std::move(*xs));
     }
   }
   f.RejectUnknownKeys();

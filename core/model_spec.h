@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,7 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/status.h"
-#include "core/xdit_support.h"
+#include "core/runtime_support.h"
 
 namespace ditune {
 
@@ -88,8 +89,15 @@ struct ModelSpec {
   int default_height = 0;
   int default_width = 0;
   int default_frames = 1;
-  // What xDiT runs for this model; absent when xDiT runs it nowhere (test models).
-  std::optional<XditSupport> xdit;
+  // What each runtime runs for this model, by runtime id: "xdit" from the model file's
+  // "xdit" object, the others from data/runtimes (Catalog::Load). A runtime absent here does
+  // not run the model (ditune's engine is never listed: its rules are its own).
+  std::map<std::string, RuntimeSupport, std::less<>> runtimes;
+  // The entry of `runtime`, or nullptr when it does not run the model.
+  const RuntimeSupport* runtime(std::string_view id) const {
+    auto it = runtimes.find(id);
+    return it == runtimes.end() ? nullptr : &it->second;
+  }
 
   int num_blocks() const;
   int num_blocks(BlockFamily family) const;

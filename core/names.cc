@@ -12,14 +12,6 @@ namespace {
 
 bool SameText(std::string_view a, std::string_view b) { return Lower(Trim(a)) == Lower(Trim(b)); }
 
-// The Hugging Face repository a model's source names first ("black-forest-labs/FLUX.1-dev"),
-// or "" when it names none.
-std::string RepositoryOf(const ModelSpec& m) {
-  const std::string_view s = m.source;
-  const size_t end = s.find_first_of(" :(,;");
-  const std::string_view first = s.substr(0, end);
-  return first.find('/') != std::string_view::npos ? std::string(first) : std::string();
-}
 
 // Lower case, without the vendor and product-line words and without spaces, '-' and '_'.
 std::string Compact(std::string_view s) {
@@ -52,6 +44,13 @@ bool ShortFormOf(const std::string& name, std::string_view id) {
 }
 
 }  // namespace
+
+std::string RepositoryOf(const ModelSpec& m) {
+  const std::string_view s = m.source;
+  const size_t end = s.find_first_of(" :(,;");
+  const std::string_view first = s.substr(0, end);
+  return first.find('/') != std::string_view::npos ? std::string(first) : std::string();
+}
 
 StatusOr<const ModelSpec*> FindModel(const Catalog& catalog, std::string_view name) {
   if (auto exact = catalog.Model(name); exact.ok()) return exact;

@@ -12,6 +12,10 @@
 
 namespace ditune {
 
+// The Hugging Face repository a model's source names first ("black-forest-labs/FLUX.1-dev"),
+// or "" when it names none.
+std::string RepositoryOf(const ModelSpec& m);
+
 // A model by its id in any letter case ("flux.1-dev", "FLUX.1-dev"), its name as published
 // ("Stable Diffusion 3 Medium"), or its Hugging Face repository, whole or its last part
 // ("black-forest-labs/FLUX.1-dev", "FLUX.1-dev"). A repository two models share picks the one

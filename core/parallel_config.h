@@ -72,10 +72,10 @@ std::string ToString(const ParallelConfig& config);
 
 // The configuration in xDiT's generic flag syntax, which ParseParallelConfig reads back
 // (DistriFusion and a non-default rank order have none: check SupportedByXdit first). What
-// a model's entry point runs and the flags it takes are the planner's MakeXditLaunch.
+// a model's entry point runs and the flags it takes are the planner's MakeLaunch.
 std::string ToXditFlags(const ParallelConfig& config);
 // OK, or NotSupported naming what xDiT's flag syntax cannot express; model-agnostic (the
-// per-model rules are ValidationContext::xdit).
+// per-model rules are ValidationContext::runtime).
 Status SupportedByXdit(const ParallelConfig& config);
 
 // A short human label, e.g. "ulysses=4" or "1 device".

@@ -40,6 +40,14 @@ StatusOr<Plan> AutoConfigure(const Workload& workload, const ClusterSpec& spec, 
   std::unique_ptr<Store> store = std::move(*opened);
   DITUNE_ASSIGN_OR_RETURN(std::vector<Fit> fits, store->ActiveFits());
   DITUNE_ASSIGN_OR_RETURN(int64_t version, store->CalibrationVersion());
+  if (opt.plan.runtime == kRuntimeAny) {
+    // Every runtime planned afresh: the cache keeps one runtime's rankings.
+    if (opt.from_cache != nullptr) *opt.from_cache = false;
+    DITUNE_ASSIGN_OR_RETURN(Plan plan, MakePlanAny(*catalog, workload, cluster, fits, opt.plan));
+    DITUNE_RETURN_IF_ERROR(AddMeasured(*store, *catalog, &plan));
+    if (!fallback.empty()) plan.explanation.push_back(fallback);
+    return plan;
+  }
   const std::string key = PlanCacheKey(workload, cluster, opt.plan);
   if (opt.from_cache != nullptr) *opt.from_cache = false;
   if (opt.use_cache) {

@@ -120,7 +120,7 @@ StatusOr<DetectedGpus> DetectGpus(const Catalog& catalog, const CommandRunner& r
   return d;
 }
 
-StatusOr<std::vector<std::string>> XditCommand(const std::vector<std::string>& command, const XditLaunch& launch) {
+StatusOr<std::vector<std::string>> WithParallelFlags(const std::vector<std::string>& command, const Launch& launch) {
   if (command.empty()) return Status::InvalidArgument("no command after '--' to launch");
   std::vector<std::string> out = command;
   for (const auto& w : Words(launch.parallel_flags)) out.push_back(w);

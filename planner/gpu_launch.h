@@ -12,7 +12,7 @@
 #include "core/parallel_config.h"
 #include "core/status.h"
 #include "core/workload.h"
-#include "planner/xdit_launch.h"
+#include "planner/launch.h"
 
 namespace ditune {
 
@@ -41,8 +41,8 @@ StatusOr<DetectedGpus> DetectGpus(const Catalog& catalog, const CommandRunner& r
 StatusOr<std::string> MapGpuName(const std::string& name, const Catalog& catalog);
 
 // COMMAND ARGS... with the plan's parallel flags appended, in the names the model's xDiT
-// entry point takes (`launch` from MakeXditLaunch).
-StatusOr<std::vector<std::string>> XditCommand(const std::vector<std::string>& command, const XditLaunch& launch);
+// entry point takes (`launch` from MakeLaunch).
+StatusOr<std::vector<std::string>> WithParallelFlags(const std::vector<std::string>& command, const Launch& launch);
 
 // `mpirun -np N ditune run [--backend cuda] --config SPEC WORKLOAD` for ditune's own executor:
 // the DiT engine on the cuda kernels for GPUs, on the cpu kernels for the CPU "GPU".

@@ -11,6 +11,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/enum_names.h"
 #include "core/parallel_for.h"
@@ -79,14 +80,16 @@ StatusOr<Candidate> SimulateCandidate(const ModelSpec& model, const Workload& wo
 
 }  // namespace
 
-constexpr EnumName<PlanFor> kPlanForNames[] = {
-    {PlanFor::kXdit, "xdit"},
-    {PlanFor::kDitune, "ditune"},
-};
-
-std::string_view PlanForName(PlanFor p) { return NameIn(kPlanForNames, p); }
-
-StatusOr<PlanFor> ParsePlanFor(std::string_view s) { return ParseIn(kPlanForNames, s, "--executor"); }
+StatusOr<std::string> ParseRuntimeChoice(const Catalog& catalog, std::string_view s, std::string_view flag) {
+  if (s == kRuntimeAny) return std::string(s);
+  std::vector<std::string> valid;
+  for (const auto& r : catalog.runtimes()) {
+    if (r.id == s) return r.id;
+    valid.push_back(r.id);
+  }
+  valid.push_back(kRuntimeAny);
+  return Status::InvalidArgument(fmt::format("{}: {}", flag, UnknownIdMessage("runtime", s, valid)));
+}
 
 constexpr EnumName<Objective> kObjectiveNames[] = {
     {Objective::kLatency, "latency"},
@@ -98,9 +101,25 @@ std::string_view ObjectiveName(Objective o) { return NameIn(kObjectiveNames, o);
 
 StatusOr<Objective> ParseObjective(std::string_view s) { return ParseIn(kObjectiveNames, s, "--objective"); }
 
+StatusOr<std::string> RuntimeRules(const Catalog& catalog, const ModelSpec& model, const Workload& workload,
+                                  const Cluster& cluster, std::string_view runtime) {
+  if (runtime == kRuntimeAny) {
+    return Status::InvalidArgument("--runtime any ranks several runtimes: it plans (MakePlanAny), it does not price "
+                                   "one configuration; name one runtime");
+  }
+  DITUNE_ASSIGN_OR_RETURN(const RuntimeSpec* spec, catalog.Runtime(runtime));
+  if (spec->engine || cluster.gpu->is_cpu) {
+    if (spec->engine) DITUNE_RETURN_IF_ERROR(ExecutorRunsModel(model));
+    return std::string();
+  }
+  DITUNE_RETURN_IF_ERROR(RuntimeRunsWorkload(model, spec->id, workload));
+  return spec->id;
+}
+
 // Ranks the simulated candidates, adds the single-GPU reference and the explanation.
 StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, const TokenGeometry& tokens,
-                          const CostModels& models, std::vector<Candidate> all, const PlanOptions& opt, Plan plan) {
+                          const CostModels& models, std::vector<Candidate> all, const PlanOptions& opt,
+                          std::string_view rules, Plan plan) {
   const ModelSpec* model = &model_spec;
   const Workload& workload = plan.workload;
   const Cluster& cluster = plan.cluster;
@@ -128,6 +147,7 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
     }
     all = std::move(kept);
   }
+  const RuntimeSupport* entry = rules.empty() ? nullptr : model->runtime(rules);
   // The single-GPU reference for speedup and efficiency.
   if (cluster.gpus() > 1) {
     ClusterSpec one = cluster.spec;
@@ -140,28 +160,32 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
     auto none = catalog.Link("none");
     if (!none.ok()) return none.status().WithContext("the single-GPU reference needs the link 'none'");
     single.inter = *none;
-    // One GPU as a whole pipeline, or, where that does not fit and xDiT offloads the model,
-    // with model CPU offload.
+    // One GPU as a whole pipeline, or, where that does not fit and the runtime offloads the
+    // model, with model CPU offload.
     ParallelConfig one_gpu;
     ValidationContext ctx1{model, tokens, workload.steps, workload.batch, 1};
+    ctx1.runtime = rules;
     MemoryBreakdown mem = RankMemory(*model, tokens, workload, one_gpu, *cluster.gpu, opt.sim.memory);
-    if (!mem.fits() && opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu) {
+    if (!mem.fits() && entry != nullptr && entry->runs(RuntimeMethod::kCpuOffload)) {
       one_gpu.offload = 1;
-      ctx1.xdit = true;
       mem = RankMemory(*model, tokens, workload, one_gpu, *cluster.gpu, opt.sim.memory);
     }
     if (mem.fits() && IsValidConfig(ctx1, one_gpu)) {
       CostModels single_models{models.compute, std::make_unique<CommModel>(single), models.terms};
       auto c = SimulateCandidate(*model, workload, single, one_gpu, single_models, opt.sim);
-      if (c.ok()) plan.single_gpu = std::move(*c);
+      if (c.ok()) {
+        c->runtime = opt.runtime;
+        plan.single_gpu = std::move(*c);
+      }
     }
   }
   // Explanation: the winner's numbers, then what holds each runner-up back.
   const Candidate& best = all.front();
   plan.explanation.push_back(fmt::format(
-      "{} wins on {}: {:.3f} s per generation ({:.2f} images/s, {:.1f} GPU-s per image); per step {:.1f} ms of "
+      "{}{} wins on {}: {:.3f} s per generation ({:.2f} images/s, {:.1f} GPU-s per image); per step {:.1f} ms of "
       "which compute {}, exposed communication {}, bubble {}, host wait {}",
-      Label(best.config), ObjectiveName(opt.objective), best.result.total.value(), best.images_per_s,
+      Label(best.config), opt.runtime == "xdit" ? "" : fmt::format(" on {}", opt.runtime), ObjectiveName(opt.objective),
+      best.result.total.value(), best.images_per_s,
       best.gpu_s_per_image, 1e3 * best.result.step.value(), Pct(best.result.steady.compute.value(), best.result.step.value()),
       Pct(best.result.steady.exposed_comm.value(), best.result.step.value()),
       Pct(best.result.steady.bubble.value(), best.result.step.value()),
@@ -177,9 +201,12 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
     whole.offload = 0;
     const OffloadTraffic moves = OffloadMoves(*model, best.config);
     plan.explanation.push_back(fmt::format(
-        "model CPU offload (xDiT's --enable_model_cpu_offload): the whole pipeline needs {:.1f} GB per GPU of "
+        "model CPU offload ({}): the whole pipeline needs {:.1f} GB per GPU of "
         "{:.1f} usable; with each part on the GPU only while it runs, {:.1f} GB; {:.1f} GB of weights cross the "
         "host link per generation, there and back (in the text/VAE times)",
+        entry != nullptr && entry->flag("cpu_offload") != nullptr
+            ? fmt::format("{}'s {}", entry->runtime_name, *entry->flag("cpu_offload"))
+            : std::string("offload=1"),
         RankMemory(*model, tokens, workload, whole, *cluster.gpu, opt.sim.memory).peak().value() / 1e9,
         best.result.ranks.front().memory.capacity.value() / 1e9, best.result.peak_memory.value() / 1e9,
         (moves.before_loop + moves.after_loop).value() / 1e9));
@@ -202,17 +229,18 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
   }
   if (best.config.order != kDefaultRankOrder) {
     plan.explanation.push_back(fmt::format(
-        "the winner uses rank order {} instead of xDiT's tp-sp-pp-cfg-dp, to keep its chatty groups inside a "
+        "the winner uses rank order {} instead of the usual tp-sp-pp-cfg-dp, to keep its chatty groups inside a "
         "node or socket",
         RankOrderToString(best.config.order)));
   }
   all.resize(std::min<size_t>(all.size(), static_cast<size_t>(std::max(1, opt.top_k))));
-  if (opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu) {
-    // The line that launches each ranked plan through the model's xDiT entry point.
+  for (auto& c : all) c.runtime = opt.runtime;
+  if (!rules.empty()) {
+    // The line that launches each ranked plan through the runtime's entry point.
     for (auto& c : all) {
-      auto launch = MakeXditLaunch(*model, workload, cluster, c.config, opt.xdit);
-      if (!launch.ok()) return launch.status().WithContext("a ranked plan xDiT cannot run");
-      c.xdit = std::move(*launch);
+      auto launch = MakeLaunch(*model, rules, workload, cluster, c.config, opt.launch);
+      if (!launch.ok()) return launch.status().WithContext(fmt::format("a ranked plan {} cannot run", opt.runtime));
+      c.launch = std::move(*launch);
     }
   }
   plan.ranked = std::move(all);
@@ -224,44 +252,56 @@ namespace {
 
 // What both ways of making a plan start from.
 struct PlanStart {
+  // The rules the plan follows: the runtime's id, or empty for ditune's engine (which every
+  // plan on the CPU is).
+  std::string rules;
   const ModelSpec* model = nullptr;
   TokenGeometry tokens;
   CostModels models;
   Plan plan;
 };
 
-// The options as the executor runs them: xDiT's stage split, and parallel VAE only where the
-// model's entry point has it.
-PlanOptions ForExecutor(const ModelSpec& model, const Cluster& cluster, PlanOptions opt) {
-  const bool xdit = opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu && model.xdit;
-  if (xdit) {
-    opt.sim.stage_partition = model.xdit->stages;
-    opt.sim.parallel_vae = opt.xdit.parallel_vae && model.xdit->runs(XditMethod::kParallelVae);
+// The options as the runtime runs them: its stage split, and parallel VAE only where its
+// entry point for the model has it.
+PlanOptions ForRuntime(const ModelSpec& model, std::string_view rules, PlanOptions opt) {
+  if (const RuntimeSupport* entry = rules.empty() ? nullptr : model.runtime(rules)) {
+    opt.sim.stage_partition = entry->stages;
+    opt.sim.parallel_vae = opt.launch.parallel_vae && entry->runs(RuntimeMethod::kParallelVae);
   }
   return opt;
 }
 
-// How the plan's runs execute: ditune's engine, xDiT under torch.compile (where xDiT's entry
-// point compiles for the model), or eager xDiT.
-Runtime PlanRuntime(const ModelSpec& model, const Cluster& cluster, const PlanOptions& opt) {
-  if (opt.executor == PlanFor::kDitune) return cluster.gpu->is_cpu ? Runtime::kEager : Runtime::kEngine;
-  const bool compiled = opt.xdit.torch_compile && !cluster.gpu->is_cpu && model.xdit &&
-                        model.xdit->runs(XditMethod::kTorchCompile);
+// How the plan's runs execute: ditune's engine, or a PyTorch runtime compiled (asked for, or
+// the runtime's default, where its entry point compiles the model) or eager.
+Runtime PlanRuntime(const Catalog& catalog, const ModelSpec& model, const Cluster& cluster, std::string_view rules,
+                    const PlanOptions& opt) {
+  if (rules.empty()) return cluster.gpu->is_cpu ? Runtime::kEager : Runtime::kEngine;
+  const RuntimeSupport* entry = model.runtime(rules);
+  auto spec = catalog.Runtime(rules);
+  const bool wanted = opt.launch.torch_compile || (spec.ok() && (*spec)->compiled_by_default);
+  const bool compiled = wanted && entry != nullptr && entry->runs(RuntimeMethod::kTorchCompile);
   return compiled ? Runtime::kCompiled : Runtime::kEager;
 }
 
+// What every way of pricing starts from: the model, the runtime's rules and options, the
+// calibrated models.
 StatusOr<PlanStart> StartPlan(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
-                              const std::vector<Fit>& fits, const PlanOptions& opt) {
+                              const std::vector<Fit>& fits, const PlanOptions& options, PlanOptions* opt) {
   PlanStart s;
   DITUNE_ASSIGN_OR_RETURN(s.model, catalog.Model(workload.model_id));
+  DITUNE_ASSIGN_OR_RETURN(s.rules, RuntimeRules(catalog, *s.model, workload, cluster, options.runtime));
+  *opt = ForRuntime(*s.model, s.rules, options);
+  // The runtime overhead the user's runs of this GPU and model measured, if any.
+  if (auto overhead = MeasuredRuntimeOverhead(fits, cluster.gpu->id, s.model->id)) {
+    opt->sim.memory.runtime_overhead = *overhead;
+  }
   DITUNE_ASSIGN_OR_RETURN(s.tokens, ComputeTokenGeometry(*s.model, workload));
-  if (opt.executor == PlanFor::kDitune) DITUNE_RETURN_IF_ERROR(ExecutorRunsModel(*s.model));
-  DITUNE_ASSIGN_OR_RETURN(s.models,
-                          ModelsFor(cluster, s.model->id, fits, "cuda", PlanRuntime(*s.model, cluster, opt)));
+  DITUNE_ASSIGN_OR_RETURN(
+      s.models, ModelsFor(cluster, s.model->id, fits, "cuda", PlanRuntime(catalog, *s.model, cluster, s.rules, *opt)));
   s.plan.workload = workload;
   s.plan.cluster = cluster;
-  s.plan.objective = opt.objective;
-  s.plan.executor = opt.executor;
+  s.plan.objective = opt->objective;
+  s.plan.runtime = opt->runtime;
   return s;
 }
 
@@ -269,23 +309,19 @@ StatusOr<PlanStart> StartPlan(const Catalog& catalog, const Workload& workload, 
 
 StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
                         const std::vector<Fit>& fits, const PlanOptions& options) {
-  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* spec, catalog.Model(workload.model_id));
-  PlanOptions opt = ForExecutor(*spec, cluster, options);
-  // The runtime overhead the user's runs of this GPU and model measured, if any.
-  if (auto overhead = MeasuredRuntimeOverhead(fits, cluster.gpu->id, spec->id)) opt.sim.memory.runtime_overhead = *overhead;
-  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, opt));
+  PlanOptions opt;
+  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, options, &opt));
   const ModelSpec* model = start.model;
   const TokenGeometry& tokens = start.tokens;
   const CostModels& models = start.models;
   Plan plan = std::move(start.plan);
   ValidationContext ctx{model, tokens, workload.steps, workload.batch, cluster.gpus()};
-  // xDiT's rules for GPUs; on the CPU "GPU" the plan is for ditune's engine on the cpu kernels.
-  ctx.xdit = opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu;
-  if (ctx.xdit) DITUNE_RETURN_IF_ERROR(XditRunsWorkload(*model, workload));
+  ctx.runtime = start.rules;
+  const bool by_runtime = !start.rules.empty();
   std::vector<ParallelConfig> configs =
-      EnumerateConfigs(ctx, cluster, ctx.xdit ? XditOnly(opt.enumerate) : opt.enumerate);
-  if (ctx.xdit) {
-    // Price what xDiT runs: adjusted patch counts and clamped warm-ups, each once.
+      EnumerateConfigs(ctx, cluster, by_runtime ? XditOnly(opt.enumerate) : opt.enumerate);
+  if (by_runtime) {
+    // Price what the runtime runs: xDiT's adjusted patch counts and clamped warm-ups, each once.
     std::set<std::string> seen;
     std::vector<ParallelConfig> runs;
     for (const auto& c : configs) {
@@ -298,12 +334,13 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
   if (configs.empty()) {
     return Status::Infeasible(fmt::format("no valid configuration of {} for {} GPUs{} (see `ditune check`)",
                                           model->id, cluster.gpus(),
-                                          ctx.xdit ? " that xDiT runs for it" : ""));
+                                          by_runtime ? fmt::format(" that {} runs for it", opt.runtime) : ""));
   }
   std::vector<Candidate> all;
   Bytes smallest(std::numeric_limits<double>::infinity());
-  const bool can_shard = ctx.xdit && model->xdit->runs(XditMethod::kFullyShard);
-  const bool can_offload = ctx.xdit && model->xdit->runs(XditMethod::kCpuOffload);
+  const RuntimeSupport* entry = by_runtime ? model->runtime(start.rules) : nullptr;
+  const bool can_shard = entry != nullptr && entry->runs(RuntimeMethod::kFullyShard);
+  const bool can_offload = entry != nullptr && entry->runs(RuntimeMethod::kCpuOffload);
   // Per configuration that fits (as enumerated, or sharded/offloaded until it does), the
   // variants to simulate; the fastest of each is kept.
   std::vector<ParallelConfig> variants;
@@ -316,7 +353,7 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
     if (mem.fits()) fitting.push_back(config);
     smallest = std::min(smallest, mem.peak());
     if (!mem.fits()) {
-      // Where it does not fit, xDiT can shard the DiT's weights (the fewest ranks that make it
+      // Where it does not fit, the runtime may shard the DiT's weights (the fewest ranks that make it
       // fit) or keep each part of the pipeline on the GPU only while it runs: whichever fits
       // and is faster, the first with both if neither alone fits.
       auto try_fit = [&](const ParallelConfig& v) {
@@ -367,7 +404,8 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
         "GPU — add GPUs, or use a larger GPU",
         plan.enumerated, model->id, cluster.gpu->memory.value() / 1e9, cluster.gpu->id, smallest.value() / 1e9));
   }
-  DITUNE_ASSIGN_OR_RETURN(Plan done, FinishPlan(catalog, *model, tokens, models, std::move(all), opt, std::move(plan)));
+  DITUNE_ASSIGN_OR_RETURN(Plan done, FinishPlan(catalog, *model, tokens, models, std::move(all), opt, start.rules,
+                                                std::move(plan)));
   for (auto& line : CalibrationSources(fits, done.cluster, model->id)) done.explanation.push_back(std::move(line));
   return done;
 }
@@ -375,11 +413,8 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
 StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
                                    const std::vector<Fit>& fits, const PlanOptions& options,
                                    const std::vector<ParallelConfig>& ranked, int enumerated, int pruned_memory) {
-  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* spec, catalog.Model(workload.model_id));
-  PlanOptions opt = ForExecutor(*spec, cluster, options);
-  // The runtime overhead the user's runs of this GPU and model measured, if any.
-  if (auto overhead = MeasuredRuntimeOverhead(fits, cluster.gpu->id, spec->id)) opt.sim.memory.runtime_overhead = *overhead;
-  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, opt));
+  PlanOptions opt;
+  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, options, &opt));
   const ModelSpec* model = start.model;
   const TokenGeometry& tokens = start.tokens;
   const CostModels& models = start.models;
@@ -389,13 +424,14 @@ StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workl
   std::vector<Candidate> all;
   for (const auto& c : ranked) {
     ValidationContext ctx{model, tokens, workload.steps, workload.batch, cluster.gpus()};
-    ctx.xdit = opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu;
+    ctx.runtime = start.rules;
     DITUNE_RETURN_IF_ERROR(ValidateConfig(ctx, c));
     DITUNE_ASSIGN_OR_RETURN(Candidate cand, SimulateCandidate(*model, workload, cluster, c, models, opt.sim));
     all.push_back(std::move(cand));
   }
   if (all.empty()) return Status::InvalidArgument("no configurations to plan with");
-  DITUNE_ASSIGN_OR_RETURN(Plan done, FinishPlan(catalog, *model, tokens, models, std::move(all), opt, std::move(plan)));
+  DITUNE_ASSIGN_OR_RETURN(Plan done, FinishPlan(catalog, *model, tokens, models, std::move(all), opt, start.rules,
+                                                std::move(plan)));
   for (auto& line : CalibrationSources(fits, done.cluster, model->id)) done.explanation.push_back(std::move(line));
   return done;
 }
@@ -404,20 +440,20 @@ StatusOr<std::vector<StatusOr<Candidate>>> PriceConfigs(const Catalog& catalog, 
                                                          const Cluster& cluster, const std::vector<Fit>& fits,
                                                          const PlanOptions& options,
                                                          const std::vector<ParallelConfig>& configs) {
-  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* spec, catalog.Model(workload.model_id));
-  PlanOptions opt = ForExecutor(*spec, cluster, options);
-  if (auto overhead = MeasuredRuntimeOverhead(fits, cluster.gpu->id, spec->id)) opt.sim.memory.runtime_overhead = *overhead;
-  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, opt));
+  PlanOptions opt;
+  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, options, &opt));
   std::vector<StatusOr<Candidate>> out;
   out.reserve(configs.size());
   for (const auto& c : configs) {
     ValidationContext ctx{start.model, start.tokens, workload.steps, workload.batch, cluster.gpus()};
-    ctx.xdit = opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu;
+    ctx.runtime = start.rules;
     if (Status st = ValidateConfig(ctx, c); !st.ok()) {
       out.push_back(st);
       continue;
     }
-    out.push_back(SimulateCandidate(*start.model, workload, cluster, c, start.models, opt.sim));
+    auto cand = SimulateCandidate(*start.model, workload, cluster, c, start.models, opt.sim);
+    if (cand.ok()) cand->runtime = opt.runtime;
+    out.push_back(std::move(cand));
   }
   return out;
 }
@@ -426,15 +462,12 @@ StatusOr<SimResult> SimulateAsPlanned(const Catalog& catalog, const Workload& wo
                                       const std::vector<Fit>& fits, const PlanOptions& options,
                                       const ParallelConfig& config, ParallelConfig* priced_as,
                                       TaskScheduler* scheduler, bool every_rank) {
-  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* spec, catalog.Model(workload.model_id));
-  PlanOptions opt = ForExecutor(*spec, cluster, options);
-  if (auto overhead = MeasuredRuntimeOverhead(fits, cluster.gpu->id, spec->id)) opt.sim.memory.runtime_overhead = *overhead;
-  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, opt));
+  PlanOptions opt;
+  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, options, &opt));
   ValidationContext ctx{start.model, start.tokens, workload.steps, workload.batch, cluster.gpus()};
-  ctx.xdit = opt.executor == PlanFor::kXdit && !cluster.gpu->is_cpu;
+  ctx.runtime = start.rules;
   DITUNE_RETURN_IF_ERROR(ValidateConfig(ctx, config));
-  if (ctx.xdit) DITUNE_RETURN_IF_ERROR(XditRunsWorkload(*start.model, workload));
-  const ParallelConfig c = ctx.xdit ? XditRunsAs(start.tokens, workload.steps, config) : config;
+  const ParallelConfig c = ctx.runtime.empty() ? config : XditRunsAs(start.tokens, workload.steps, config);
   if (priced_as != nullptr) *priced_as = c;
   SimInput in{start.model, workload, &cluster, c, &start.models.compute, start.models.comm.get()};
   SimOptions sim = opt.sim;
@@ -442,6 +475,95 @@ StatusOr<SimResult> SimulateAsPlanned(const Catalog& catalog, const Workload& wo
   sim.every_rank = every_rank;
   if (scheduler != nullptr) sim.extrapolate = false;  // a trace shows every step
   return Simulate(in, sim, scheduler);
+}
+
+StatusOr<Plan> MakePlanAny(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
+                           const std::vector<Fit>& fits, const PlanOptions& options) {
+  DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(workload.model_id));
+  struct Tried {
+    std::string runtime;
+    StatusOr<Plan> plan;
+  };
+  std::vector<Tried> tried;
+  for (const RuntimeSpec& r : catalog.runtimes()) {
+    // Only runtimes that run the model; on the CPU "GPU" every plan is the engine's.
+    if (r.engine ? !ExecutorRunsModel(*model).ok() : (cluster.gpu->is_cpu || model->runtime(r.id) == nullptr)) {
+      continue;
+    }
+    PlanOptions one = options;
+    one.runtime = r.id;
+    one.top_k = std::max(options.top_k, 2);
+    tried.push_back({r.id, MakePlan(catalog, workload, cluster, fits, one)});
+    // A bad workload or cluster is every runtime's error: say it once.
+    if (!tried.back().plan.ok() && tried.back().plan.status().code() != Status::Code::kInfeasible &&
+        tried.back().plan.status().code() != Status::Code::kInvalidArgument) {
+      return tried.back().plan.status();
+    }
+  }
+  const Plan* winner = nullptr;
+  std::vector<Candidate> all;
+  for (const Tried& t : tried) {
+    if (!t.plan.ok()) continue;
+    for (const Candidate& c : t.plan->ranked) all.push_back(c);
+    if (winner == nullptr ||
+        Score(t.plan->ranked.front(), options.objective) < Score(winner->ranked.front(), options.objective)) {
+      winner = &*t.plan;
+    }
+  }
+  if (winner == nullptr) {
+    std::vector<std::string> why;
+    for (const Tried& t : tried) why.push_back(fmt::format("{}: {}", t.runtime, t.plan.status().message()));
+    if (why.empty()) why.push_back(fmt::format("no runtime runs {}", model->id));
+    const bool all_refused = std::all_of(tried.begin(), tried.end(), [](const Tried& t) {
+      return t.plan.status().code() == Status::Code::kInvalidArgument;
+    });
+    if (all_refused && !tried.empty()) {
+      return Status::InvalidArgument(fmt::format("no runtime runs this workload of {}:\n  {}", model->id,
+                                                 fmt::join(why, "\n  ")));
+    }
+    return Status::Infeasible(fmt::format("no runtime has a configuration of {} that fits:\n  {}", model->id,
+                                          fmt::join(why, "\n  ")));
+  }
+  std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) {
+    return Score(a, options.objective) < Score(b, options.objective);
+  });
+  all.resize(std::min<size_t>(all.size(), static_cast<size_t>(std::max(1, options.top_k))));
+  Plan out = *winner;
+  out.runtime = kRuntimeAny;
+  out.ranked = std::move(all);
+  out.enumerated = 0;
+  out.pruned_memory = 0;
+  std::vector<std::string> lines;
+  const Candidate& best = out.ranked.front();
+  lines.push_back(fmt::format("{} on {} wins among the {} runtimes that run {}", Label(best.config), best.runtime,
+                              tried.size(), model->id));
+  for (const Tried& t : tried) {
+    if (!t.plan.ok()) {
+      lines.push_back(fmt::format("{}: nothing to run: {}", t.runtime, t.plan.status().message()));
+      continue;
+    }
+    out.enumerated += t.plan->enumerated;
+    out.pruned_memory += t.plan->pruned_memory;
+    const Candidate& b = t.plan->ranked.front();
+    if (t.plan.operator->() == winner) {
+      lines.push_back(fmt::format("{}: best {} at {:.3f} s (the winner)", t.runtime, Label(b.config),
+                                  b.result.total.value()));
+      continue;
+    }
+    lines.push_back(fmt::format("{}: best {} at {:.3f} s ({:+.1f}%)", t.runtime, Label(b.config), b.result.total.value(),
+                                100 * (Score(b, options.objective) / Score(best, options.objective) - 1)));
+  }
+  lines.insert(lines.end(), winner->explanation.begin(), winner->explanation.end());
+  out.explanation = std::move(lines);
+  return out;
+}
+
+nlohmann::json LaunchToJson(const Launch& launch) {
+  nlohmann::json j = {{"command", launch.command}, {"flags", launch.parallel_flags}, {"notes", launch.notes}};
+  j["config_file"] = launch.config_name.empty()
+                         ? nlohmann::json(nullptr)
+                         : nlohmann::json{{"name", launch.config_name}, {"text", launch.config_text}};
+  return j;
 }
 
 nlohmann::json PlanToJson(const Plan& plan) {
@@ -464,9 +586,13 @@ nlohmann::json PlanToJson(const Plan& plan) {
         {"memory_gb", c.result.peak_memory.value() / 1e9},
         {"imbalance", c.result.imbalance},
     };
-    j["xdit_flags"] = c.xdit ? nlohmann::json(c.xdit->parallel_flags) : nlohmann::json(nullptr);
-    j["xdit_command"] = c.xdit ? nlohmann::json(c.xdit->command) : nlohmann::json(nullptr);
-    if (c.xdit && !c.xdit->notes.empty()) j["xdit_notes"] = c.xdit->notes;
+    j["runtime"] = c.runtime;
+    j["launch"] = c.launch ? LaunchToJson(*c.launch) : nlohmann::json(nullptr);
+    // The names plans had before runtimes other than xDiT's were priced, for xDiT's plans.
+    const bool xdit = c.launch && c.runtime == "xdit";
+    j["xdit_flags"] = xdit ? nlohmann::json(c.launch->parallel_flags) : nlohmann::json(nullptr);
+    j["xdit_command"] = xdit ? nlohmann::json(c.launch->command) : nlohmann::json(nullptr);
+    if (xdit && !c.launch->notes.empty()) j["xdit_notes"] = c.launch->notes;
     if (plan.single_gpu) {
       const double speedup = plan.single_gpu->result.total.value() / c.result.total.value();
       j["speedup"] = speedup;
@@ -484,7 +610,8 @@ nlohmann::json PlanToJson(const Plan& plan) {
                    {"gpus_per_node", plan.cluster.gpus_per_node()}, {"intra", plan.cluster.spec.intra_id},
                    {"inter", plan.cluster.spec.inter_id}}},
       {"objective", ObjectiveName(plan.objective)},
-      {"executor", PlanForName(plan.executor)},
+      {"runtime", plan.runtime},
+      {"executor", plan.runtime},
       {"enumerated", plan.enumerated},
       {"pruned_memory", plan.pruned_memory},
       {"ranked", ranked},
@@ -529,11 +656,11 @@ StatusOr<ParallelConfig> PlanConfigFromJson(std::string_view text, const std::st
 std::string PlanCacheKey(const Workload& w, const Cluster& c, const PlanOptions& o) {
   std::string warmups;
   for (int x : o.enumerate.warmups) warmups += fmt::format("{},", x);
-  return fmt::format("v3|{}|{}x{}x{}|s{}|b{}|{}|{}x{}|{}n|{}|{}|{}|k{}|p{}w{}d{}o{}|{}|tc{}pv{}", w.model_id, w.height,
+  return fmt::format("v4|{}|{}x{}x{}|s{}|b{}|{}|{}x{}|{}n|{}|{}|{}|k{}|p{}w{}d{}o{}|{}|tc{}pv{}", w.model_id, w.height,
                      w.width, w.frames, w.steps, w.batch, OutputTypeName(w.output), c.spec.gpu_id, c.gpus(), c.nodes(),
                      c.spec.intra_id, c.spec.inter_id, ObjectiveName(o.objective), o.top_k,
                      o.enumerate.vary_patches, warmups, o.enumerate.distrifusion, o.enumerate.vary_order,
-                     PlanForName(o.executor), o.xdit.torch_compile, o.xdit.parallel_vae);
+                     o.runtime, o.launch.torch_compile, o.launch.parallel_vae);
 }
 
 }  // namespace ditune

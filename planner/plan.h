@@ -15,7 +15,7 @@
 #include "core/workload.h"
 #include "store/store.h"
 #include "core/enumerate.h"
-#include "planner/xdit_launch.h"
+#include "planner/launch.h"
 #include "simulator/simulate.h"
 
 namespace ditune {
@@ -27,23 +27,32 @@ enum class Objective { kLatency, kThroughput, kGpuSeconds };
 std::string_view ObjectiveName(Objective o);
 StatusOr<Objective> ParseObjective(std::string_view s);
 
-// Who runs the plan, which sets how it is priced: xDiT (eager PyTorch: framework ops and
-// Python glue on the host, the per-model xDiT scale "<gpu>/<model>") or ditune's own engine
-// (one kernel per op issued from C++, the engine scale "<gpu>/cuda/engine"; on the CPU
-// "GPU", the engine's cpu kernels and their fits).
-enum class PlanFor { kXdit, kDitune };
-std::string_view PlanForName(PlanFor p);
-// "xdit" or "ditune"; InvalidArgument naming the valid ones otherwise.
-StatusOr<PlanFor> ParsePlanFor(std::string_view s);
+// Who runs the plan — a runtime of the catalog (Catalog::runtimes) — sets its rules and how
+// it is priced: a PyTorch runtime (xDiT, Wan's generate.py, SGLang, ...: framework ops and
+// Python glue on the host, the per-model PyTorch scale "<gpu>/<model>", eager or compiled,
+// with the methods, split and constraints of its entry point for the model) or ditune's own
+// engine (one kernel per op issued from C++, the engine scale "<gpu>/cuda/engine"; on the CPU
+// "GPU", the engine's cpu kernels and their fits — every plan on the CPU is the engine's).
+inline constexpr const char* kRuntimeAny = "any";
+// A runtime id of the catalog, or "any" (MakePlanAny); InvalidArgument naming the valid ids
+// (and the closest) otherwise. `flag` names the flag in the message.
+StatusOr<std::string> ParseRuntimeChoice(const Catalog& catalog, std::string_view s, std::string_view flag = "--runtime");
+
+// The rules `runtime` plays by for this model, workload and cluster: the runtime's id (its
+// entry point's rules, ModelSpec::runtimes), or empty for ditune's engine (which every plan on
+// the CPU device is). InvalidArgument for an unknown runtime, "any", or a runtime that does
+// not run the model or this workload (the reason and its source named).
+StatusOr<std::string> RuntimeRules(const Catalog& catalog, const ModelSpec& model, const Workload& workload,
+                                   const Cluster& cluster, std::string_view runtime);
 
 struct PlanOptions {
   Objective objective = Objective::kLatency;
-  PlanFor executor = PlanFor::kXdit;
+  std::string runtime = "xdit";  // a catalog runtime id (not "any": see MakePlanAny)
   int top_k = 5;
   EnumerateOptions enumerate;
   SimOptions sim;
-  // Runner options printed in xDiT's launch line (and priced where they change the time).
-  XditRunOptions xdit;
+  // Runner options printed in the launch line (and priced where they change the time).
+  LaunchOptions launch;
 };
 
 struct Candidate {
@@ -51,15 +60,17 @@ struct Candidate {
   SimResult result;
   double images_per_s = 0;
   double gpu_s_per_image = 0;
-  // How to launch it with xDiT (plans for xDiT only).
-  std::optional<XditLaunch> xdit;
+  std::string runtime;  // who runs it (a catalog runtime id)
+  // How to launch it through the runtime's entry point (absent for ditune's engine, whose
+  // launch is `ditune run`).
+  std::optional<Launch> launch;
 };
 
 struct Plan {
   Workload workload;
   Cluster cluster;
   Objective objective = Objective::kLatency;
-  PlanFor executor = PlanFor::kXdit;    // who it was priced for
+  std::string runtime = "xdit";         // who it was priced for ("any": each candidate says)
   std::vector<Candidate> ranked;        // best first, at most top_k
   std::optional<Candidate> single_gpu;  // the same workload on one GPU, when it fits
   int enumerated = 0;                   // valid configurations
@@ -87,7 +98,7 @@ StatusOr<std::vector<StatusOr<Candidate>>> PriceConfigs(const Catalog& catalog, 
                                                          const PlanOptions& options,
                                                          const std::vector<ParallelConfig>& configs);
 
-// One configuration priced exactly as a plan for `options.executor` prices it — the same
+// One configuration priced exactly as a plan for `options.runtime` prices it — the same
 // models, options, rules and, for xDiT, the patch count and warm-up xDiT runs it with
 // (XditRunsAs; `*priced_as` receives that configuration) — so `ditune simulate` reproduces a
 // plan's figure to the digit. InvalidArgument naming the rule where the executor cannot run
@@ -97,6 +108,16 @@ StatusOr<SimResult> SimulateAsPlanned(const Catalog& catalog, const Workload& wo
                                       const std::vector<Fit>& fits, const PlanOptions& options,
                                       const ParallelConfig& config, ParallelConfig* priced_as = nullptr,
                                       TaskScheduler* scheduler = nullptr, bool every_rank = false);
+
+// Plans on every runtime that runs the model (ditune's engine included) and ranks the
+// (runtime, configuration) pairs together: `ranked` holds the best pairs, each naming its
+// runtime; the explanation says, for each runtime, its best configuration and what it lost
+// by, or why it has none. Infeasible only when no runtime has a configuration that fits.
+StatusOr<Plan> MakePlanAny(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
+                           const std::vector<Fit>& fits, const PlanOptions& options = {});
+
+// A launch as JSON: {"command", "flags", "notes", "config_file": {"name", "text"} or null}.
+nlohmann::json LaunchToJson(const Launch& launch);
 
 // The plan as one JSON document (what `ditune plan --json` prints and the cache keeps).
 nlohmann::json PlanToJson(const Plan& plan);

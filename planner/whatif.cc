@@ -77,7 +77,8 @@ StatusOr<std::vector<WhatIfRow>> RunWhatIf(const Catalog& catalog, const WhatIfQ
               row.nodes = cluster->nodes();
               PlanOptions po = q.plan;
               po.top_k = 1;
-              auto plan = MakePlan(catalog, wl, *cluster, fits, po);
+              auto plan = po.runtime == kRuntimeAny ? MakePlanAny(catalog, wl, *cluster, fits, po)
+                                                         : MakePlan(catalog, wl, *cluster, fits, po);
               if (!plan.ok()) {
                 if (plan.status().code() != Status::Code::kInfeasible) return plan.status();
                 row.note = plan.status().message();

@@ -63,7 +63,7 @@ expect check-heads 2 "Ulysses degrees flux.1-dev allows on 8 GPUs: 1, 2, 4, 8" -
 expect check-cfg 2 "\[cfg-needs-guidance\].*nearest valid: ulysses=4" -- check --model flux.1-dev \
   --gpu h100-sxm5-80gb --gpus 4 --config ulysses=2,cfg=2
 expect check-product 2 "\[product-equals-gpus\]" -- check --model pixart-alpha --gpu l40-48gb --gpus 8 --config cfg=2
-expect check-xdit-tp 2 "\[xdit-runs-method\] xDiT has no tensor parallelism for flux.1-dev \(xDiT README.md.*TP ❎.*nearest launchable: ulysses=8" -- \
+expect check-xdit-tp 2 "\[runtime-runs-method\] xDiT has no tensor parallelism for flux.1-dev \(xDiT README.md.*TP ❎.*nearest launchable: ulysses=8" -- \
   check --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --config tp=2,ulysses=4
 expect check-ditune-tp 0 "config: ulysses=4,tp=2 — valid" -- check --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 \
   --config tp=2,ulysses=4 --executor ditune
@@ -229,6 +229,42 @@ assert p["config"] == s["config"], (p["config"], s["config"])
 PY
   then pass=$((pass + 1)); else echo "FAIL simulate-agrees-with-plan-$exec ($best)"; fail=$((fail + 1)); fi
 done
+# Every runtime that runs Qwen-Image: plan's winner, simulated for that runtime, has plan's figure.
+for rt in xdit sglang vllm-omni diffusers trtllm-visualgen ditune; do
+  args=(--model Qwen/Qwen-Image --height 1024 --width 1024 --gpu h200-sxm-141gb --gpus 2 --runtime "$rt")
+  "$bin" plan "${args[@]}" --no-cache --json >"$tmp/plan-$rt.json" 2>/dev/null
+  best=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranked"][0]["config"])' "$tmp/plan-$rt.json")
+  "$bin" simulate "${args[@]}" --config "$best" --json >"$tmp/sim-$rt.json" 2>/dev/null
+  if python3 - "$tmp/plan-$rt.json" "$tmp/sim-$rt.json" "$rt" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["ranked"][0]
+s = json.load(open(sys.argv[2]))
+assert p["latency_s"] == s["latency_s"], (p["latency_s"], s["latency_s"])
+assert p["runtime"] == s["runtime"] == sys.argv[3], (p["runtime"], s["runtime"])
+assert (p["launch"] is None) == (sys.argv[3] == "ditune")
+if p["launch"] is not None:
+    assert p["launch"]["command"] == s["launch"]["command"], (p["launch"], s["launch"])
+PY
+  then pass=$((pass + 1)); else echo "FAIL simulate-agrees-with-plan-runtime-$rt ($best)"; fail=$((fail + 1)); fi
+done
+expect plan-any-qwen-xdit-behind 0 "xdit: best ulysses=2 at [0-9.]+ s \(\+" \
+  -- plan --model qwen-image --height 1024 --width 1024 --gpu h200-sxm-141gb --gpus 2 --runtime any --explain
+expect plan-any-qwen-cfg 0 "cfg=2 on (sglang|vllm-omni|trtllm-visualgen) wins among the 6 runtimes that run qwen-image" \
+  -- plan --model qwen-image --height 1024 --width 1024 --gpu h200-sxm-141gb --gpus 2 --runtime any --explain
+expect plan-wan-generate-line 0 "torchrun --nproc_per_node=8 generate.py --task t2v-14B .*--size 1280\*720 .*--(ulysses|ring)_size [0-9] --(ulysses|ring)_size [0-9]" \
+  -- plan --model wan2.1-14b --height 720 --width 1280 --gpu h100-sxm5-80gb --gpus 8 --runtime wan-generate
+expect plan-runtime-not-for-model 2 "runtime 'wan-generate' runs no entry point for flux.1-dev; runtimes that run it: .*xdit" \
+  -- plan --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --runtime wan-generate
+expect simulate-runtime-any-refused 2 "--runtime any: this command prices one runtime's configuration" \
+  -- simulate --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --config ulysses=2 --runtime any
+expect runtime-and-executor-disagree 2 "--runtime sglang and --executor xdit disagree" \
+  -- plan --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --runtime sglang --executor xdit
+expect check-trtllm-yaml 0 "visual_gen.yaml beside it:.*|cfg_size: 2" \
+  -- check --model qwen-image --height 1024 --width 1024 --gpu h200-sxm-141gb --gpus 2 --config cfg=2 \
+  --runtime trtllm-visualgen
+expect launch-diffusers-dry-run 0 "ParallelismConfig\(ulysses_size=(2|None), ring_size=(2|None), tp_size=(2|None)\)" \
+  -- launch --auto --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --runtime diffusers --dry-run
+expect runtimes-list 0 "wan-generate +Wan generate.py +eager +4" -- runtimes
 expect simulate-xdit-rules 2 "\[" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --config tp=2
 expect simulate-ditune-engine-runs-tp 0 "latency [0-9.]+ s" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb \
   --gpus 2 --config tp=2 --executor ditune
@@ -301,7 +337,7 @@ expect plan 0 "launch with xDiT: torchrun --nproc_per_node=8 examples/pixartalph
   plan --model pixart-alpha --gpu l40-48gb --gpus 8 --explain
 expect plan-compile 0 "launch with xDiT: .*--use_torch_compile" -- plan --model flux.1-dev --gpu h100-sxm5-80gb \
   --gpus 4 --torch-compile
-expect plan-compile-ditune 2 "--torch-compile and --parallel-vae are xDiT's options" -- plan --model flux.1-dev \
+expect plan-compile-ditune 2 "--torch-compile and --parallel-vae are the PyTorch runtimes' options" -- plan --model flux.1-dev \
   --gpu h100-sxm5-80gb --gpus 4 --torch-compile --executor ditune
 expect plan-offload 0 "launch with xDiT: .*--enable_model_cpu_offload" -- plan --model hunyuanvideo --height 720 \
   --width 1280 --frames 129 --steps 50 --gpu l20-48gb --gpus 2
@@ -329,7 +365,7 @@ expect whatif-slo-unmet 3 "no swept cluster meets 0.001 s" -- whatif --model pix
   --slo 0.001
 expect whatif-for-ditune 0 "h100-sxm5-80gb +nvlink4 +1024x1024 +4 +distrifusion=4" -- whatif --model flux.1-dev \
   --gpu h100-sxm5-80gb --gpus 1,4 --executor ditune
-expect whatif-bad-executor 2 "--executor 'vllm' is not one of: xdit, ditune" -- whatif --model pixart-alpha \
+expect whatif-bad-executor 2 "--executor: unknown runtime 'vllm' \(did you mean 'vllm-omni'\?\); valid: .*xdit.*any" -- whatif --model pixart-alpha \
   --gpu l40-48gb --gpus 1,2 --executor vllm
 expect whatif-bad-list 2 "--gpus: 'two' is not an integer from 1 to 65536" -- whatif --model pixart-alpha --gpu l40-48gb \
   --gpus 1,two
@@ -375,7 +411,7 @@ expect launch-ditune 0 "^mpirun -np 2 ditune run --config " -- launch --auto --m
   --executor ditune --dry-run
 expect plan-for-ditune 0 "^launch with ditune: mpirun -np 4 ditune run --backend cuda --config " -- plan \
   --model flux.1-dev --gpu h100-sxm5-80gb --gpus 4 --executor ditune
-expect plan-bad-executor 2 "--executor 'torch' is not one of: xdit, ditune" -- plan --model flux.1-dev \
+expect plan-bad-executor 2 "--executor: unknown runtime 'torch'; valid: .*ditune.*xdit" -- plan --model flux.1-dev \
   --gpu h100-sxm5-80gb --gpus 4 --executor torch
 expect plan-xdit-flags-for-ditune 2 "--xdit-flags plans for xDiT" -- plan --model flux.1-dev --gpu h100-sxm5-80gb \
   --gpus 4 --executor ditune --xdit-flags
@@ -503,7 +539,7 @@ expect whatif-uneven-nodes 0 "12 .*2 nodes of 6 GPUs" -- whatif --model flux.1-d
   --inter ib-ndr
 expect serve-zero-replicas-layout 2 "the replica count '0' is not an integer from 1" -- serve --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --rate 0.1 \
   --layout '0x(ulysses=2)'
-expect launch-ditune-with-command 2 "--executor ditune launches ditune's own engine under mpirun; it runs no COMMAND \(got 'python3'" \
+expect launch-ditune-with-command 2 "--runtime ditune launches ditune's own engine under mpirun; it runs no COMMAND \(got 'python3'" \
   -- launch --auto --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --executor ditune --dry-run -- python3 x.py
 expect run-huge-iters 2 "--iters must be 1 to 10000" -- run --model tiny-pixart --steps 2 --config "" \
   --iters 2147483647

@@ -16,6 +16,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)ditune::ParseModelSpec(*j, "fuzz.json");
   (void)ditune::ParseGpuSpec(*j, "fuzz.json");
   (void)ditune::ParseLinkSpec(*j, "fuzz.json");
-  if (j->is_object() && j->contains("xdit")) (void)ditune::ParseXditSupport((*j)["xdit"], "fuzz.json: xdit");
+  if (j->is_object() && j->contains("xdit")) (void)ditune::ParseRuntimeSupport((*j)["xdit"], "fuzz.json: xdit", "xdit", "xDiT");
   return 0;
 }

@@ -27,7 +27,7 @@ TEST(PlanTest, MemoryPruningRemovesExactlyWhatDoesNotFit) {
   const Cluster cluster = *ResolveCluster({"rtx4090-24gb", 8}, Cat());
   Workload w{"wan2.1-14b", 720, 1280, 81, 50, 1, OutputType::kDecoded};
   PlanOptions opt;
-  opt.executor = PlanFor::kDitune;
+  opt.runtime = "ditune";
   opt.top_k = 1000;
   auto plan = MakePlan(Cat(), w, cluster, {}, opt);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
@@ -117,11 +117,11 @@ TEST(PlanTest, PlansForDitunesEngineArePricedAsTheEngine) {
   const Cluster h100 = *ResolveCluster({"h100-sxm5-80gb", 4}, Cat());
   Workload w{"flux.1-dev", 1024, 1024, 1, 28, 1, OutputType::kDecoded};
   PlanOptions xdit, ditune;
-  ditune.executor = PlanFor::kDitune;
+  ditune.runtime = "ditune";
   auto a = MakePlan(Cat(), w, h100, {}, xdit);
   auto b = MakePlan(Cat(), w, h100, {}, ditune);
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(b->executor, PlanFor::kDitune);
+  EXPECT_EQ(b->runtime, "ditune");
   EXPECT_EQ(PlanToJson(*b)["executor"], "ditune");
   EXPECT_EQ(PlanToJson(*a)["executor"], "xdit");
   // The engine's prediction of its own winner, and the single GPU, come from SimulateEngineRun's models.
@@ -147,8 +147,9 @@ TEST(PlanTest, PlansForDitunesEngineArePricedAsTheEngine) {
   auto d = MakePlan(Cat(), tiny, cpu, {}, ditune);
   ASSERT_TRUE(c.ok() && d.ok());
   EXPECT_EQ(c->ranked[0].result.total.value(), d->ranked[0].result.total.value());
-  EXPECT_EQ(ParsePlanFor("torch").status().code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(ParsePlanFor("torch").status().message().find("xdit, ditune"), std::string::npos);
+  EXPECT_EQ(ParseRuntimeChoice(Cat(), "torch").status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(ParseRuntimeChoice(Cat(), "torch").status().message().find("xdit"), std::string::npos);
+  EXPECT_EQ(*ParseRuntimeChoice(Cat(), "any"), "any");
 }
 
 TEST(PlanTest, XditFlagsOfTheWinnerParseBack) {
@@ -157,11 +158,11 @@ TEST(PlanTest, XditFlagsOfTheWinnerParseBack) {
   auto plan = MakePlan(Cat(), w, cluster, {});
   ASSERT_TRUE(plan.ok());
   for (const auto& c : plan->ranked) {
-    ASSERT_TRUE(c.xdit.has_value());
+    ASSERT_TRUE(c.launch.has_value());
     EXPECT_TRUE(SupportedByXdit(c.config).ok());
     EXPECT_EQ(*ParseParallelConfig(ToXditFlags(c.config)), c.config) << ToXditFlags(c.config);
     // PixArt's example script takes xDiT's standard flags: the plan's flags parse back too.
-    EXPECT_EQ(*ParseParallelConfig(c.xdit->parallel_flags), c.config) << c.xdit->parallel_flags;
+    EXPECT_EQ(*ParseParallelConfig(c.launch->parallel_flags), c.config) << c.launch->parallel_flags;
   }
 }
 
@@ -249,16 +250,16 @@ TEST(LaunchTest, DetectsFromNvidiaSmi) {
 TEST(LaunchTest, Commands) {
   const Cluster four = *ResolveCluster({"h100-sxm5-80gb", 4}, Cat());
   const Workload pixart{"pixart-alpha", 1024, 1024, 1, 20, 1, OutputType::kDecoded};
-  auto launch = MakeXditLaunch(**Cat().Model("pixart-alpha"), pixart, four, *ParseParallelConfig("ulysses=2,cfg=2"));
+  auto launch = MakeLaunch(**Cat().Model("pixart-alpha"), "xdit", pixart, four, *ParseParallelConfig("ulysses=2,cfg=2"));
   ASSERT_TRUE(launch.ok()) << launch.status().ToString();
-  auto cmd = XditCommand({"torchrun", "--nproc_per_node", "4", "pixart.py"}, *launch);
+  auto cmd = WithParallelFlags({"torchrun", "--nproc_per_node", "4", "pixart.py"}, *launch);
   ASSERT_TRUE(cmd.ok());
   EXPECT_EQ(ShellJoin(*cmd), "torchrun --nproc_per_node 4 pixart.py --ulysses_degree 2 --use_cfg_parallel");
   EXPECT_EQ(launch->command,
             "torchrun --nproc_per_node=4 examples/pixartalpha_example.py --model PixArt-alpha/PixArt-XL-2-1024-MS "
             "--height 1024 --width 1024 --num_inference_steps 20 --ulysses_degree 2 --use_cfg_parallel");
-  EXPECT_FALSE(MakeXditLaunch(**Cat().Model("pixart-alpha"), pixart, four, *ParseParallelConfig("distrifusion=4")).ok());
-  EXPECT_FALSE(XditCommand({}, *launch).ok());
+  EXPECT_FALSE(MakeLaunch(**Cat().Model("pixart-alpha"), "xdit", pixart, four, *ParseParallelConfig("distrifusion=4")).ok());
+  EXPECT_FALSE(WithParallelFlags({}, *launch).ok());
   EXPECT_EQ(ShellJoin({"a b", "it's", "plain"}), "'a b' 'it'\\''s' plain");
   const Cluster cluster = *ResolveCluster({"cpu", 2}, Cat());
   auto run = DituneRunCommand("ditune", {"tiny-pixart", 64, 64, 1, 4, 1, OutputType::kLatent},

@@ -16,7 +16,7 @@
 #include "planner/plan.h"
 #include "calibration/suite.h"
 #include "calibration/validate_suite.h"
-#include "planner/xdit_launch.h"
+#include "planner/launch.h"
 #include "simulator/simulate.h"
 
 namespace ditune {
@@ -52,53 +52,53 @@ constexpr Expected kExpected[] = {
     {"sana-1600m", true, true, false},       {"stepvideo-t2v", false, false, true},
 };
 
-TEST(XditSupportTest, EveryCatalogModelStatesWhatXditRunsWithSources) {
+TEST(RuntimeSupportTest, EveryCatalogModelStatesWhatXditRunsWithSources) {
   int checked = 0;
   for (const auto& m : Cat().models()) {
     if (IsTestModel(m)) continue;
-    ASSERT_TRUE(m.xdit.has_value()) << m.id << " has no xdit section";
-    const XditSupport& x = *m.xdit;
+    ASSERT_TRUE(m.runtime("xdit") != nullptr) << m.id << " has no xdit section";
+    const RuntimeSupport& x = *m.runtime("xdit");
     EXPECT_FALSE(x.command.empty()) << m.id;
     EXPECT_FALSE(x.command_source.empty()) << m.id;
     EXPECT_FALSE(x.split_source.empty()) << m.id;
-    for (int i = 0; i < kNumXditMethods; ++i) {
-      EXPECT_FALSE(x.methods[i].source.empty()) << m.id << " " << XditMethodKey(static_cast<XditMethod>(i));
+    for (int i = 0; i < kNumRuntimeMethods; ++i) {
+      EXPECT_FALSE(x.methods[i].source.empty()) << m.id << " " << RuntimeMethodKey(static_cast<RuntimeMethod>(i));
     }
     // DistriFusion lives in xDiT's legacy branch only.
-    EXPECT_FALSE(x.runs(XditMethod::kDistriFusion)) << m.id;
+    EXPECT_FALSE(x.runs(RuntimeMethod::kDistriFusion)) << m.id;
     ++checked;
   }
   EXPECT_GE(checked, 18);
   for (const Expected& e : kExpected) {
     const ModelSpec* m = *Cat().Model(e.id);
-    ASSERT_TRUE(m->xdit.has_value()) << e.id;
-    EXPECT_EQ(m->xdit->runs(XditMethod::kPipeFusion), e.pipefusion) << e.id;
-    EXPECT_EQ(m->xdit->runs(XditMethod::kCfg), e.cfg) << e.id;
-    EXPECT_EQ(m->xdit->runs(XditMethod::kTp), e.tp) << e.id;
+    ASSERT_TRUE(m->runtime("xdit") != nullptr) << e.id;
+    EXPECT_EQ(m->runtime("xdit")->runs(RuntimeMethod::kPipeFusion), e.pipefusion) << e.id;
+    EXPECT_EQ(m->runtime("xdit")->runs(RuntimeMethod::kCfg), e.cfg) << e.id;
+    EXPECT_EQ(m->runtime("xdit")->runs(RuntimeMethod::kTp), e.tp) << e.id;
   }
 }
 
-TEST(XditSupportTest, ParserRefusesIncompleteSupportData) {
+TEST(RuntimeSupportTest, ParserRefusesIncompleteSupportData) {
   auto j = nlohmann::json::parse(R"({"command": "x", "command_source": "s", "flags_source": "s",
       "flags": {"height": "--height", "width": "--width", "steps": "--steps", "ulysses": "--u"},
       "methods": {"ulysses": {"runs": true, "source": "s"}},
       "sequence_split": {"unit": "rows", "source": "s"}})");
-  auto r = ParseXditSupport(j, "m.json: xdit");
+  auto r = ParseRuntimeSupport(j, "m.json: xdit", "xdit", "xDiT");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("methods.ring is missing"), std::string::npos) << r.status().message();
   for (const char* k : {"ring", "pipefusion", "cfg", "tp", "dp", "distrifusion"}) {
     j["methods"][k] = {{"runs", false}, {"source", "s"}};
   }
-  EXPECT_TRUE(ParseXditSupport(j, "m.json: xdit").ok());
+  EXPECT_TRUE(ParseRuntimeSupport(j, "m.json: xdit", "xdit", "xDiT").ok());
   j["methods"]["tp"] = {{"runs", true}, {"source", "s"}};
-  r = ParseXditSupport(j, "m.json: xdit");
+  r = ParseRuntimeSupport(j, "m.json: xdit", "xdit", "xDiT");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("flags.tp is missing"), std::string::npos) << r.status().message();
   j["methods"]["tp"] = {{"runs", false}, {"source", ""}};
-  EXPECT_FALSE(ParseXditSupport(j, "m.json: xdit").ok());  // a fact without its source
+  EXPECT_FALSE(ParseRuntimeSupport(j, "m.json: xdit", "xdit", "xDiT").ok());  // a fact without its source
   j["methods"]["tp"] = {{"runs", false}, {"source", "s"}};
   j["flags"]["bogus"] = "--bogus";
-  EXPECT_FALSE(ParseXditSupport(j, "m.json: xdit").ok());
+  EXPECT_FALSE(ParseRuntimeSupport(j, "m.json: xdit", "xdit", "xDiT").ok());
 }
 
 std::string Join(const std::vector<std::string>& words) {
@@ -109,12 +109,12 @@ std::string Join(const std::vector<std::string>& words) {
 
 // Every plan printed for xDiT, for every catalog model on 2, 4, 8 and 16 GPUs of two kinds,
 // is one xDiT runs for that model, and its launch line holds only flags its entry point takes.
-TEST(XditSupportTest, EveryPlanPrintedForXditIsLaunchable) {
+TEST(RuntimeSupportTest, EveryPlanPrintedForXditIsLaunchable) {
   int plans = 0, launchable = 0;
   for (const auto& m : Cat().models()) {
     if (IsTestModel(m)) continue;
     std::set<std::string> accepted;
-    for (const auto& [key, flag] : m.xdit->flags) accepted.insert(flag);
+    for (const auto& [key, flag] : m.runtime("xdit")->flags) accepted.insert(flag);
     for (const char* gpu : {"h100-sxm5-80gb", "l40-48gb"}) {
       for (int gpus : {2, 4, 8, 16}) {
         ClusterSpec spec{gpu, gpus};
@@ -133,18 +133,18 @@ TEST(XditSupportTest, EveryPlanPrintedForXditIsLaunchable) {
         }
         for (const auto& c : plan->ranked) {
           ++plans;
-          ASSERT_TRUE(c.xdit.has_value()) << m.id;
-          Status runs = CheckXditRuns(m, w, c.config, gpus);
+          ASSERT_TRUE(c.launch.has_value()) << m.id;
+          Status runs = CheckRuntimeRuns(m, "xdit", w, c.config, gpus);
           EXPECT_TRUE(runs.ok()) << m.id << " " << Label(c.config) << ": " << runs.message();
           bool ok = runs.ok();
           // The words after the entry point's own command: flag, value, flag, ...
-          const std::vector<std::string>& words = c.xdit->appended;
-          EXPECT_TRUE(c.xdit->command.ends_with(Join(words))) << c.xdit->command;
+          const std::vector<std::string>& words = c.launch->appended;
+          EXPECT_TRUE(c.launch->command.ends_with(Join(words))) << c.launch->command;
           for (size_t i = 0; i < words.size(); ++i) {
             if (words[i].rfind("--", 0) != 0) continue;
             if (!accepted.count(words[i])) {
               ok = false;
-              ADD_FAILURE() << m.id << ": " << words[i] << " is not a flag of " << m.xdit->command;
+              ADD_FAILURE() << m.id << ": " << words[i] << " is not a flag of " << m.runtime("xdit")->command;
             }
           }
           launchable += ok;
@@ -161,16 +161,16 @@ TEST(XditSupportTest, EveryPlanPrintedForXditIsLaunchable) {
 // node and on every whole number of nodes of 8 up to 128 GPUs, at its default size and at three
 // sizes whose patch rows split unevenly (PipeFusion patch counts xDiT recomputes), plans or says
 // nothing fits.
-TEST(XditSupportTest, PlansOnManyNodesAndOddSizesAreLaunchable) {
+TEST(RuntimeSupportTest, PlansOnManyNodesAndOddSizesAreLaunchable) {
   int plans = 0, infeasible = 0;
   for (const auto& m : Cat().models()) {
-    if (IsTestModel(m) || !m.xdit) continue;
+    if (IsTestModel(m) || m.runtime("xdit") == nullptr) continue;
     const int unit = m.vae_spatial * m.patch_spatial;
     const std::vector<std::pair<int, int>> sizes = {
         {m.default_height, m.default_width}, {20 * unit, 20 * unit}, {17 * unit, 64 * unit}, {45 * unit, 81 * unit}};
     for (const auto& [h, w] : sizes) {
       Workload work{m.id, h, w, m.default_frames, m.default_steps, 1, OutputType::kLatent};
-      if (!ComputeTokenGeometry(m, work).ok() || !XditRunsWorkload(m, work).ok()) continue;
+      if (!ComputeTokenGeometry(m, work).ok() || !RuntimeRunsWorkload(m, "xdit", work).ok()) continue;
       std::vector<int> counts = {1, 2, 3, 4, 5, 6, 7, 8};
       for (int n = 16; n <= 128; n += 8) counts.push_back(n);
       for (int gpus : counts) {
@@ -192,7 +192,7 @@ TEST(XditSupportTest, PlansOnManyNodesAndOddSizesAreLaunchable) {
         }
         for (const auto& c : plan->ranked) {
           ++plans;
-          Status runs = CheckXditRuns(m, work, c.config, gpus);
+          Status runs = CheckRuntimeRuns(m, "xdit", work, c.config, gpus);
           EXPECT_TRUE(runs.ok()) << m.id << " " << h << "x" << w << " " << Label(c.config) << ": " << runs.message();
         }
       }
@@ -205,29 +205,29 @@ TEST(XditSupportTest, PlansOnManyNodesAndOddSizesAreLaunchable) {
 
 // xDiT recomputes a patch count that leaves uneven rows; an entry point without a patch flag
 // runs the recomputed count, which is the same launch as the stage count.
-TEST(XditSupportTest, RecomputedPatchCountsLaunchWithoutAPatchFlag) {
+TEST(RuntimeSupportTest, RecomputedPatchCountsLaunchWithoutAPatchFlag) {
   const ModelSpec* flux = *Cat().Model("flux.1-dev");
-  ASSERT_EQ(flux->xdit->flag("patches"), nullptr);
+  ASSERT_EQ(flux->runtime("xdit")->flag("patches"), nullptr);
   Workload w{"flux.1-dev", 1024, 1024, 1, 28, 1, OutputType::kDecoded};
   auto tokens = *ComputeTokenGeometry(*flux, w);
   // 64 patch rows, sp 2, 12 stages: 64 / 24 rounded up to 3 rows per rank, 6 per patch: 11.
   const ParallelConfig runs = XditRunsAs(tokens, 28, *ParseParallelConfig("ulysses=2,pipefusion=12"));
   EXPECT_EQ(runs.patches, 11);
-  EXPECT_TRUE(CheckXditRuns(*flux, w, runs, 24).ok());
-  EXPECT_TRUE(CheckXditRuns(*flux, w, *ParseParallelConfig("ulysses=2,pipefusion=12"), 24).ok());
-  Status other = CheckXditRuns(*flux, w, *ParseParallelConfig("ulysses=2,pipefusion=12,patches=10"), 24);
+  EXPECT_TRUE(CheckRuntimeRuns(*flux, "xdit", w, runs, 24).ok());
+  EXPECT_TRUE(CheckRuntimeRuns(*flux, "xdit", w, *ParseParallelConfig("ulysses=2,pipefusion=12"), 24).ok());
+  Status other = CheckRuntimeRuns(*flux, "xdit", w, *ParseParallelConfig("ulysses=2,pipefusion=12,patches=10"), 24);
   EXPECT_NE(other.message().find("recomputed to 11"), std::string::npos) << other.message();
   ClusterSpec spec{"h100-sxm5-80gb", 24, 8, 0, "", "ib-ndr"};
   auto plan = MakePlan(Cat(), w, *ResolveCluster(spec, Cat()), {}, PlanOptions{});
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  ASSERT_TRUE(plan->ranked.front().xdit.has_value());
+  ASSERT_TRUE(plan->ranked.front().launch.has_value());
 }
 
 ValidationContext XditContext(const char* id, int h, int w, int frames, int gpus, TokenGeometry* tokens) {
   const ModelSpec* m = *Cat().Model(id);
   *tokens = *ComputeTokenGeometry(*m, {id, h, w, frames, m->default_steps, 1, OutputType::kDecoded});
   ValidationContext ctx{m, *tokens, m->default_steps, 1, gpus};
-  ctx.xdit = true;
+  ctx.runtime = "xdit";
   return ctx;
 }
 
@@ -236,7 +236,7 @@ std::string Refusal(const ValidationContext& ctx, const char* config) {
   return s.ok() ? "" : s.message();
 }
 
-TEST(XditSupportTest, RefusalsNameTheRuleTheSourceAndTheNearestLaunchable) {
+TEST(RuntimeSupportTest, RefusalsNameTheRuleTheSourceAndTheNearestLaunchable) {
   TokenGeometry t;
   // Flux: no tensor parallelism in xDiT (README: TP ❎).
   ValidationContext flux = XditContext("flux.1-dev", 1024, 1024, 1, 8, &t);
@@ -248,7 +248,7 @@ TEST(XditSupportTest, RefusalsNameTheRuleTheSourceAndTheNearestLaunchable) {
   EXPECT_NE(Refusal(flux, "ulysses=4,cfg=2").find("cfg-needs-guidance"), std::string::npos);
   // ditune's executor runs tp for Flux.
   ValidationContext own = flux;
-  own.xdit = false;
+  own.runtime = {};
   EXPECT_TRUE(ValidateConfig(own, *ParseParallelConfig("tp=2,ulysses=4")).ok());
 
   // Latte 480x720: xDiT splits the 30 patch rows, so ring=8 is refused (ditune's executor
@@ -256,7 +256,7 @@ TEST(XditSupportTest, RefusalsNameTheRuleTheSourceAndTheNearestLaunchable) {
   ValidationContext latte = XditContext("latte-1", 480, 720, 16, 8, &t);
   msg = Refusal(latte, "ring=8");
   EXPECT_NE(msg.find(kRuleSpRows), std::string::npos) << msg;
-  latte.xdit = false;
+  latte.runtime = {};
   EXPECT_TRUE(ValidateConfig(latte, *ParseParallelConfig("ring=8")).ok());
 
   // Published or launchable configurations that xDiT runs.
@@ -265,7 +265,7 @@ TEST(XditSupportTest, RefusalsNameTheRuleTheSourceAndTheNearestLaunchable) {
   EXPECT_EQ(Refusal(step, "ulysses=8"), "");
   EXPECT_EQ(Refusal(step, "ulysses=4,tp=2"), "");
   EXPECT_NE(Refusal(step, "ring=8").find("Ring sequence parallelism"), std::string::npos);
-  EXPECT_NE(Refusal(step, "cfg=2,ulysses=4").find("xdit-runs-method"), std::string::npos);
+  EXPECT_NE(Refusal(step, "cfg=2,ulysses=4").find("runtime-runs-method"), std::string::npos);
   EXPECT_EQ(Refusal(XditContext("mochi-1", 480, 848, 163, 8, &t), "ulysses=8"), "");
   EXPECT_EQ(Refusal(XditContext("wan2.1-1.3b", 480, 832, 81, 8, &t), "ulysses=4,ring=2"), "");
   EXPECT_EQ(Refusal(XditContext("wan2.1-1.3b", 480, 832, 81, 8, &t), "ring=8"), "");
@@ -275,14 +275,14 @@ TEST(XditSupportTest, RefusalsNameTheRuleTheSourceAndTheNearestLaunchable) {
   EXPECT_EQ(Refusal(flux, "pipefusion=2,ulysses=4"), "");
 }
 
-TEST(XditSupportTest, PatchCountsAndWarmupAreAdjustedAsXditAdjustsThem) {
+TEST(RuntimeSupportTest, PatchCountsAndWarmupAreAdjustedAsXditAdjustsThem) {
   TokenGeometry t;
   // PixArt 1024^2: 64 patch rows. pipefusion=2 with 5 patches and sp 4: the patch height
   // ceil(64 / 5) = 13 rows rounded up to 16 (a multiple of sp 4): ceil(64 / 16) = 4 patches.
   ValidationContext pixart = XditContext("pixart-alpha", 1024, 1024, 1, 8, &t);
   ParallelConfig c = *ParseParallelConfig("pipefusion=2,patches=5,ulysses=4,warmup=40");
   EXPECT_EQ(Refusal(pixart, "pipefusion=2,patches=5,ulysses=4"), "");
-  pixart.xdit = false;  // ditune's executor needs whole rows per patch
+  pixart.runtime = {};  // ditune's executor needs whole rows per patch
   EXPECT_NE(Refusal(pixart, "pipefusion=2,patches=5,ulysses=4").find(kRulePatches), std::string::npos);
   const ParallelConfig runs = XditRunsAs(t, 20, c);
   EXPECT_EQ(runs.patches, 4);
@@ -293,13 +293,13 @@ TEST(XditSupportTest, PatchCountsAndWarmupAreAdjustedAsXditAdjustsThem) {
   EXPECT_EQ(XditRunsAs(t, 20, *ParseParallelConfig("pipefusion=4,ulysses=2")).patches, 4);
 }
 
-TEST(XditSupportTest, LaunchLinesFollowEachEntryPoint) {
+TEST(RuntimeSupportTest, LaunchLinesFollowEachEntryPoint) {
   auto line = [](const char* id, int gpus, const char* config, Workload w = {}) {
     const ModelSpec* m = *Cat().Model(id);
     if (w.model_id.empty()) w = {id, m->default_height, m->default_width, m->default_frames, m->default_steps, 1};
     ClusterSpec spec{"h100-sxm5-80gb", gpus};
     if (gpus > 8) spec.inter_id = "ib-ndr";
-    auto l = MakeXditLaunch(*m, w, *ResolveCluster(spec, Cat()), *ParseParallelConfig(config));
+    auto l = MakeLaunch(*m, "xdit", w, *ResolveCluster(spec, Cat()), *ParseParallelConfig(config));
     EXPECT_TRUE(l.ok()) << id << ": " << l.status().ToString();
     return l.ok() ? l->command : std::string();
   };
@@ -318,7 +318,7 @@ TEST(XditSupportTest, LaunchLinesFollowEachEntryPoint) {
             std::string::npos);
   // Latte's script fixes 16 frames.
   const ModelSpec* latte = *Cat().Model("latte-1");
-  Status frames = XditRunsWorkload(*latte, {"latte-1", 512, 512, 32, 50, 1});
+  Status frames = RuntimeRunsWorkload(*latte, "xdit", {"latte-1", 512, 512, 32, 50, 1});
   ASSERT_FALSE(frames.ok());
   EXPECT_NE(frames.message().find("always generates 16 frames"), std::string::npos) << frames.message();
 }
@@ -376,8 +376,8 @@ TEST(FullyShardTest, ShardedWeightsAreXditsAndChosenWhereTheyMakeAPlanFit) {
   ValidationContext flux = XditContext("flux.1-dev", 1024, 1024, 1, 4, &t);
   EXPECT_EQ(Refusal(flux, "ulysses=4,fsdp=4"), "");
   EXPECT_NE(Refusal(flux, "ulysses=4,fsdp=3").find(kRuleFsdp), std::string::npos);
-  flux.xdit = false;
-  EXPECT_NE(Refusal(flux, "ulysses=4,fsdp=4").find("ditune's executor keeps whole weights"), std::string::npos);
+  flux.runtime = {};
+  EXPECT_NE(Refusal(flux, "ulysses=4,fsdp=4").find("ditune's engine keeps whole weights"), std::string::npos);
   EXPECT_NE(Refusal(XditContext("hunyuanvideo", 544, 960, 129, 4, &t), "ulysses=4,fsdp=4").find("fully-sharded"),
             std::string::npos);
 
@@ -402,8 +402,8 @@ TEST(FullyShardTest, ShardedWeightsAreXditsAndChosenWhereTheyMakeAPlanFit) {
   for (const auto& cand : plan->ranked) {
     if (cand.config.fsdp == 1) continue;
     sharded_plan = true;
-    EXPECT_NE(cand.xdit->command.find(fmt::format("--fully_shard_degree {}", cand.config.fsdp)), std::string::npos)
-        << cand.xdit->command;
+    EXPECT_NE(cand.launch->command.find(fmt::format("--fully_shard_degree {}", cand.config.fsdp)), std::string::npos)
+        << cand.launch->command;
     EXPECT_GT(cand.result.steady.exposed_comm.value(), 0);
   }
   EXPECT_TRUE(sharded_plan);
@@ -431,10 +431,10 @@ TEST(CpuOffloadTest, OffloadIsXditsAndItsTurnsAndMovesArePriced) {
   TokenGeometry t;
   ValidationContext hv = XditContext("hunyuanvideo", 720, 1280, 129, 2, &t);
   EXPECT_EQ(Refusal(hv, "ulysses=2,offload=1"), "");
-  hv.xdit = false;
+  hv.runtime = {};
   EXPECT_NE(Refusal(hv, "ulysses=2,offload=1").find(kRuleOffload), std::string::npos);
   // PixArt's entry point has no offload flag.
-  EXPECT_NE(Refusal(XditContext("pixart-alpha", 1024, 1024, 1, 2, &t), "cfg=2,offload=1").find(kRuleXditMethod),
+  EXPECT_NE(Refusal(XditContext("pixart-alpha", 1024, 1024, 1, 2, &t), "cfg=2,offload=1").find(kRuleRuntimeMethod),
             std::string::npos);
 
   // HunyuanVideo 720p x 129 on one 48 GB L20: the whole pipeline does not fit; offloaded, the
@@ -483,8 +483,8 @@ TEST(CpuOffloadTest, OffloadIsXditsAndItsTurnsAndMovesArePriced) {
   auto plan = MakePlan(Cat(), w, *ResolveCluster({"l20-48gb", 2}, Cat()), {}, PlanOptions{});
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_EQ(plan->ranked.front().config.offload, 1);
-  EXPECT_NE(plan->ranked.front().xdit->command.find("--enable_model_cpu_offload"), std::string::npos)
-      << plan->ranked.front().xdit->command;
+  EXPECT_NE(plan->ranked.front().launch->command.find("--enable_model_cpu_offload"), std::string::npos)
+      << plan->ranked.front().launch->command;
   ASSERT_TRUE(plan->single_gpu.has_value());
   EXPECT_EQ(plan->single_gpu->config.offload, 1);
   // Where the whole pipeline fits, it is not offloaded.

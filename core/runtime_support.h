@@ -1,0 +1,167 @@
+// What a runtime runs for one model: the entry point (xDiT's unified runner or an example
+// script, Wan's generate.py, SGLang's `sglang generate`, ...), the flags that entry point
+// accepts, which parallel methods and options it implements for the model, how it splits
+// the sequence, and its extra constraints. xDiT's facts are the "xdit" object of
+// data/models/<id>.json; every other runtime's are data/runtimes/<id>.json (RuntimeSpec).
+// Every fact carries the source that states it (README table, runner docs, a script line).
+#ifndef DITUNE_CORE_RUNTIME_SUPPORT_H_
+#define DITUNE_CORE_RUNTIME_SUPPORT_H_
+
+#include <array>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/status.h"
+
+namespace ditune {
+
+// The parallel methods and options a runtime may or may not run for a model.
+enum class RuntimeMethod {
+  kUlysses,
+  kRing,
+  kPipeFusion,
+  kCfg,
+  kTp,
+  kDp,
+  kDistriFusion,
+  kParallelVae,
+  kFullyShard,
+  kTorchCompile,
+  kFp8Gemms,
+  kCpuOffload,
+};
+inline constexpr int kNumRuntimeMethods = 12;
+// The key in the JSON ("ulysses", "parallel_vae", ...).
+std::string_view RuntimeMethodKey(RuntimeMethod m);
+// A phrase for messages ("Ulysses sequence parallelism", "tensor parallelism", ...).
+std::string_view RuntimeMethodPhrase(RuntimeMethod m);
+
+// How the entry point splits the image sequence over the sequence-parallel ranks.
+// kRows: whole patch rows of the latent (image models, CogVideoX, ConsisID, Latte): the
+//   sequence degree must divide the patch rows. kTokens: the flattened token sequence
+//   (HunyuanVideo, Step-Video): it must divide the token count. kPadded: the sequence is
+//   padded to a multiple of the degree (Wan): any degree. kRowsOrColumns: whole patch rows,
+//   else whole patch columns (HunyuanVideo's sample_video.py): the degree divides either.
+enum class SequenceSplitUnit { kRows, kTokens, kPadded, kRowsOrColumns };
+std::string_view SequenceSplitUnitName(SequenceSplitUnit u);
+
+// How the entry point assigns blocks to PipeFusion stages. kCeil: ceil(blocks / stages) to
+// every stage but the last, which takes the rest (xDiT). kBalanced: the first
+// blocks % stages stages take one more (ditune's engine).
+enum class StagePartition { kCeil, kBalanced };
+
+// Constraints beyond the methods' own rules (ids are stable: messages and tests name them).
+inline constexpr const char* kConstraintTpOnlyWithUlysses = "tp-only-with-ulysses";  // tp > 1: no other method but Ulysses
+// The entry point pads the head count up to a multiple of the Ulysses degree, so Ulysses
+// need not divide the heads (the padded heads are computed).
+inline constexpr const char* kConstraintHeadsPadded = "heads-padded-for-ulysses";
+// On more than one GPU every rank is a sequence-parallel rank: ulysses x ring = the GPUs
+// (Wan's generate.py asserts it).
+inline constexpr const char* kConstraintSpIsWorld = "sp-is-world";
+// The weight sharding takes no degree: it shards over every rank (fsdp = 1 or the GPUs).
+inline constexpr const char* kConstraintFsdpIsWorld = "fsdp-is-world";
+// Model CPU offload runs on one GPU only, never with sequence parallelism (HunyuanVideo's
+// sample_video.py refuses the two together).
+inline constexpr const char* kConstraintOffloadAlone = "offload-without-sp";
+
+struct RuntimeFact {
+  bool runs = false;
+  std::string source;  // where it is stated
+};
+
+struct RuntimeConstraint {
+  std::string rule;    // one of the kXdit* ids above
+  std::string source;
+};
+
+struct RuntimeSupport {
+  std::string runtime;       // the runtime's id ("xdit", "wan-generate", ...)
+  std::string runtime_name;  // as messages name it ("xDiT", "Wan generate.py", ...)
+  // The command that starts the entry point, with placeholders {gpus}, {gpus_per_node},
+  // {nodes} and {devices} (0,1,..,gpus-1); the workload and parallel flags are appended.
+  std::string command;
+  std::string command_source;
+  // The flags the entry point accepts, by what they set: workload keys "model", "height",
+  // "width", "size" (height and width in one flag), "frames", "steps", "output_type",
+  // "patches", "warmup", and the method keys of RuntimeMethodKey for the methods and options
+  // it runs. A method that runs has its flag; nothing else is ever printed. A flag is
+  // followed by its value, unless it holds "{}" (the value goes there), "{width}" or
+  // "{height}" (those go there), or it is a switch (cfg and the options, or a degree the
+  // sp-is-world / fsdp-is-world constraints fix), which is printed as it stands.
+  std::map<std::string, std::string, std::less<>> flags;
+  std::string flags_source;
+  // The value of the "model" flag, when the command does not name the model itself.
+  std::string model_arg;
+  std::array<RuntimeFact, kNumRuntimeMethods> methods;
+  SequenceSplitUnit split = SequenceSplitUnit::kRows;
+  std::string split_source;
+  StagePartition stages = StagePartition::kCeil;
+  std::vector<RuntimeConstraint> constraints;
+  // A frame count the entry point always generates (0: it takes the workload's).
+  int fixed_frames = 0;
+  std::string fixed_frames_source;
+  // What the entry point is told when an option is NOT chosen, where its default is on (Wan's
+  // generate.py offloads on one GPU unless given "--offload_model False"): option key -> flag.
+  std::map<std::string, std::string, std::less<>> off_flags;
+  // A file the launch writes beside the command (TensorRT-LLM VisualGen's YAML, a diffusers
+  // script): its name (the command's {config_file}), its format ("yaml" or "python": how
+  // booleans are written) and its text, with placeholders {model}, {height}, {width},
+  // {frames}, {steps}, {gpus}, the degrees {ulysses} {ring} {cfg} {tp} {fsdp}, and the options
+  // {torch_compile} {cpu_offload} {parallel_vae}. A method whose placeholder is in the text
+  // needs no flag.
+  std::string config_name;
+  std::string config_format;
+  std::string config_text;
+  std::string config_source;
+  std::string notes;
+
+  const RuntimeFact& method(RuntimeMethod m) const { return methods[static_cast<int>(m)]; }
+  bool runs(RuntimeMethod m) const { return method(m).runs; }
+  // The flag the entry point takes for `key`, or nullptr when it takes none.
+  const std::string* flag(std::string_view key) const;
+  // The constraint with this id, or nullptr.
+  const RuntimeConstraint* constraint(std::string_view rule) const;
+};
+
+// Parses one runtime's object for one model (the "xdit" object of a model file, or a model's
+// entry of a runtime file merged over its "defaults"): every method listed with "runs" and
+// "source", every running method's flag present, known constraint ids and split units, no
+// unknown keys. `origin` names the object in messages.
+// `compiled_by_default`: the runtime compiles unless told otherwise, so torch_compile needs no
+// flag.
+StatusOr<RuntimeSupport> ParseRuntimeSupport(const nlohmann::json& j, const std::string& origin,
+                                             const std::string& runtime, const std::string& runtime_name,
+                                             bool compiled_by_default = false);
+
+// A runtime as a whole (data/runtimes/<id>.json): what it is, how its runs are priced, and
+// — in the catalog — its entry per model (ModelSpec::runtimes).
+struct RuntimeSpec {
+  std::string id;
+  std::string name;
+  std::string source;
+  std::string summary;  // one line for listings: what the runtime is and who deploys it
+  // ditune's own engine: its rules (CheckConfig without an entry) and the engine's scale.
+  // Every other runtime is PyTorch and is priced on the calibrated PyTorch scale of the model.
+  bool engine = false;
+  // torch.compile (or an ahead-of-time engine) is on unless the user turns it off.
+  bool compiled_by_default = false;
+  std::string compiled_source;
+};
+
+// Parses a runtime file: the RuntimeSpec, and for each model id its support object (the
+// file's "defaults" with the model's entry merged over them: objects key by key, other
+// values replaced), parsed by ParseRuntimeSupport. `origin` names the file.
+struct RuntimeFile {
+  std::string id;  // spec.id
+  RuntimeSpec spec;
+  std::vector<std::pair<std::string, RuntimeSupport>> models;
+};
+StatusOr<RuntimeFile> ParseRuntimeFile(const nlohmann::json& j, const std::string& origin);
+
+}  // namespace ditune
+
+#endif  // DITUNE_CORE_RUNTIME_SUPPORT_H_

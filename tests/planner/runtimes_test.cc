@@ -1,0 +1,181 @@
+// The runtimes beyond xDiT (data/runtimes): their rules, their launch lines, and that every
+// command prices a runtime's configuration as its plan does.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/catalog.h"
+#include "core/config_rules.h"
+#include "planner/launch.h"
+#include "planner/plan.h"
+
+namespace ditune {
+namespace {
+
+const Catalog& Cat() {
+  static const Catalog* c = [] {
+    auto r = Catalog::Load(DITUNE_TEST_DATA_DIR);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return new Catalog(std::move(*r));
+  }();
+  return *c;
+}
+
+Workload At(const char* id, int h, int w, int frames = 1) {
+  const ModelSpec& m = **Cat().Model(id);
+  return {id, h, w, frames, m.default_steps, 1, OutputType::kDecoded};
+}
+
+StatusOr<Launch> LaunchOf(const char* runtime, const char* model, const Workload& w, const char* gpu, int gpus,
+                          const char* config, LaunchOptions options = {}) {
+  auto cluster = ResolveCluster({gpu, gpus}, Cat());
+  EXPECT_TRUE(cluster.ok());
+  return MakeLaunch(**Cat().Model(model), runtime, w, *cluster, *ParseParallelConfig(config), options);
+}
+
+bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(RuntimesTest, EveryRuntimeIsListedAndEveryEntryCitesItsSources) {
+  std::vector<std::string> ids;
+  for (const auto& r : Cat().runtimes()) ids.push_back(r.id);
+  for (const char* id : {"xdit", "ditune", "wan-generate", "hunyuan-sample", "sglang", "vllm-omni", "diffusers",
+                         "trtllm-visualgen"}) {
+    EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << id;
+  }
+  for (const auto& m : Cat().models()) {
+    for (const auto& [id, s] : m.runtimes) {
+      EXPECT_EQ(s.runtime, id);
+      EXPECT_FALSE(s.runtime_name.empty());
+      EXPECT_FALSE(s.command_source.empty()) << m.id << " " << id;
+      for (int i = 0; i < kNumRuntimeMethods; ++i) {
+        EXPECT_FALSE(s.methods[i].source.empty())
+            << m.id << " " << id << " " << RuntimeMethodKey(static_cast<RuntimeMethod>(i));
+      }
+    }
+  }
+}
+
+TEST(RuntimesTest, WanGenerateRunsEveryRankAsASequenceRankAndShardsOverAll) {
+  const Workload w = At("wan2.1-14b", 720, 1280, 81);
+  auto line = LaunchOf("wan-generate", "wan2.1-14b", w, "h100-sxm5-80gb", 8, "ulysses=8,fsdp=8");
+  ASSERT_TRUE(line.ok()) << line.status().ToString();
+  EXPECT_TRUE(Has(line->command, "torchrun --nproc_per_node=8 generate.py --task t2v-14B")) << line->command;
+  EXPECT_TRUE(Has(line->command, "--size 1280*720 --frame_num 81 --sample_steps 50")) << line->command;
+  EXPECT_TRUE(Has(line->command, "--ulysses_size 8 --ring_size 1")) << line->command;
+  EXPECT_TRUE(Has(line->command, "--dit_fsdp --t5_fsdp")) << line->command;
+  EXPECT_FALSE(Has(line->command, "--dit_fsdp 8")) << line->command;
+  // generate.py offloads on one GPU unless told not to.
+  EXPECT_TRUE(Has(line->command, "--offload_model False")) << line->command;
+  // Wan pads the sequence: any degree splits 720p's 45 patch rows.
+  EXPECT_TRUE(LaunchOf("wan-generate", "wan2.1-14b", w, "h100-sxm5-80gb", 8, "ring=8").ok());
+  // Not every rank a sequence rank, or a partial shard: refused with the rule named.
+  auto partial = LaunchOf("wan-generate", "wan2.1-14b", w, "h100-sxm5-80gb", 8, "ulysses=4,dp=2");
+  ASSERT_FALSE(partial.ok());
+  EXPECT_TRUE(Has(partial.status().message(), kRuleRuntimeConstraint) ||
+              Has(partial.status().message(), kRuleRuntimeMethod))
+      << partial.status().message();
+  auto shard = LaunchOf("wan-generate", "wan2.1-14b", w, "h100-sxm5-80gb", 8, "ulysses=8,fsdp=4");
+  ASSERT_FALSE(shard.ok());
+  EXPECT_TRUE(Has(shard.status().message(), "sharded over every rank")) << shard.status().message();
+  // Wan2.2's generate.py has no Ring.
+  auto ring = LaunchOf("wan-generate", "wan2.2-t2v-a14b", At("wan2.2-t2v-a14b", 720, 1280, 81), "h100-sxm5-80gb", 4,
+                       "ring=4");
+  ASSERT_FALSE(ring.ok());
+  EXPECT_TRUE(Has(ring.status().message(), "Ring sequence parallelism")) << ring.status().message();
+}
+
+TEST(RuntimesTest, EachRuntimeSpellsItsOwnFlagsOrWritesItsOwnFile) {
+  const Workload q = At("qwen-image", 1024, 1024);
+  auto sg = LaunchOf("sglang", "qwen-image", q, "h200-sxm-141gb", 2, "cfg=2");
+  ASSERT_TRUE(sg.ok()) << sg.status().ToString();
+  EXPECT_TRUE(Has(sg->command, "sglang generate --num-gpus 2")) << sg->command;
+  EXPECT_TRUE(Has(sg->command, "--model-path Qwen/Qwen-Image")) << sg->command;
+  EXPECT_TRUE(Has(sg->command, "--enable-cfg-parallel")) << sg->command;
+  auto trt = LaunchOf("trtllm-visualgen", "qwen-image", q, "h200-sxm-141gb", 2, "cfg=2");
+  ASSERT_TRUE(trt.ok()) << trt.status().ToString();
+  EXPECT_EQ(trt->config_name, "visual_gen.yaml");
+  EXPECT_TRUE(Has(trt->command, "--visual_gen_args visual_gen.yaml")) << trt->command;
+  EXPECT_TRUE(Has(trt->config_text, "cfg_size: 2")) << trt->config_text;
+  EXPECT_TRUE(Has(trt->config_text, "ulysses_size: 1")) << trt->config_text;
+  auto dif = LaunchOf("diffusers", "flux.2-dev", At("flux.2-dev", 1024, 1024), "l20-48gb", 8, "ulysses=4,tp=2");
+  ASSERT_TRUE(dif.ok()) << dif.status().ToString();
+  EXPECT_TRUE(Has(dif->command, "torchrun --nproc_per_node=8 run_ditune_plan.py")) << dif->command;
+  EXPECT_TRUE(Has(dif->config_text, "ParallelismConfig(ulysses_size=4, ring_size=None, tp_size=2)")) << dif->config_text;
+  EXPECT_TRUE(Has(dif->config_text, "if False:\n    pipe.enable_model_cpu_offload")) << dif->config_text;
+  EXPECT_TRUE(Has(dif->config_text, "from_pretrained(\"black-forest-labs/FLUX.2-dev\"")) << dif->config_text;
+  // xDiT has no TP for FLUX.2; cache-dit has.
+  EXPECT_FALSE(LaunchOf("xdit", "flux.2-dev", At("flux.2-dev", 1024, 1024), "l20-48gb", 8, "ulysses=4,tp=2").ok());
+  // HunyuanVideo's sample_video.py: height first, and no offload with sequence parallelism.
+  const Workload hv = At("hunyuanvideo", 720, 1280, 129);
+  auto hy = LaunchOf("hunyuan-sample", "hunyuanvideo", hv, "h100-sxm5-80gb", 8, "ulysses=8");
+  ASSERT_TRUE(hy.ok()) << hy.status().ToString();
+  EXPECT_TRUE(Has(hy->command, "--video-size 720 1280 --video-length 129")) << hy->command;
+  EXPECT_TRUE(Has(hy->command, "--ulysses-degree 8 --ring-degree 1")) << hy->command;
+  auto off = LaunchOf("hunyuan-sample", "hunyuanvideo", hv, "l20-48gb", 2, "ulysses=2,offload=1");
+  ASSERT_FALSE(off.ok());
+  EXPECT_TRUE(Has(off.status().message(), "offload does not run with sequence parallelism")) << off.status().message();
+}
+
+TEST(RuntimesTest, AnyRanksRuntimesAndQwenImageOnTwoH200TakesCfgParallel) {
+  const Cluster two = *ResolveCluster({"h200-sxm-141gb", 2}, Cat());
+  PlanOptions opt;
+  opt.runtime = kRuntimeAny;
+  auto plan = MakePlanAny(Cat(), At("qwen-image", 1024, 1024), two, {}, opt);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->runtime, kRuntimeAny);
+  const Candidate& best = plan->ranked.front();
+  EXPECT_EQ(best.config.cfg, 2) << Label(best.config) << " on " << best.runtime;
+  ASSERT_TRUE(best.launch.has_value());
+  EXPECT_EQ(best.launch->runtime, best.runtime);
+  // xDiT has no CFG parallel for Qwen-Image: it is in the comparison, and behind.
+  bool xdit_line = false;
+  for (const auto& line : plan->explanation) xdit_line |= line.rfind("xdit: best ulysses=2", 0) == 0;
+  EXPECT_TRUE(xdit_line);
+  // Ranked best first across runtimes.
+  for (size_t i = 1; i < plan->ranked.size(); ++i) {
+    EXPECT_LE(plan->ranked[i - 1].result.total.value(), plan->ranked[i].result.total.value());
+  }
+}
+
+// The same rules and the same price everywhere: each runtime's plan winner, simulated alone
+// for that runtime, gives the plan's figure to the digit.
+TEST(RuntimesTest, SimulateReproducesEveryRuntimesPlanToTheDigit) {
+  struct Case {
+    const char* model;
+    Workload w;
+    const char* gpu;
+    int gpus;
+  };
+  const std::vector<Case> cases = {{"qwen-image", At("qwen-image", 1024, 1024), "h200-sxm-141gb", 2},
+                                   {"wan2.1-14b", At("wan2.1-14b", 720, 1280, 81), "h100-sxm5-80gb", 8},
+                                   {"hunyuanvideo", At("hunyuanvideo", 720, 1280, 129), "h100-sxm5-80gb", 8}};
+  for (const Case& c : cases) {
+    const Cluster cluster = *ResolveCluster({c.gpu, c.gpus}, Cat());
+    const ModelSpec& m = **Cat().Model(c.model);
+    for (const auto& r : Cat().runtimes()) {
+      if (!r.engine && m.runtime(r.id) == nullptr) continue;
+      PlanOptions opt;
+      opt.runtime = r.id;
+      auto plan = MakePlan(Cat(), c.w, cluster, {}, opt);
+      if (!plan.ok()) continue;  // nothing of this runtime fits
+      auto sim = SimulateAsPlanned(Cat(), c.w, cluster, {}, opt, plan->ranked.front().config);
+      ASSERT_TRUE(sim.ok()) << r.id << " " << c.model << ": " << sim.status().ToString();
+      EXPECT_EQ(sim->total.value(), plan->ranked.front().result.total.value()) << r.id << " " << c.model;
+    }
+  }
+}
+
+TEST(RuntimesTest, UnknownRuntimesAreNamedWithTheValidOnes) {
+  auto bad = ParseRuntimeChoice(Cat(), "vllm");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Has(bad.status().message(), "did you mean 'vllm-omni'")) << bad.status().message();
+  EXPECT_TRUE(Has(bad.status().message(), "any")) << bad.status().message();
+  // A runtime that does not run the model says which do.
+  auto none = RuntimeRunsWorkload(**Cat().Model("pixart-alpha"), "wan-generate", At("pixart-alpha", 1024, 1024));
+  ASSERT_FALSE(none.ok());
+  EXPECT_TRUE(Has(none.message(), "runtimes that run it: ")) << none.message();
+}
+
+}  // namespace
+}  // namespace ditune
