@@ -118,7 +118,8 @@ bool CheckRuntime(const ValidationContext& ctx, const ParallelConfig& c, std::ve
                       {RuntimeMethod::kDp, &ParallelConfig::dp, c.dp},
                       {RuntimeMethod::kDistriFusion, &ParallelConfig::distrifusion, c.distrifusion},
                       {RuntimeMethod::kFullyShard, &ParallelConfig::fsdp, c.fsdp},
-                      {RuntimeMethod::kCpuOffload, &ParallelConfig::offload, c.offload != 0 ? 2 : 1}};
+                      {RuntimeMethod::kCpuOffload, &ParallelConfig::offload, c.offload != 0 ? 2 : 1},
+                      {RuntimeMethod::kTorchCompile, &ParallelConfig::compile, c.compile != 0 ? 2 : 1}};
   for (const Use& u : uses) {
     if (u.degree <= 1 || x.runs(u.method)) continue;
     // cfg=2 on a model without guidance is the cfg rule's to name.
@@ -126,7 +127,8 @@ bool CheckRuntime(const ValidationContext& ctx, const ParallelConfig& c, std::ve
     if (!fail(kRuleRuntimeMethod, [&] {
           std::string msg = fmt::format("{} has no {} for {} ({})", who, RuntimeMethodPhrase(u.method), m.id,
                                         x.method(u.method).source);
-          if (suggest && u.method != RuntimeMethod::kFullyShard && u.method != RuntimeMethod::kCpuOffload) {
+          if (suggest && u.method != RuntimeMethod::kFullyShard && u.method != RuntimeMethod::kCpuOffload &&
+              u.method != RuntimeMethod::kTorchCompile) {
             msg += Nearest(MoveDegree(ctx, c, u.field));
           }
           return msg;
@@ -417,6 +419,14 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
       return false;
   }
 
+  if (c.compile != 0 && !by_runtime) {
+    if (!fail(kRuleCompile, [&] {
+          return std::string(
+              "compile=1: ditune's engine compiles nothing, it already runs one kernel per op; torch.compile is the "
+              "PyTorch runtimes' (--runtime xdit, sglang, ...)");
+        }))
+      return false;
+  }
   if (c.offload != 0 && !by_runtime) {
     if (!fail(kRuleOffload, [&] {
           return std::string(

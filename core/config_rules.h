@@ -42,6 +42,7 @@ inline constexpr const char* kRuleDp = "batch-divisible-by-dp";
 inline constexpr const char* kRuleDistriFusion = "distrifusion-alone";
 inline constexpr const char* kRuleFsdp = "fsdp-divides-gpus";
 inline constexpr const char* kRuleOffload = "offload-is-xdits";
+inline constexpr const char* kRuleCompile = "compile-is-the-runtimes";
 // A runtime's rules (ValidationContext::runtime).
 inline constexpr const char* kRuleRuntimeModel = "runtime-runs-model";
 inline constexpr const char* kRuleRuntimeMethod = "runtime-runs-method";

@@ -96,11 +96,14 @@ StatusOr<const GpuSpec*> FindGpu(const Catalog& catalog, std::string_view name, 
     const GpuSpec* sxm = nullptr;
     for (const GpuSpec* g : matches) {
       ids.push_back(g->id);
-      if (g->id.find("sxm") != std::string::npos) sxm = sxm == nullptr ? g : sxm;
+      // The SXM form of multi-GPU servers, its largest memory where there are several (A100).
+      if (g->id.find("sxm") != std::string::npos && (sxm == nullptr || g->memory.value() > sxm->memory.value())) {
+        sxm = g;
+      }
     }
     if (sxm != nullptr) {
       if (note != nullptr) {
-        *note = fmt::format("GPU '{}' taken as {} (the SXM form of multi-GPU servers); also in the catalog: {}",
+        *note = fmt::format("GPU '{}' taken as {} (the SXM form of multi-GPU servers, the largest memory); also in the catalog: {}",
                             Trim(name), sxm->id, fmt::join(ids, ", "));
       }
       return sxm;

@@ -34,15 +34,20 @@ std::optional<int> ParseInt(std::string_view s) {
 }
 
 constexpr const char* kKeys =
-    "ulysses, ring, pipefusion, patches, warmup, cfg, dp, tp, distrifusion, fsdp, offload (0 or 1), order";
+    "ulysses, ring, pipefusion, patches, warmup, cfg, dp, tp, distrifusion, fsdp, offload (0 or 1), compile (0 or 1), "
+    "order";
 constexpr const char* kXditFlags =
-    "--ulysses_degree, --ring_degree, --pipefusion_parallel_degree, --num_pipeline_patch, "
+    "xDiT's --ulysses_degree, --ring_degree, --pipefusion_parallel_degree, --num_pipeline_patch, "
     "--warmup_steps, --use_cfg_parallel, --data_parallel_degree, --tensor_parallel_degree, --fully_shard_degree, "
-    "--enable_model_cpu_offload";
+    "--enable_model_cpu_offload, --use_torch_compile; Wan's --ulysses_size, --ring_size, --dit_fsdp, --t5_fsdp, "
+    "--offload_model True|False; SGLang's and HunyuanVideo's --ulysses-degree, --ring-degree, --tp-size, "
+    "--enable-cfg-parallel, --use-fsdp-inference, --dit-cpu-offload, --use-cpu-offload, --enable-torch-compile; "
+    "vLLM-Omni's --usp, --cfg-parallel-size 2, --tensor-parallel-size, --use-hsdp, --enable-cpu-offload";
 
 struct Fields {
   ParallelConfig config;
   bool patches_given = false;
+  bool fsdp_all = false;  // a sharding switch without a degree: over every rank
 };
 
 // Sets one integer field by its ditune key; `shown` names it in messages.
@@ -58,7 +63,7 @@ Status SetField(Fields* f, std::string_view key, std::string_view value, std::st
       {"warmup", &ParallelConfig::warmup, 0}, {"cfg", &ParallelConfig::cfg, 1},
       {"dp", &ParallelConfig::dp, 1}, {"tp", &ParallelConfig::tp, 1},
       {"distrifusion", &ParallelConfig::distrifusion, 1}, {"fsdp", &ParallelConfig::fsdp, 1},
-      {"offload", &ParallelConfig::offload, 0},
+      {"offload", &ParallelConfig::offload, 0}, {"compile", &ParallelConfig::compile, 0},
   };
   for (const auto& e : kEntries) {
     if (key != e.key) continue;
@@ -67,7 +72,7 @@ Status SetField(Fields* f, std::string_view key, std::string_view value, std::st
       return Status::InvalidArgument(fmt::format("{}: '{}' is not an integer >= {}", shown,
                                                  Trim(value), e.min));
     }
-    if (key == "offload" && *v > 1) {
+    if ((key == "offload" || key == "compile") && *v > 1) {
       return Status::InvalidArgument(fmt::format("{}: '{}' is 0 (off) or 1 (on)", shown, Trim(value)));
     }
     f->config.*e.field = *v;
@@ -114,8 +119,9 @@ Status ParseXdit(std::string_view text, Fields* f) {
     t = Trim(t);
     if (!t.empty()) tokens.push_back(t);
   }
+  // Flags that take a degree, in every runtime's spelling.
   static constexpr std::pair<const char*, const char*> kFlagToKey[] = {
-      {"--ulysses_degree", "ulysses"},
+      {"--ulysses_degree", "ulysses"},  // xDiT
       {"--ring_degree", "ring"},
       {"--pipefusion_parallel_degree", "pipefusion"},
       {"--num_pipeline_patch", "patches"},
@@ -123,6 +129,35 @@ Status ParseXdit(std::string_view text, Fields* f) {
       {"--data_parallel_degree", "dp"},
       {"--tensor_parallel_degree", "tp"},
       {"--fully_shard_degree", "fsdp"},
+      {"--ulysses_size", "ulysses"},  // Wan's generate.py
+      {"--ring_size", "ring"},
+      {"--ulysses-degree", "ulysses"},  // SGLang, HunyuanVideo's sample_video.py, vLLM-Omni
+      {"--ring-degree", "ring"},
+      {"--tp-size", "tp"},  // SGLang
+      {"--usp", "ulysses"},  // vLLM-Omni
+      {"--tensor-parallel-size", "tp"},
+      {"--cfg-parallel-size", "cfg"},
+  };
+  // Switches: a flag alone turns the setting on.
+  static constexpr std::pair<const char*, const char*> kSwitchToKey[] = {
+      {"--use_cfg_parallel", "cfg"},             {"--enable-cfg-parallel", "cfg"},
+      {"--enable_model_cpu_offload", "offload"}, {"--use-cpu-offload", "offload"},
+      {"--enable-cpu-offload", "offload"},       {"--use_torch_compile", "compile"},
+      {"--enable-torch-compile", "compile"},     {"--dit_fsdp", "fsdp"},
+      {"--t5_fsdp", "fsdp"},                     {"--use-hsdp", "fsdp"},
+  };
+  // Settings given as a boolean value (Wan's --offload_model True, SGLang's
+  // --use-fsdp-inference true).
+  static constexpr std::pair<const char*, const char*> kBoolToKey[] = {
+      {"--offload_model", "offload"},
+      {"--use-fsdp-inference", "fsdp"},
+      {"--dit-cpu-offload", "offload"},
+  };
+  auto turn_on = [&](std::string_view key, bool on) {
+    if (key == "cfg") f->config.cfg = on ? 2 : 1;
+    if (key == "offload") f->config.offload = on ? 1 : 0;
+    if (key == "compile") f->config.compile = on ? 1 : 0;
+    if (key == "fsdp") f->fsdp_all = on;
   };
   for (size_t i = 0; i < tokens.size(); ++i) {
     std::string_view flag = tokens[i];
@@ -131,19 +166,36 @@ Status ParseXdit(std::string_view text, Fields* f) {
       inline_value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
     }
-    if (flag == "--use_cfg_parallel") {
-      if (inline_value) {
-        return Status::InvalidArgument("--use_cfg_parallel is a switch and takes no value");
-      }
-      f->config.cfg = 2;
-      continue;
+    bool handled = false;
+    for (const auto& [fl, k] : kSwitchToKey) {
+      if (flag != fl) continue;
+      if (inline_value) return Status::InvalidArgument(fmt::format("{} is a switch and takes no value", flag));
+      turn_on(k, true);
+      handled = true;
     }
-    if (flag == "--enable_model_cpu_offload") {
+    for (const auto& [fl, k] : kBoolToKey) {
+      if (flag != fl || handled) continue;
+      std::string_view value;
       if (inline_value) {
-        return Status::InvalidArgument("--enable_model_cpu_offload is a switch and takes no value");
+        value = *inline_value;
+      } else if (i + 1 < tokens.size() && tokens[i + 1].substr(0, 2) != "--") {
+        value = tokens[++i];
+      } else {
+        value = "true";  // given alone
       }
-      f->config.offload = 1;
-      continue;
+      const std::string v = Lower(value);
+      if (v != "true" && v != "false") {
+        return Status::InvalidArgument(fmt::format("{} takes True or False, not '{}'", flag, value));
+      }
+      turn_on(k, v == "true");
+      handled = true;
+    }
+    if (handled) continue;
+    if (flag == "--t5_cpu" || flag == "--num-gpus" || flag == "--sp-degree") {
+      return Status::InvalidArgument(fmt::format(
+          "{} is not a parallel setting ditune reads from a config: {}", flag,
+          flag == "--t5_cpu" ? "the text encoder's placement is a memory setting, not priced yet"
+                             : "give the GPU count with --gpus and the degrees with --ulysses-degree/--ring-degree"));
     }
     const char* key = nullptr;
     for (const auto& [fl, k] : kFlagToKey) {
@@ -151,19 +203,27 @@ Status ParseXdit(std::string_view text, Fields* f) {
     }
     if (key == nullptr) {
       return Status::InvalidArgument(
-          fmt::format("unknown xDiT flag '{}'; valid flags: {}", flag, kXditFlags));
+          fmt::format("unknown flag '{}'; valid flags: {}", flag, kXditFlags));
     }
     std::string_view value;
     if (inline_value) {
       value = *inline_value;
     } else {
       if (i + 1 >= tokens.size()) {
-        return Status::InvalidArgument(fmt::format("xDiT flag {} needs a value", flag));
+        return Status::InvalidArgument(fmt::format("flag {} needs a value", flag));
       }
       value = tokens[++i];
     }
+    if (std::string_view(key) == "cfg") {
+      // --cfg-parallel-size takes 1 or 2.
+      if (value != "1" && value != "2") {
+        return Status::InvalidArgument(fmt::format("{} takes 1 or 2, not '{}'", flag, value));
+      }
+    }
     DITUNE_RETURN_IF_ERROR(SetField(f, key, value, flag));
   }
+  // A sharding switch shards the weights over every rank.
+  if (f->fsdp_all) f->config.fsdp = f->config.world_size();
   return Status::Ok();
 }
 
@@ -263,6 +323,7 @@ std::string ToString(const ParallelConfig& c) {
   add("distrifusion", c.distrifusion, 1);
   add("fsdp", c.fsdp, 1);
   add("offload", c.offload, 0);
+  add("compile", c.compile, 0);
   if (c.order != kDefaultRankOrder) items.push_back("order=" + RankOrderToString(c.order));
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : ",") + i;
@@ -300,6 +361,7 @@ std::string ToXditFlags(const ParallelConfig& c) {
   if (c.tp != 1) s += fmt::format(" --tensor_parallel_degree {}", c.tp);
   if (c.fsdp != 1) s += fmt::format(" --fully_shard_degree {}", c.fsdp);
   if (c.offload != 0) s += " --enable_model_cpu_offload";
+  if (c.compile != 0) s += " --use_torch_compile";
   return s;
 }
 

@@ -4,9 +4,12 @@
 //   ditune:  "ulysses=2,ring=2,pipefusion=2,patches=4,warmup=1,cfg=2,dp=1,tp=1,
 //             distrifusion=1,order=tp-sp-pp-cfg-dp"   (omitted keys take their defaults;
 //             "" is one device)
-//   xDiT:    "--ulysses_degree 2 --ring_degree 2 --pipefusion_parallel_degree 2
+//   flags:   xDiT's "--ulysses_degree 2 --ring_degree 2 --pipefusion_parallel_degree 2
 //             --num_pipeline_patch 4 --warmup_steps 1 --use_cfg_parallel
-//             --data_parallel_degree 1 --tensor_parallel_degree 1"
+//             --data_parallel_degree 1 --tensor_parallel_degree 1", and the other runtimes'
+//             spellings of the same settings: Wan's "--ulysses_size 8 --ring_size 1 --dit_fsdp
+//             --t5_fsdp", SGLang's and HunyuanVideo's "--ulysses-degree 2 --enable-cfg-parallel
+//             --tp-size 2", vLLM-Omni's "--usp 2 --cfg-parallel-size 2", "--use_torch_compile"
 #ifndef DITUNE_CORE_PARALLEL_CONFIG_H_
 #define DITUNE_CORE_PARALLEL_CONFIG_H_
 
@@ -51,6 +54,9 @@ struct ParallelConfig {
   // each part of the pipeline is on the GPU only while it runs (the text encoders, then the
   // DiT, then the VAE), moved there from host memory and back once per generation. 0 or 1.
   int offload = 0;
+  // torch.compile of the DiT (xDiT's --use_torch_compile, SGLang's --enable-torch-compile, ...):
+  // priced without the eager host overhead where the runtime compiles the model. 0 or 1.
+  int compile = 0;
   RankOrder order = kDefaultRankOrder;
 
   int sp() const { return ulysses * ring; }

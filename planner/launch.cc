@@ -152,7 +152,7 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
     if (x.flag(RuntimeMethodKey(m)) == nullptr) return;  // set in the config file
     for (auto& w : spelled(*x.flag(RuntimeMethodKey(m)), "", false)) par.push_back(std::move(w));
   };
-  option(RuntimeMethod::kTorchCompile, options.torch_compile);
+  option(RuntimeMethod::kTorchCompile, options.torch_compile || config.compile != 0);
   option(RuntimeMethod::kCpuOffload, config.offload != 0);
   option(RuntimeMethod::kParallelVae, options.parallel_vae && config.world_size() > 1);
 
@@ -174,7 +174,7 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
         {"cfg", degree_text(config.cfg)},
         {"tp", degree_text(config.tp)},
         {"fsdp", degree_text(config.fsdp)},
-        {"torch_compile", boolean(options.torch_compile && x.runs(RuntimeMethod::kTorchCompile))},
+        {"torch_compile", boolean((options.torch_compile || config.compile != 0) && x.runs(RuntimeMethod::kTorchCompile))},
         {"cpu_offload", boolean(config.offload != 0)},
         {"parallel_vae", boolean(options.parallel_vae && config.world_size() > 1 &&
                                  x.runs(RuntimeMethod::kParallelVae))},

@@ -463,7 +463,9 @@ StatusOr<SimResult> SimulateAsPlanned(const Catalog& catalog, const Workload& wo
                                       const ParallelConfig& config, ParallelConfig* priced_as,
                                       TaskScheduler* scheduler, bool every_rank) {
   PlanOptions opt;
-  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, options, &opt));
+  PlanOptions asked = options;
+  asked.launch.torch_compile |= config.compile != 0;  // compile=1 is priced as --torch-compile
+  DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, asked, &opt));
   ValidationContext ctx{start.model, start.tokens, workload.steps, workload.batch, cluster.gpus()};
   ctx.runtime = start.rules;
   DITUNE_RETURN_IF_ERROR(ValidateConfig(ctx, config));

@@ -210,7 +210,9 @@ expect plan-user-model-and-gpu-names 0 "flux.1-dev 1024x1024, 28 steps, batch 1 
 expect plan-short-gpu-says-which 0 "GPU 'H100' taken as h100-sxm5-80gb .*h100-pcie-80gb" \
   -- plan --model black-forest-labs/FLUX.1-dev --gpu H100 --gpus 8
 expect plan-driver-gpu-name 0 "on 4 x h100-pcie-80gb" -- plan --model flux.1-dev --gpu "NVIDIA H100 PCIe" --gpus 4
-expect plan-unknown-gpu-closest 2 "A800|a100" -- plan --model flux.1-dev --gpu A800 --gpus 8
+expect plan-unknown-gpu-closest 2 "unknown GPU 'b100'.*b200" -- plan --model flux.1-dev --gpu B100 --gpus 8
+expect plan-a800-cut-nvlink 0 "on 8 x a800-sxm4-80gb \(1 node\(s\), nvlink3-400\)" -- plan --model flux.1-dev --gpu A800 --gpus 8
+expect plan-a100-short-80gb 0 "GPU 'A100' taken as a100-sxm4-80gb" -- plan --model flux.1-dev --gpu A100 --gpus 8
 expect plan-unknown-model-closest 2 "flux\." -- plan --model flux.3 --gpu h100-sxm5-80gb --gpus 8
 # simulate prices a configuration as plan does, for the same executor: the figures agree to the
 # digit (the 24-GPU Flux winner, whose patch count xDiT recomputes, and ditune's engine).

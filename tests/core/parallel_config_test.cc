@@ -64,7 +64,7 @@ TEST(ParallelConfigTest, SyntaxErrorsNameTheProblem) {
       {"order=tp-sp-pp", "must name tp, sp, pp, cfg and dp once each"},
       {"order=tp-tp-pp-cfg-dp", "must name tp, sp, pp, cfg and dp once each"},
       {"--ulysses_degree", "needs a value"},
-      {"--sp_degree 2", "unknown xDiT flag '--sp_degree'"},
+      {"--sp_degree 2", "unknown flag '--sp_degree'; valid flags: xDiT's"},
       {"--use_cfg_parallel=1", "takes no value"},
   };
   for (const auto& c : cases) {
@@ -73,6 +73,40 @@ TEST(ParallelConfigTest, SyntaxErrorsNameTheProblem) {
     EXPECT_EQ(r.status().ExitCode(), 2);
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
   }
+}
+
+}  // namespace
+}  // namespace ditune
+
+namespace ditune {
+namespace {
+
+// The runtimes' own spellings of a configuration, pasted from their launch lines.
+TEST(ParallelConfigTest, EachRuntimesFlagsAreAConfig) {
+  auto wan = ParseParallelConfig("--ulysses_size 8 --ring_size 1 --dit_fsdp --t5_fsdp");
+  ASSERT_TRUE(wan.ok()) << wan.status().ToString();
+  EXPECT_EQ(ToString(*wan), "ulysses=8,fsdp=8");
+  auto wan_one = ParseParallelConfig("--offload_model True");
+  ASSERT_TRUE(wan_one.ok());
+  EXPECT_EQ(wan_one->offload, 1);
+  EXPECT_EQ(ParseParallelConfig("--offload_model False")->offload, 0);
+  EXPECT_FALSE(ParseParallelConfig("--offload_model maybe").ok());
+  auto sg = ParseParallelConfig("--ulysses-degree 2 --enable-cfg-parallel --tp-size 2");
+  ASSERT_TRUE(sg.ok()) << sg.status().ToString();
+  EXPECT_EQ(ToString(*sg), "ulysses=2,cfg=2,tp=2");
+  auto vo = ParseParallelConfig("--usp 2 --cfg-parallel-size 2");
+  ASSERT_TRUE(vo.ok()) << vo.status().ToString();
+  EXPECT_EQ(ToString(*vo), "ulysses=2,cfg=2");
+  EXPECT_FALSE(ParseParallelConfig("--cfg-parallel-size 3").ok());
+  auto compiled = ParseParallelConfig("--ulysses_degree 4 --use_torch_compile");
+  ASSERT_TRUE(compiled.ok());
+  EXPECT_EQ(ToString(*compiled), "ulysses=4,compile=1");
+  EXPECT_EQ(*ParseParallelConfig(ToString(*compiled)), *compiled);
+  EXPECT_EQ(*ParseParallelConfig(ToXditFlags(*compiled)), *compiled);
+  // What is not a parallel setting says so.
+  auto t5 = ParseParallelConfig("--ulysses_size 2 --t5_cpu");
+  ASSERT_FALSE(t5.ok());
+  EXPECT_NE(t5.status().message().find("memory setting"), std::string::npos) << t5.status().message();
 }
 
 }  // namespace
