@@ -140,8 +140,8 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
       }
       row.memory_gb = gib ? v * (1024.0 * 1024.0 * 1024.0) / 1e9 : v;
     }
-    if (row.runtime != "xdit") {
-      row.refused = fmt::format("runtime '{}': ditune prices xDiT's runs of a suite (runtime xdit) so far", row.runtime);
+    if (auto r = catalog.Runtime(row.runtime); !r.ok() && row.refused.empty()) {
+      row.refused = fmt::format("runtime: {} (`ditune runtimes` lists them)", r.status().message());
     }
     if (f[13] != "best") {
       auto c = ParseParallelConfig(f[13]);

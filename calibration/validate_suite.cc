@@ -62,13 +62,35 @@ std::vector<ParallelConfig> PublishedPipeFusionGrid(const SuiteRow& row, const V
   return grid.empty() ? std::vector<ParallelConfig>{c} : grid;
 }
 
-// A row's configuration against the rules ("best" rows and refused rows pass).
+// The rules a row's runtime plays by: a runtime's entry point beyond xDiT's (its id), or the
+// method rules alone (xDiT's published runs, which ran, and ditune's engine: empty).
+std::string RowRules(const SuiteRow& row, const Catalog& catalog) {
+  if (row.runtime == "xdit") return {};
+  auto spec = catalog.Runtime(row.runtime);
+  return spec.ok() && !(*spec)->engine ? row.runtime : std::string();
+}
+
+// How a row's runtime executes: compiled where the row says so (compile=1) or the runtime
+// compiles by default, where its entry point compiles the model; else eager.
+Runtime RowExecution(const SuiteRow& row, const Catalog& catalog, const ModelSpec& model) {
+  const std::string rules = RowRules(row, catalog);
+  if (rules.empty()) return row.config && row.config->compile != 0 ? Runtime::kCompiled : Runtime::kEager;
+  const RuntimeSupport* entry = model.runtime(rules);
+  auto spec = catalog.Runtime(rules);
+  const bool wanted = (row.config && row.config->compile != 0) || (spec.ok() && (*spec)->compiled_by_default);
+  return wanted && entry != nullptr && entry->runs(RuntimeMethod::kTorchCompile) ? Runtime::kCompiled
+                                                                                : Runtime::kEager;
+}
+
+// A row's configuration against its runtime's rules ("best" rows and refused rows pass).
 Status CheckRowConfig(const SuiteRow& row, const Catalog& catalog) {
   if (row.best() || !row.refused.empty()) return Status::Ok();
   DITUNE_ASSIGN_OR_RETURN(Cluster cluster, ResolveCluster(row.cluster, catalog));
   DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(row.workload.model_id));
   DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*model, row.workload));
+  const std::string rules = RowRules(row, catalog);
   ValidationContext ctx{model, tokens, row.workload.steps, row.workload.batch, cluster.gpus()};
+  ctx.runtime = rules;
   return ValidateConfig(ctx, *row.config);
 }
 
@@ -77,9 +99,12 @@ Status CheckRowConfig(const SuiteRow& row, const Catalog& catalog) {
 StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, const std::vector<Fit>& fits) {
   DITUNE_ASSIGN_OR_RETURN(Cluster cluster, ResolveCluster(row.cluster, catalog));
   DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(row.workload.model_id));
-  DITUNE_ASSIGN_OR_RETURN(CostModels models, ModelsFor(cluster, model->id, fits));
+  DITUNE_ASSIGN_OR_RETURN(CostModels models,
+                          ModelsFor(cluster, model->id, fits, "cuda", RowExecution(row, catalog, *model)));
   DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(*model, row.workload));
+  const std::string rules = RowRules(row, catalog);
   ValidationContext ctx{model, tokens, row.workload.steps, row.workload.batch, cluster.gpus()};
+  ctx.runtime = rules;
   std::vector<ParallelConfig> candidates;
   if (row.best()) {
     candidates = EnumerateConfigs(ctx, cluster);
@@ -105,8 +130,9 @@ StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, con
   // on the GPU as a whole pipeline: xDiT's entry points can keep each part on the GPU only
   // while it runs (model CPU offload, which xDiT's examples pass for the large video models on
   // 48 GB parts).
-  if (!best->result.fits && !row.best() && row.latency_s && model->runtime("xdit") != nullptr &&
-      model->runtime("xdit")->runs(RuntimeMethod::kCpuOffload)) {
+  const RuntimeSupport* offloader = model->runtime(rules.empty() ? std::string("xdit") : rules);
+  if (!best->result.fits && !row.best() && row.latency_s && offloader != nullptr &&
+      offloader->runs(RuntimeMethod::kCpuOffload)) {
     for (ParallelConfig c : candidates) {
       c.offload = 1;
       DITUNE_RETURN_IF_ERROR(consider(c));

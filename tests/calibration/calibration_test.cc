@@ -193,33 +193,39 @@ TEST(SuiteTest, RowsThatCannotBePricedAreRefusedAndTheRestPredicted) {
       "s,f,flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,1,1,8,nvlink4,none,,calibrate,6.71,,\n"
       "s,f,flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,2,1,8,nvlink4,none,ulysses=2,predict,4.38,xdit,41.85 GiB/GPU\n"
       "s,f,flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,5,1,8,nvlink4,none,ulysses=5,predict,3.0,,\n"
-      "s,f,flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,2,1,8,nvlink4,none,ulysses=2,predict,4.0,sglang,\n"
+      "s,f,flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,2,1,8,nvlink4,none,ulysses=2,predict,4.0,torchtitan,\n"
       "s,w,wan2.1-14b,720,1280,81,50,e2e,h100-sxm5-80gb,1,1,8,nvlink4,none,,calibrate,900,wan-generate,\n"
       "s,w,wan2.1-14b,720,1280,81,50,e2e,h100-sxm5-80gb,2,1,8,nvlink4,none,ulysses=2,predict,450,,\n"
-      "s,u,Wan-AI/Wan2.1-I2V-14B-720P,720,1280,81,40,e2e,h100-sxm5-80gb,1,1,8,nvlink4,none,,calibrate,900,,\n";
+      "s,u,Wan-AI/Wan2.1-I2V-14B-720P,720,1280,81,40,e2e,h100-sxm5-80gb,1,1,8,nvlink4,none,,calibrate,900,,\n"
+      "s,g,sd3-medium,1024,1024,1,28,e2e,h100-sxm5-80gb,1,1,8,nvlink4,none,,calibrate,3.0,torchtitan,\n"
+      "s,g,sd3-medium,1024,1024,1,28,e2e,h100-sxm5-80gb,2,1,8,nvlink4,none,cfg=2,predict,1.6,,\n";
   auto rows = ParseSuite(suite, "t.csv", Cat());
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
-  ASSERT_EQ(rows->size(), 7u);
+  ASSERT_EQ(rows->size(), 9u);
   EXPECT_EQ((*rows)[1].runtime, "xdit");
   ASSERT_TRUE((*rows)[1].memory_gb.has_value());
   EXPECT_NEAR(*(*rows)[1].memory_gb, 41.85 * 1.073741824, 1e-9);
-  EXPECT_NE((*rows)[3].refused.find("runtime 'sglang'"), std::string::npos);
-  EXPECT_NE((*rows)[4].refused.find("runtime 'wan-generate'"), std::string::npos);
+  EXPECT_NE((*rows)[3].refused.find("unknown runtime 'torchtitan'"), std::string::npos) << (*rows)[3].refused;
+  EXPECT_TRUE((*rows)[4].refused.empty()) << (*rows)[4].refused;  // Wan's generate.py is priced
+  EXPECT_EQ((*rows)[4].runtime, "wan-generate");
   EXPECT_NE((*rows)[6].refused.find("unknown model"), std::string::npos);
   std::vector<std::string> left_out;
-  EXPECT_EQ(PricedRows(*rows, &left_out).size(), 3u);  // the sglang row, the Wan group, the unknown model out
+  // Out: the unknown runtimes, the unknown model, and the group whose calibrate row is out.
+  EXPECT_EQ(PricedRows(*rows, &left_out).size(), 5u);
   EXPECT_EQ(left_out.size(), 4u);
 
   auto report = PredictSuite(*rows, Cat(), {});
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->summary.refused, 5);
-  EXPECT_EQ(report->summary.rows, 1);  // the one predict row that was predicted
-  ASSERT_EQ(report->rows.size(), 7u);
+  EXPECT_EQ(report->summary.rows, 2);  // the two predict rows that were predicted
+  ASSERT_EQ(report->rows.size(), 9u);
   EXPECT_TRUE(report->rows[1].refused.empty());
   EXPECT_TRUE(report->rows[1].predicted_s.has_value());
   EXPECT_NE(report->rows[2].refused.find("heads-divisible-by-ulysses-x-tp"), std::string::npos);
-  EXPECT_NE(report->rows[5].refused.find("calibrate row (line 6) is refused"), std::string::npos)
-      << report->rows[5].refused;
+  EXPECT_TRUE(report->rows[5].refused.empty()) << report->rows[5].refused;
+  EXPECT_TRUE(report->rows[5].predicted_s.has_value());
+  EXPECT_NE(report->rows[8].refused.find("calibrate row (line 9) is refused"), std::string::npos)
+      << report->rows[8].refused;
 
   // What stays an error: a malformed field, an unknown column.
   EXPECT_FALSE(ParseSuite("group,model\n", "t.csv", Cat()).ok());

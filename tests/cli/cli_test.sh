@@ -267,6 +267,24 @@ expect check-trtllm-yaml 0 "visual_gen.yaml beside it:.*|cfg_size: 2" \
 expect launch-diffusers-dry-run 0 "ParallelismConfig\(ulysses_size=(2|None), ring_size=(2|None), tp_size=(2|None)\)" \
   -- launch --auto --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --runtime diffusers --dry-run
 expect runtimes-list 0 "wan-generate +Wan generate.py +eager +4" -- runtimes
+# Published runs of other runtimes (the shared file, turned into suite rows by
+# tools/validation/beyond_xdit_suite.py): every row whose runtime and model are in the catalog is
+# priced, or refused only where that runtime's own rule refuses its split (cache-dit's plain
+# Ulysses on a token count the degree does not divide; the published run used its experimental
+# Ulysses-Anything).
+"$bin" validate --suite "$DITUNE_DATA/validation/published-beyond-xdit.csv" --db "$tmp/beyond.db" --json \
+  >"$tmp/beyond.json" 2>/dev/null
+if python3 - "$tmp/beyond.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["rows"]:
+    why = r.get("refused", "")
+    assert not why or "unknown model" in why or "sequence-divisible-by-sp" in why, (r["line"], why)
+assert d["summary"]["rows"] >= 40, d["summary"]
+runtimes = {r["runtime"] for r in d["rows"] if not r.get("refused")}
+assert {"wan-generate", "diffusers", "vllm-omni"} <= runtimes, runtimes
+PY
+then pass=$((pass + 1)); else echo "FAIL validate-beyond-xdit-prices-every-catalog-row"; fail=$((fail + 1)); fi
 expect simulate-xdit-rules 2 "\[" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --config tp=2
 expect simulate-ditune-engine-runs-tp 0 "latency [0-9.]+ s" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb \
   --gpus 2 --config tp=2 --executor ditune
@@ -284,10 +302,10 @@ expect simulate-invalid 2 "\[heads-divisible-by-ulysses-x-tp\]" -- simulate --mo
   echo "f,FLUX.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,1,1,8,nvlink4,none,,calibrate,6.71,s,"
   echo "f,flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,2,1,8,nvlink4,none,ulysses=2,predict,4.38,s,xdit"
   echo "f,flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,5,1,8,nvlink4,none,ulysses=5,predict,3.1,s,xdit"
-  echo "f,flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,2,1,8,nvlink4,none,ulysses=2,predict,4.0,s,sglang"
+  echo "f,flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,2,1,8,nvlink4,none,ulysses=2,predict,4.0,s,torchtitan"
 } >"$tmp/refusing.csv"
 expect validate-refuses-a-config 0 "refused: line 4 \(f\): config 'ulysses=5'" -- validate --suite "$tmp/refusing.csv"
-expect validate-refuses-a-runtime 0 "refused: line 5 \(f\): runtime 'sglang'" -- validate --suite "$tmp/refusing.csv"
+expect validate-refuses-a-runtime 0 "refused: line 5 \(f\): runtime: unknown runtime 'torchtitan'" -- validate --suite "$tmp/refusing.csv"
 expect validate-counts-refusals 0 "summary: rows=1 .* refused=2" -- validate --suite "$tmp/refusing.csv"
 suite=$(dirname "$0")/../../data/validation/xdit-published-dev.csv
 expect validate 0 "^summary: rows=94 median_ape=0\.[0-9]+ p90_ape=0\.[0-9]+ oom_agree=1/1$" -- validate --suite "$suite"
