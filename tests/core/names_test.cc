@@ -54,7 +54,11 @@ TEST(NamesTest, GpusByIdDriverNameAndShortForm) {
   note.clear();
   EXPECT_EQ(GpuId("A100", &note), "a100-sxm4-80gb");
   EXPECT_NE(note.find("a100-pcie-80gb"), std::string::npos) << note;
-  const std::string unknown = GpuId("A800");
+  EXPECT_NE(note.find("a100-sxm4-40gb"), std::string::npos) << note;  // the 80 GB SXM part is taken
+  EXPECT_EQ(GpuId("A800"), "a800-sxm4-80gb");
+  EXPECT_EQ(GpuId("NVIDIA H800"), "h800-sxm5-80gb");
+  EXPECT_EQ(GpuId("L4"), "l4-24gb");  // not the L40
+  const std::string unknown = GpuId("B100");
   EXPECT_EQ(unknown.rfind("error: ", 0), 0u) << unknown;
 }
 
