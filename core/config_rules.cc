@@ -119,7 +119,8 @@ bool CheckRuntime(const ValidationContext& ctx, const ParallelConfig& c, std::ve
                       {RuntimeMethod::kDistriFusion, &ParallelConfig::distrifusion, c.distrifusion},
                       {RuntimeMethod::kFullyShard, &ParallelConfig::fsdp, c.fsdp},
                       {RuntimeMethod::kCpuOffload, &ParallelConfig::offload, c.offload != 0 ? 2 : 1},
-                      {RuntimeMethod::kTorchCompile, &ParallelConfig::compile, c.compile != 0 ? 2 : 1}};
+                      {RuntimeMethod::kTorchCompile, &ParallelConfig::compile, c.compile != 0 ? 2 : 1},
+                      {RuntimeMethod::kTextEncoderParallel, &ParallelConfig::te_parallel, c.te_parallel != 0 ? 2 : 1}};
   for (const Use& u : uses) {
     if (u.degree <= 1 || x.runs(u.method)) continue;
     // cfg=2 on a model without guidance is the cfg rule's to name.
@@ -128,7 +129,7 @@ bool CheckRuntime(const ValidationContext& ctx, const ParallelConfig& c, std::ve
           std::string msg = fmt::format("{} has no {} for {} ({})", who, RuntimeMethodPhrase(u.method), m.id,
                                         x.method(u.method).source);
           if (suggest && u.method != RuntimeMethod::kFullyShard && u.method != RuntimeMethod::kCpuOffload &&
-              u.method != RuntimeMethod::kTorchCompile) {
+              u.method != RuntimeMethod::kTorchCompile && u.method != RuntimeMethod::kTextEncoderParallel) {
             msg += Nearest(MoveDegree(ctx, c, u.field));
           }
           return msg;
@@ -419,6 +420,14 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
       return false;
   }
 
+  if (c.te_parallel != 0 && !by_runtime) {
+    if (!fail(kRuleCompile, [&] {
+          return std::string(
+              "te=parallel: ditune's engine encodes the prompt with whole text encoders; splitting them is a PyTorch "
+              "runtime's (--runtime diffusers)");
+        }))
+      return false;
+  }
   if (c.compile != 0 && !by_runtime) {
     if (!fail(kRuleCompile, [&] {
           return std::string(

@@ -35,7 +35,7 @@ std::optional<int> ParseInt(std::string_view s) {
 
 constexpr const char* kKeys =
     "ulysses, ring, pipefusion, patches, warmup, cfg, dp, tp, distrifusion, fsdp, offload (0 or 1), compile (0 or 1), "
-    "order";
+    "te (whole or parallel), order";
 constexpr const char* kXditFlags =
     "xDiT's --ulysses_degree, --ring_degree, --pipefusion_parallel_degree, --num_pipeline_patch, "
     "--warmup_steps, --use_cfg_parallel, --data_parallel_degree, --tensor_parallel_degree, --fully_shard_degree, "
@@ -108,6 +108,14 @@ Status ParseDitune(std::string_view text, Fields* f) {
       DITUNE_ASSIGN_OR_RETURN(f->config.order, ParseRankOrder(value));
       continue;
     }
+    if (key == "te") {
+      if (value != "whole" && value != "parallel") {
+        return Status::InvalidArgument(fmt::format(
+            "te: '{}' is whole (each rank holds the text encoders) or parallel (split over the ranks)", value));
+      }
+      f->config.te_parallel = value == "parallel" ? 1 : 0;
+      continue;
+    }
     DITUNE_RETURN_IF_ERROR(SetField(f, key, value, key));
   }
   return Status::Ok();
@@ -145,6 +153,7 @@ Status ParseXdit(std::string_view text, Fields* f) {
       {"--enable-cpu-offload", "offload"},       {"--use_torch_compile", "compile"},
       {"--enable-torch-compile", "compile"},     {"--dit_fsdp", "fsdp"},
       {"--t5_fsdp", "fsdp"},                     {"--use-hsdp", "fsdp"},
+      {"--parallel-text-encoder", "te"},         {"--parallel-text", "te"},
   };
   // Settings given as a boolean value (Wan's --offload_model True, SGLang's
   // --use-fsdp-inference true).
@@ -158,6 +167,7 @@ Status ParseXdit(std::string_view text, Fields* f) {
     if (key == "offload") f->config.offload = on ? 1 : 0;
     if (key == "compile") f->config.compile = on ? 1 : 0;
     if (key == "fsdp") f->fsdp_all = on;
+    if (key == "te") f->config.te_parallel = on ? 1 : 0;
   };
   for (size_t i = 0; i < tokens.size(); ++i) {
     std::string_view flag = tokens[i];
@@ -324,6 +334,7 @@ std::string ToString(const ParallelConfig& c) {
   add("fsdp", c.fsdp, 1);
   add("offload", c.offload, 0);
   add("compile", c.compile, 0);
+  if (c.te_parallel != 0) items.push_back("te=parallel");
   if (c.order != kDefaultRankOrder) items.push_back("order=" + RankOrderToString(c.order));
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : ",") + i;

@@ -57,6 +57,9 @@ struct ParallelConfig {
   // torch.compile of the DiT (xDiT's --use_torch_compile, SGLang's --enable-torch-compile, ...):
   // priced without the eager host overhead where the runtime compiles the model. 0 or 1.
   int compile = 0;
+  // The text encoders split over every rank (cache-dit's --parallel-text-encoder: tensor
+  // parallel over the world) instead of whole on each: "te=parallel". 0 or 1.
+  int te_parallel = 0;
   RankOrder order = kDefaultRankOrder;
 
   int sp() const { return ulysses * ring; }

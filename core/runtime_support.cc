@@ -13,6 +13,7 @@ constexpr RuntimeMethod kAllMethods[kNumRuntimeMethods] = {
     RuntimeMethod::kUlysses,     RuntimeMethod::kRing,       RuntimeMethod::kPipeFusion,   RuntimeMethod::kCfg,
     RuntimeMethod::kTp,          RuntimeMethod::kDp,         RuntimeMethod::kDistriFusion, RuntimeMethod::kParallelVae,
     RuntimeMethod::kFullyShard,  RuntimeMethod::kTorchCompile, RuntimeMethod::kFp8Gemms,   RuntimeMethod::kCpuOffload,
+    RuntimeMethod::kTextEncoderParallel,
 };
 
 // Workload keys a flag may set besides the methods.
@@ -43,6 +44,7 @@ constexpr EnumName<RuntimeMethod> kRuntimeMethodKeys[] = {
     {RuntimeMethod::kTorchCompile, "torch_compile"},
     {RuntimeMethod::kFp8Gemms, "fp8_gemms"},
     {RuntimeMethod::kCpuOffload, "cpu_offload"},
+    {RuntimeMethod::kTextEncoderParallel, "text_encoder_parallel"},
 };
 
 std::string_view RuntimeMethodKey(RuntimeMethod m) { return NameIn(kRuntimeMethodKeys, m); }
@@ -60,6 +62,7 @@ constexpr EnumName<RuntimeMethod> kRuntimeMethodPhrases[] = {
     {RuntimeMethod::kTorchCompile, "torch.compile"},
     {RuntimeMethod::kFp8Gemms, "FP8 GEMMs"},
     {RuntimeMethod::kCpuOffload, "CPU offload"},
+    {RuntimeMethod::kTextEncoderParallel, "text-encoder parallelism"},
 };
 
 std::string_view RuntimeMethodPhrase(RuntimeMethod m) { return NameIn(kRuntimeMethodPhrases, m); }
@@ -215,6 +218,10 @@ StatusOr<RuntimeSupport> ParseRuntimeSupport(const nlohmann::json& j, const std:
           "{}: methods.{} is missing: every parallel method is listed with runs and its source", origin,
           RuntimeMethodKey(m)));
     }
+  }
+  // An option the data does not list is taken as not run, and says so.
+  for (RuntimeFact& fact : s.methods) {
+    if (fact.source.empty()) fact.source = fmt::format("not listed in {}: taken as not run", origin);
   }
   // A method needs a way to be asked for: its flag, its placeholder in the config file, or —
   // for one sequence-parallel method where every rank is a sequence rank — nothing at all.

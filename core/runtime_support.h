@@ -33,8 +33,9 @@ enum class RuntimeMethod {
   kTorchCompile,
   kFp8Gemms,
   kCpuOffload,
+  kTextEncoderParallel,
 };
-inline constexpr int kNumRuntimeMethods = 12;
+inline constexpr int kNumRuntimeMethods = 13;
 // The key in the JSON ("ulysses", "parallel_vae", ...).
 std::string_view RuntimeMethodKey(RuntimeMethod m);
 // A phrase for messages ("Ulysses sequence parallelism", "tensor parallelism", ...).

@@ -15,6 +15,8 @@ Bytes MemoryBreakdown::peak() const {
   return resident + std::max(dit, vae_decode);
 }
 
+double TextEncoderShards(const ParallelConfig& c) { return c.te_parallel != 0 ? c.world_size() : 1.0; }
+
 Bytes DitWeightBytes(const ModelSpec& m, const ParallelConfig& c) {
   const double B = kElementBytes;
   // Published parameter counts are the reliable ones; the shapes' count is the fallback.
@@ -31,7 +33,7 @@ Bytes DitWeightBytes(const ModelSpec& m, const ParallelConfig& c) {
 
 OffloadTraffic OffloadMoves(const ModelSpec& m, const ParallelConfig& c) {
   if (c.offload == 0) return {};
-  const Bytes text(m.encoders_remote ? 0.0 : m.text_encoder_params() * kElementBytes);
+  const Bytes text(m.encoders_remote ? 0.0 : m.text_encoder_params() * kElementBytes / TextEncoderShards(c));
   const Bytes vae(m.vae_decoder_params * kElementBytes);
   const Bytes dit = DitWeightBytes(m, c);
   return {text + text + dit, dit + vae + vae};
@@ -49,10 +51,10 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
     // diffusers' model CPU offload moves each part to the GPU when it is called and the
     // previous one back to the host: the encoders' weights are never there with the DiT's.
     mb.offloaded = true;
-    if (!m.encoders_remote) mb.text_encoder_weights = Bytes(m.text_encoder_params() * B);
+    if (!m.encoders_remote) mb.text_encoder_weights = Bytes(m.text_encoder_params() * B / TextEncoderShards(c));
     mb.vae_weights = Bytes(m.vae_decoder_params * B);
   } else if (opt.encoders_resident && !m.encoders_remote) {
-    mb.encoders = Bytes((m.text_encoder_params() + m.vae_decoder_params) * B);
+    mb.encoders = Bytes((m.text_encoder_params() / TextEncoderShards(c) + m.vae_decoder_params) * B);
   }
 
   const RankWork w = ComputeRankWork(m, tokens, workload, c);

@@ -52,6 +52,9 @@ MemoryBreakdown RankMemory(const ModelSpec& model, const TokenGeometry& tokens, 
                            const ParallelConfig& config, const GpuSpec& gpu,
                            const MemoryOptions& options = {});
 
+// Over how many ranks the text encoders' weights and work are split (te=parallel: every rank).
+double TextEncoderShards(const ParallelConfig& config);
+
 // The bytes of the DiT's weights one rank holds: split by tp and PipeFusion stage, and with
 // fsdp sharded, plus the two gathered blocks.
 Bytes DitWeightBytes(const ModelSpec& model, const ParallelConfig& config);

@@ -155,6 +155,7 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
   option(RuntimeMethod::kTorchCompile, options.torch_compile || config.compile != 0);
   option(RuntimeMethod::kCpuOffload, config.offload != 0);
   option(RuntimeMethod::kParallelVae, options.parallel_vae && config.world_size() > 1);
+  option(RuntimeMethod::kTextEncoderParallel, config.te_parallel != 0);
 
   if (!x.config_text.empty()) {
     const bool py = x.config_format == "python";
@@ -176,6 +177,7 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
         {"fsdp", degree_text(config.fsdp)},
         {"torch_compile", boolean((options.torch_compile || config.compile != 0) && x.runs(RuntimeMethod::kTorchCompile))},
         {"cpu_offload", boolean(config.offload != 0)},
+        {"text_encoder_parallel", boolean(config.te_parallel != 0)},
         {"parallel_vae", boolean(options.parallel_vae && config.world_size() > 1 &&
                                  x.runs(RuntimeMethod::kParallelVae))},
     };

@@ -341,6 +341,7 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
   const RuntimeSupport* entry = by_runtime ? model->runtime(start.rules) : nullptr;
   const bool can_shard = entry != nullptr && entry->runs(RuntimeMethod::kFullyShard);
   const bool can_offload = entry != nullptr && entry->runs(RuntimeMethod::kCpuOffload);
+  const bool can_split_encoders = entry != nullptr && entry->runs(RuntimeMethod::kTextEncoderParallel);
   // Per configuration that fits (as enumerated, or sharded/offloaded until it does), the
   // variants to simulate; the fastest of each is kept.
   std::vector<ParallelConfig> variants;
@@ -369,10 +370,16 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
           if (try_fit(v)) return;
         }
       };
-      ParallelConfig offloaded = config;
+      // Text encoders split over the ranks first where the runtime can: they also encode faster.
+      ParallelConfig base = config;
+      if (can_split_encoders && config.world_size() > 1) {
+        base.te_parallel = 1;
+        try_fit(base);
+      }
+      ParallelConfig offloaded = base;
       offloaded.offload = 1;
       if (can_offload) try_fit(offloaded);
-      try_shards(config);
+      try_shards(base);
       if (fitting.empty() && can_offload) try_shards(offloaded);
     }
     if (fitting.empty()) {

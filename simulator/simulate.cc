@@ -43,7 +43,10 @@ class GraphBuilder {
     const OffloadTraffic moves = OffloadMoves(*in_.model, c_);
     const Seconds before_loop = HostLinkTime(moves.before_loop);
     const Seconds after_loop = HostLinkTime(moves.after_loop);
-    const Seconds text = TextEncodeTime(*in_.compute, *in_.model, in_.workload, opt_.terms) + before_loop;
+    // Text encoders split over the ranks (te=parallel) share the work; their all-reduces over
+    // a prompt's few hundred tokens are left out.
+    const Seconds text =
+        TextEncodeTime(*in_.compute, *in_.model, in_.workload, opt_.terms) / TextEncoderShards(c_) + before_loop;
     for (int s = 0; s < stages_; ++s) {
       text_task_.push_back(Add(compute_[s], text, {}, TaskKind::kTextEncode, "text_encode", -1));
       // Preparing the loop's inputs reads the prompt embeddings back on the host, so the

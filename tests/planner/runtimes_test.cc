@@ -9,6 +9,7 @@
 #include "core/config_rules.h"
 #include "planner/launch.h"
 #include "planner/plan.h"
+#include "costmodels/memory_model.h"
 
 namespace ditune {
 namespace {
@@ -101,7 +102,14 @@ TEST(RuntimesTest, EachRuntimeSpellsItsOwnFlagsOrWritesItsOwnFile) {
   auto dif = LaunchOf("diffusers", "flux.2-dev", At("flux.2-dev", 1024, 1024), "l20-48gb", 8, "ulysses=4,tp=2");
   ASSERT_TRUE(dif.ok()) << dif.status().ToString();
   EXPECT_TRUE(Has(dif->command, "torchrun --nproc_per_node=8 run_ditune_plan.py")) << dif->command;
-  EXPECT_TRUE(Has(dif->config_text, "ParallelismConfig(ulysses_size=4, ring_size=None, tp_size=2)")) << dif->config_text;
+  EXPECT_TRUE(Has(dif->config_text, "ulysses_size=4, ring_size=None, tp_size=2,")) << dif->config_text;
+  EXPECT_TRUE(Has(dif->config_text, "[pipe.text_encoder] if False else []")) << dif->config_text;
+  auto split = LaunchOf("diffusers", "flux.2-dev", At("flux.2-dev", 1024, 1024), "l20-48gb", 8,
+                        "ulysses=4,tp=2,te=parallel");
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  EXPECT_TRUE(Has(split->config_text, "[pipe.text_encoder] if True else []")) << split->config_text;
+  // xDiT keeps the encoders whole on every rank.
+  EXPECT_FALSE(LaunchOf("xdit", "flux.2-dev", At("flux.2-dev", 1024, 1024), "l20-48gb", 8, "ulysses=8,te=parallel").ok());
   EXPECT_TRUE(Has(dif->config_text, "if False:\n    pipe.enable_model_cpu_offload")) << dif->config_text;
   EXPECT_TRUE(Has(dif->config_text, "from_pretrained(\"black-forest-labs/FLUX.2-dev\"")) << dif->config_text;
   // xDiT has no TP for FLUX.2; cache-dit has.
@@ -164,6 +172,40 @@ TEST(RuntimesTest, SimulateReproducesEveryRuntimesPlanToTheDigit) {
       EXPECT_EQ(sim->total.value(), plan->ranked.front().result.total.value()) << r.id << " " << c.model;
     }
   }
+}
+
+// FLUX.2-dev's 24 B-parameter text encoder does not fit whole beside the DiT on a 48 GB L20;
+// cache-dit splits it over the ranks (--parallel-text), xDiT keeps it whole on every rank.
+TEST(RuntimesTest, Flux2OnEightL20sFitsWhereTheRuntimeSplitsItsTextEncoder) {
+  const Cluster eight = *ResolveCluster({"l20-48gb", 8}, Cat());
+  const Workload w = At("flux.2-dev", 1024, 1024);
+  PlanOptions xdit;
+  auto whole = MakePlan(Cat(), w, eight, {}, xdit);
+  ASSERT_FALSE(whole.ok());
+  EXPECT_EQ(whole.status().code(), Status::Code::kInfeasible);
+  PlanOptions diffusers;
+  diffusers.runtime = "diffusers";
+  auto split = MakePlan(Cat(), w, eight, {}, diffusers);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  const Candidate& best = split->ranked.front();
+  EXPECT_EQ(best.config.te_parallel, 1) << Label(best.config);
+  EXPECT_TRUE(best.result.fits);
+  ASSERT_TRUE(best.launch.has_value());
+  EXPECT_TRUE(Has(best.launch->config_text, "[pipe.text_encoder] if True else []"));
+  // The encoders' bytes on a rank: an eighth of them.
+  const ModelSpec& m = **Cat().Model("flux.2-dev");
+  const TokenGeometry t = *ComputeTokenGeometry(m, w);
+  ParallelConfig c = *ParseParallelConfig("ulysses=4,tp=2");
+  const double whole_gb = RankMemory(m, t, w, c, *eight.gpu).encoders.value();
+  c.te_parallel = 1;
+  const double split_gb = RankMemory(m, t, w, c, *eight.gpu).encoders.value();
+  EXPECT_NEAR(whole_gb - split_gb, m.text_encoder_params() * 2 * 7.0 / 8.0, 1e3);
+  // Any runtime: one that splits the encoder wins, and says so.
+  PlanOptions any;
+  any.runtime = kRuntimeAny;
+  auto ranked = MakePlanAny(Cat(), w, eight, {}, any);
+  ASSERT_TRUE(ranked.ok()) << ranked.status().ToString();
+  EXPECT_EQ(ranked->ranked.front().config.te_parallel, 1);
 }
 
 TEST(RuntimesTest, UnknownRuntimesAreNamedWithTheValidOnes) {

@@ -53,6 +53,9 @@ def config_of(row):
         keys.append("offload=1")
     if "torch.compile" in lower:
         keys.append("compile=1")
+    # cache-dit's text-encoder parallelism (TE-P, --parallel-text): the encoders split over the ranks.
+    if "te-p" in lower or "--parallel-text" in row["runtime"]:
+        keys.append("te=parallel")
     return ",".join(keys)
 
 
