@@ -117,7 +117,9 @@ StatusOr<Catalog> Catalog::Load(const std::filesystem::path& data_dir) {
   std::vector<RuntimeFile> runtime_files;
   DITUNE_RETURN_IF_ERROR(LoadDir(data_dir / "runtimes", ParseRuntimeFile, &runtime_files));
   for (RuntimeFile& file : runtime_files) {
-    for (auto& [model_id, support] : file.models) {
+    for (auto& entry : file.models) {
+      const std::string& model_id = entry.first;
+      RuntimeSupport& support = entry.second;
       auto it = std::find_if(c.models_.begin(), c.models_.end(), [&](const ModelSpec& m) { return m.id == model_id; });
       if (it == c.models_.end()) {
         std::vector<std::string> valid;
