@@ -21,6 +21,9 @@ void AddPlanOptions(cxxopts::Options& options) {
       ("torch-compile", "torch.compile (xDiT's --use_torch_compile, ...): priced without the eager host overhead, "
                         "and printed in the launch line where the runtime's entry point compiles the model")
       ("parallel-vae", "parallel VAE decode (xDiT's --use_parallel_vae, ...) where the runtime's entry point has it")
+      ("methods", "only these methods, comma-separated: ulysses, ring, pipefusion, cfg, tp, dp, distrifusion, fsdp, "
+                  "offload, te (e.g. ulysses,ring,cfg: no stale-activation methods)",
+       cxxopts::value<std::string>())
       ("no-cache", "search again even if a plan for this calibration is cached")
       ("db", "calibration database (default: $DITUNE_DB or ~/.local/share/ditune/ditune.db)",
        cxxopts::value<std::string>());
@@ -53,6 +56,9 @@ StatusOr<AutoConfigureOptions> ReadPlanOptions(const cxxopts::ParseResult& args,
   }
   DITUNE_ASSIGN_OR_RETURN(o.plan.runtime, ReadRuntime(args, catalog, any_allowed));
   o.use_cache = args.count("no-cache") == 0;
+  if (args.count("methods")) {
+    DITUNE_ASSIGN_OR_RETURN(o.plan.methods, ParseMethods(args["methods"].as<std::string>()));
+  }
   o.plan.launch.torch_compile = args.count("torch-compile") > 0;
   o.plan.launch.parallel_vae = args.count("parallel-vae") > 0;
   if ((o.plan.launch.torch_compile || o.plan.launch.parallel_vae) && o.plan.runtime == "ditune") {

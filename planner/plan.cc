@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "core/enum_names.h"
+#include "core/text.h"
 #include "core/parallel_for.h"
 
 #include "costmodels/memory_model.h"
@@ -79,6 +80,54 @@ StatusOr<Candidate> SimulateCandidate(const ModelSpec& model, const Workload& wo
 }
 
 }  // namespace
+
+namespace {
+
+constexpr const char* kMethodNames[] = {"ulysses", "ring",         "pipefusion", "cfg",     "tp",
+                                        "dp",      "distrifusion", "fsdp",       "offload", "te"};
+
+// Whether `c` uses method `m` (a kMethodNames entry).
+bool Uses(const ParallelConfig& c, std::string_view m) {
+  if (m == "ulysses") return c.ulysses > 1;
+  if (m == "ring") return c.ring > 1;
+  if (m == "pipefusion") return c.pipefusion > 1;
+  if (m == "cfg") return c.cfg > 1;
+  if (m == "tp") return c.tp > 1;
+  if (m == "dp") return c.dp > 1;
+  if (m == "distrifusion") return c.distrifusion > 1;
+  if (m == "fsdp") return c.fsdp > 1;
+  if (m == "offload") return c.offload != 0;
+  if (m == "te") return c.te_parallel != 0;
+  return false;
+}
+
+// Whether the search may use `c` (PlanOptions::methods).
+bool Allowed(const PlanOptions& o, const ParallelConfig& c) {
+  if (o.methods.empty()) return true;
+  for (const char* m : kMethodNames) {
+    if (Uses(c, m) && std::find(o.methods.begin(), o.methods.end(), m) == o.methods.end()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> ParseMethods(std::string_view list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string_view::npos) comma = list.size();
+    const std::string item(Trim(list.substr(start, comma - start)));
+    if (std::find(std::begin(kMethodNames), std::end(kMethodNames), item) == std::end(kMethodNames)) {
+      return Status::InvalidArgument(fmt::format("--methods: '{}' is not a method; valid: {}", item,
+                                                 fmt::join(kMethodNames, ", ")));
+    }
+    if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
 
 StatusOr<std::string> ParseRuntimeChoice(const Catalog& catalog, std::string_view s, std::string_view flag) {
   if (s == kRuntimeAny) return std::string(s);
@@ -227,6 +276,11 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
     plan.explanation.push_back(fmt::format("{} of {} valid configurations do not fit in {:.0f} GB per GPU",
                                            plan.pruned_memory, plan.enumerated, cluster.gpu->memory.value() / 1e9));
   }
+  if (best.config.pipefusion > 1 || best.config.distrifusion > 1) {
+    plan.explanation.push_back(
+        "note: PipeFusion and DistriFusion reuse one-step-stale activations of the other patches: a cost in image "
+        "quality, not in speed, which this plan does not weigh (--methods without them excludes them)");
+  }
   if (best.config.order != kDefaultRankOrder) {
     plan.explanation.push_back(fmt::format(
         "the winner uses rank order {} instead of the usual tp-sp-pp-cfg-dp, to keep its chatty groups inside a "
@@ -330,11 +384,20 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
     }
     configs = std::move(runs);
   }
+  if (!opt.methods.empty()) {
+    std::vector<ParallelConfig> kept;
+    for (auto& c : configs) {
+      if (Allowed(opt, c)) kept.push_back(std::move(c));
+    }
+    configs = std::move(kept);
+  }
   plan.enumerated = static_cast<int>(configs.size());
   if (configs.empty()) {
-    return Status::Infeasible(fmt::format("no valid configuration of {} for {} GPUs{} (see `ditune check`)",
+    return Status::Infeasible(fmt::format("no valid configuration of {} for {} GPUs{}{} (see `ditune check`)",
                                           model->id, cluster.gpus(),
-                                          by_runtime ? fmt::format(" that {} runs for it", opt.runtime) : ""));
+                                          by_runtime ? fmt::format(" that {} runs for it", opt.runtime) : "",
+                                          opt.methods.empty() ? std::string()
+                                                              : fmt::format(" with only {}", fmt::join(opt.methods, ", "))));
   }
   std::vector<Candidate> all;
   Bytes smallest(std::numeric_limits<double>::infinity());
@@ -358,7 +421,7 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
       // fit) or keep each part of the pipeline on the GPU only while it runs: whichever fits
       // and is faster, the first with both if neither alone fits.
       auto try_fit = [&](const ParallelConfig& v) {
-        if (!IsValidConfig(ctx, v)) return false;
+        if (!IsValidConfig(ctx, v) || !Allowed(opt, v)) return false;
         const MemoryBreakdown m = RankMemory(*model, tokens, workload, v, *cluster.gpu, opt.sim.memory);
         smallest = std::min(smallest, m.peak());
         if (m.fits()) fitting.push_back(v);
@@ -665,11 +728,11 @@ StatusOr<ParallelConfig> PlanConfigFromJson(std::string_view text, const std::st
 std::string PlanCacheKey(const Workload& w, const Cluster& c, const PlanOptions& o) {
   std::string warmups;
   for (int x : o.enumerate.warmups) warmups += fmt::format("{},", x);
-  return fmt::format("v4|{}|{}x{}x{}|s{}|b{}|{}|{}x{}|{}n|{}|{}|{}|k{}|p{}w{}d{}o{}|{}|tc{}pv{}", w.model_id, w.height,
+  return fmt::format("v4|{}|{}x{}x{}|s{}|b{}|{}|{}x{}|{}n|{}|{}|{}|k{}|p{}w{}d{}o{}|{}|tc{}pv{}|m{}", w.model_id, w.height,
                      w.width, w.frames, w.steps, w.batch, OutputTypeName(w.output), c.spec.gpu_id, c.gpus(), c.nodes(),
                      c.spec.intra_id, c.spec.inter_id, ObjectiveName(o.objective), o.top_k,
                      o.enumerate.vary_patches, warmups, o.enumerate.distrifusion, o.enumerate.vary_order,
-                     o.runtime, o.launch.torch_compile, o.launch.parallel_vae);
+                     o.runtime, o.launch.torch_compile, o.launch.parallel_vae, fmt::join(o.methods, "+"));
 }
 
 }  // namespace ditune

@@ -45,6 +45,10 @@ StatusOr<std::string> ParseRuntimeChoice(const Catalog& catalog, std::string_vie
 StatusOr<std::string> RuntimeRules(const Catalog& catalog, const ModelSpec& model, const Workload& workload,
                                    const Cluster& cluster, std::string_view runtime);
 
+// The method names --methods takes: ulysses, ring, pipefusion, cfg, tp, dp, distrifusion,
+// fsdp, offload, te. InvalidArgument naming the valid ones for anything else.
+StatusOr<std::vector<std::string>> ParseMethods(std::string_view list);
+
 struct PlanOptions {
   Objective objective = Objective::kLatency;
   std::string runtime = "xdit";  // a catalog runtime id (not "any": see MakePlanAny)
@@ -53,6 +57,8 @@ struct PlanOptions {
   SimOptions sim;
   // Runner options printed in the launch line (and priced where they change the time).
   LaunchOptions launch;
+  // The methods the search may use (--methods; ParseMethods); empty: every method.
+  std::vector<std::string> methods;
 };
 
 struct Candidate {

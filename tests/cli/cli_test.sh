@@ -267,6 +267,12 @@ expect check-trtllm-yaml 0 "visual_gen.yaml beside it:.*|cfg_size: 2" \
 expect launch-diffusers-dry-run 0 "ulysses_size=(2|None), ring_size=(2|None), tp_size=(2|None)," \
   -- launch --auto --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --runtime diffusers --dry-run
 expect runtimes-list 0 "wan-generate +Wan generate.py +eager +4" -- runtimes
+expect plan-methods-restrict 0 "^1 +(ulysses|ring)=[0-9]+(,ring=[0-9]+)? " -- plan --model pixart-alpha --height 2048 --width 2048 \
+  --gpu l40-48gb --gpus 8 --methods ulysses,ring
+expect plan-methods-bad 2 "--methods: 'pipe' is not a method; valid: ulysses, ring, pipefusion" -- plan --model pixart-alpha \
+  --gpu l40-48gb --gpus 8 --methods ulysses,pipe
+expect plan-stale-note 0 "note: PipeFusion and DistriFusion reuse one-step-stale activations" -- plan --model pixart-alpha \
+  --height 2048 --width 2048 --gpu l40-48gb --gpus 8 --methods pipefusion,cfg --explain
 # Published runs of other runtimes (the shared file, turned into suite rows by
 # tools/validation/beyond_xdit_suite.py): every row whose runtime and model are in the catalog is
 # priced, or refused only where that runtime's own rule refuses its split (cache-dit's plain
