@@ -97,7 +97,12 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
     // What the catalog does not know (a model, a GPU, a link) refuses the row, not the suite.
     auto model = FindModel(catalog, f[1]);
     row.workload.model_id = model.ok() ? (*model)->id : f[1];
-    if (!model.ok()) row.refused = model.status().message();
+    if (!model.ok()) {
+      // One line per refused row: the catalog's list of ids is `ditune models`'.
+      std::string why = model.status().message();
+      if (size_t cut = why.find("; valid: "); cut != std::string::npos) why = why.substr(0, cut) + " (see `ditune models`)";
+      row.refused = why;
+    }
     DITUNE_ASSIGN_OR_RETURN(row.workload.height, field_int(2, 1));
     DITUNE_ASSIGN_OR_RETURN(row.workload.width, field_int(3, 1));
     DITUNE_ASSIGN_OR_RETURN(row.workload.frames, field_int(4, 1));

@@ -56,7 +56,12 @@ TEST(RuntimeSupportTest, EveryCatalogModelStatesWhatXditRunsWithSources) {
   int checked = 0;
   for (const auto& m : Cat().models()) {
     if (IsTestModel(m)) continue;
-    ASSERT_TRUE(m.runtime("xdit") != nullptr) << m.id << " has no xdit section";
+    // A model xDiT's sources do not list is run by another runtime (Wan2.1-I2V-14B by Wan's
+    // generate.py).
+    if (m.runtime("xdit") == nullptr) {
+      EXPECT_FALSE(m.runtimes.empty()) << m.id << " is run by no runtime";
+      continue;
+    }
     const RuntimeSupport& x = *m.runtime("xdit");
     EXPECT_FALSE(x.command.empty()) << m.id;
     EXPECT_FALSE(x.command_source.empty()) << m.id;
