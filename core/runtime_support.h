@@ -111,9 +111,10 @@ struct RuntimeSupport {
   // A file the launch writes beside the command (TensorRT-LLM VisualGen's YAML, a diffusers
   // script): its name (the command's {config_file}), its format ("yaml" or "python": how
   // booleans are written) and its text, with placeholders {model}, {height}, {width},
-  // {frames}, {steps}, {gpus}, the degrees {ulysses} {ring} {cfg} {tp} {fsdp}, and the options
-  // {torch_compile} {cpu_offload} {parallel_vae}. A method whose placeholder is in the text
-  // needs no flag.
+  // {frames}, {steps}, {gpus}, the degrees {ulysses} {ring} {cfg} {tp} {fsdp}, the options
+  // {torch_compile} {cpu_offload} {parallel_vae} {text_encoder_parallel}, and
+  // {uneven_sequence} (whether the image tokens split unevenly over the sequence ranks). A
+  // method whose placeholder is in the text needs no flag.
   std::string config_name;
   std::string config_format;
   std::string config_text;

@@ -51,6 +51,7 @@ Status CheckRuntimeRuns(const ModelSpec& model, std::string_view runtime, const 
 StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, const Workload& workload,
                             const Cluster& cluster, const ParallelConfig& config, const LaunchOptions& options) {
   DITUNE_RETURN_IF_ERROR(CheckRuntimeRuns(model, runtime, workload, config, cluster.gpus()));
+  DITUNE_ASSIGN_OR_RETURN(const TokenGeometry tokens, ComputeTokenGeometry(model, workload));
   const RuntimeSupport& x = *model.runtime(runtime);  // CheckRuntimeRuns refuses a model without one
   Launch out;
   out.runtime = x.runtime;
@@ -170,6 +171,9 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
         {"frames", std::to_string(workload.frames)},
         {"steps", std::to_string(workload.steps)},
         {"gpus", std::to_string(cluster.gpus())},
+        // The sequence does not split evenly over the sequence-parallel ranks (cache-dit's
+        // Ulysses-Anything-Attention takes any length).
+        {"uneven_sequence", boolean(config.sp() > 1 && tokens.image_tokens() % config.sp() != 0)},
         {"ulysses", degree_text(config.ulysses)},
         {"ring", degree_text(config.ring)},
         {"cfg", degree_text(config.cfg)},
