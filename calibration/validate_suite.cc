@@ -70,9 +70,10 @@ std::string RowRules(const SuiteRow& row, const Catalog& catalog) {
   return spec.ok() && !(*spec)->engine ? row.runtime : std::string();
 }
 
-// How a row's runtime executes: compiled where the row says so (compile=1) or the runtime
-// compiles by default, where its entry point compiles the model; else eager.
+// How a row's runtime executes: ditune's engine; compiled where the row says so (compile=1)
+// or the runtime compiles by default, where its entry point compiles the model; else eager.
 Runtime RowExecution(const SuiteRow& row, const Catalog& catalog, const ModelSpec& model) {
+  if (auto spec = catalog.Runtime(row.runtime); spec.ok() && (*spec)->engine) return Runtime::kEngine;
   const std::string rules = RowRules(row, catalog);
   if (rules.empty()) return row.config && row.config->compile != 0 ? Runtime::kCompiled : Runtime::kEager;
   const RuntimeSupport* entry = model.runtime(rules);

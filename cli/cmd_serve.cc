@@ -1,5 +1,5 @@
 // `ditune serve WORKLOAD CLUSTER (--rate R [--mix SPEC] [--duration S] [--seed N] | --trace FILE.csv)
-//  (--layout SPEC | --slo SECONDS [--percentile P]) [--policy P] [--max-batch B] [--executor E]
+//  (--layout SPEC | --slo SECONDS [--percentile P]) [--policy P] [--max-batch B] [--runtime R]
 //  [--json] [--plot FILE.svg] [--csv FILE] [--db PATH]`.
 #include <iostream>
 
