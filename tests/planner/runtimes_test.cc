@@ -93,6 +93,9 @@ TEST(RuntimesTest, EachRuntimeSpellsItsOwnFlagsOrWritesItsOwnFile) {
   EXPECT_TRUE(Has(sg->command, "sglang generate --num-gpus 2")) << sg->command;
   EXPECT_TRUE(Has(sg->command, "--model-path Qwen/Qwen-Image")) << sg->command;
   EXPECT_TRUE(Has(sg->command, "--enable-cfg-parallel")) << sg->command;
+  auto vo = LaunchOf("vllm-omni", "qwen-image", q, "h200-sxm-141gb", 4, "ulysses=2,cfg=2");
+  ASSERT_TRUE(vo.ok()) << vo.status().ToString();
+  EXPECT_TRUE(Has(vo->command, "--ulysses-degree 2 --cfg-parallel-size 2")) << vo->command;
   auto trt = LaunchOf("trtllm-visualgen", "qwen-image", q, "h200-sxm-141gb", 2, "cfg=2");
   ASSERT_TRUE(trt.ok()) << trt.status().ToString();
   EXPECT_EQ(trt->config_name, "visual_gen.yaml");
