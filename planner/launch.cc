@@ -101,7 +101,8 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
     flag("height", std::to_string(workload.height));
     flag("width", std::to_string(workload.width));
   }
-  if (model.modality == Modality::kVideo && !flag("frames", std::to_string(workload.frames))) {
+  if (model.modality == Modality::kVideo && !flag("frames", std::to_string(workload.frames)) &&
+      x.config_text.find("{frames}") == std::string::npos) {
     out.notes.push_back(fmt::format("the entry point takes no frame count: it generates its default of {} frames",
                                     model.default_frames));
   }
