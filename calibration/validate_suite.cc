@@ -76,11 +76,10 @@ Runtime RowExecution(const SuiteRow& row, const Catalog& catalog, const ModelSpe
   if (auto spec = catalog.Runtime(row.runtime); spec.ok() && (*spec)->engine) return Runtime::kEngine;
   const std::string rules = RowRules(row, catalog);
   if (rules.empty()) return row.config && row.config->compile != 0 ? Runtime::kCompiled : Runtime::kEager;
-  const RuntimeSupport* entry = model.runtime(rules);
   auto spec = catalog.Runtime(rules);
-  const bool wanted = (row.config && row.config->compile != 0) || (spec.ok() && (*spec)->compiled_by_default);
-  return wanted && entry != nullptr && entry->runs(RuntimeMethod::kTorchCompile) ? Runtime::kCompiled
-                                                                                : Runtime::kEager;
+  return RuntimeCompiles(spec.ok() ? *spec : nullptr, model.runtime(rules), row.config && row.config->compile != 0)
+             ? Runtime::kCompiled
+             : Runtime::kEager;
 }
 
 // A row's configuration against its runtime's rules ("best" rows and refused rows pass).

@@ -95,13 +95,7 @@ bool CheckRuntime(const ValidationContext& ctx, const ParallelConfig& c, std::ve
   };
   const RuntimeSupport* entry = m.runtime(ctx.runtime);
   if (entry == nullptr) {
-    return fail(kRuleRuntimeModel, [&] {
-      std::vector<std::string> others;
-      for (const auto& [id, s] : m.runtimes) others.push_back(id);
-      others.push_back("ditune");
-      return fmt::format("runtime '{}' runs no entry point for {}; runtimes that run it: {}", ctx.runtime, m.id,
-                         fmt::join(others, ", "));
-    });
+    return fail(kRuleRuntimeModel, [&] { return RuntimeRunsNoEntryMessage(m, ctx.runtime); });
   }
   const RuntimeSupport& x = *entry;
   const std::string& who = x.runtime_name;

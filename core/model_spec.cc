@@ -46,6 +46,13 @@ double ModelSpec::text_encoder_params() const {
   return p;
 }
 
+std::string RuntimeRunsNoEntryMessage(const ModelSpec& model, std::string_view runtime) {
+  std::string others;
+  for (const auto& [id, s] : model.runtimes) others += id + ", ";
+  return fmt::format("runtime '{}' runs no entry point for {}; runtimes that run it: {}ditune", runtime, model.id,
+                     others);
+}
+
 Status ExecutorRunsModel(const ModelSpec& m) {
   if (!m.has_frame_blocks()) return Status::Ok();
   return Status::InvalidArgument(fmt::format(

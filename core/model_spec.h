@@ -111,6 +111,10 @@ struct ModelSpec {
   }
 };
 
+// "runtime 'R' runs no entry point for M; runtimes that run it: a, b, ditune" — the message
+// every refusal of a runtime for a model gives.
+std::string RuntimeRunsNoEntryMessage(const ModelSpec& model, std::string_view runtime);
+
 // OK, or InvalidArgument naming the blocks ditune's executor cannot run for this model.
 Status ExecutorRunsModel(const ModelSpec& model);
 

@@ -253,6 +253,11 @@ StatusOr<RuntimeSupport> ParseRuntimeSupport(const nlohmann::json& j, const std:
   return s;
 }
 
+bool RuntimeCompiles(const RuntimeSpec* spec, const RuntimeSupport* entry, bool asked) {
+  if (spec == nullptr || entry == nullptr) return false;
+  return (asked || spec->compiled_by_default) && entry->runs(RuntimeMethod::kTorchCompile);
+}
+
 StatusOr<RuntimeFile> ParseRuntimeFile(const nlohmann::json& j, const std::string& origin) {
   JsonFields f(j, origin);
   RuntimeFile out;

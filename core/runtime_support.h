@@ -154,6 +154,11 @@ struct RuntimeSpec {
   std::string compiled_source;
 };
 
+// Whether a runtime's run of a model is compiled: asked for (compile=1, --torch-compile) or
+// the runtime's default, where its entry point for the model compiles it. `spec` or `entry`
+// null: not compiled.
+bool RuntimeCompiles(const RuntimeSpec* spec, const RuntimeSupport* entry, bool asked);
+
 // Parses a runtime file: the RuntimeSpec, and for each model id its support object (the
 // file's "defaults" with the model's entry merged over them: objects key by key, other
 // values replaced), parsed by ParseRuntimeSupport. `origin` names the file.

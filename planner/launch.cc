@@ -23,13 +23,7 @@ std::string Substitute(std::string text, const std::string& name, const std::str
 
 Status RuntimeRunsWorkload(const ModelSpec& model, std::string_view runtime, const Workload& workload) {
   const RuntimeSupport* x = model.runtime(runtime);
-  if (x == nullptr) {
-    std::vector<std::string> others;
-    for (const auto& [id, s] : model.runtimes) others.push_back(id);
-    others.push_back("ditune");
-    return Status::InvalidArgument(fmt::format("runtime '{}' runs no entry point for {}; runtimes that run it: {}",
-                                               runtime, model.id, fmt::join(others, ", ")));
-  }
+  if (x == nullptr) return Status::InvalidArgument(RuntimeRunsNoEntryMessage(model, runtime));
   if (x->fixed_frames > 0 && workload.frames != x->fixed_frames) {
     return Status::InvalidArgument(fmt::format(
         "--frames {}: {}'s entry point for {} always generates {} frames ({}); plan --frames {}, or use "

@@ -330,11 +330,10 @@ PlanOptions ForRuntime(const ModelSpec& model, std::string_view rules, PlanOptio
 Runtime PlanRuntime(const Catalog& catalog, const ModelSpec& model, const Cluster& cluster, std::string_view rules,
                     const PlanOptions& opt) {
   if (rules.empty()) return cluster.gpu->is_cpu ? Runtime::kEager : Runtime::kEngine;
-  const RuntimeSupport* entry = model.runtime(rules);
   auto spec = catalog.Runtime(rules);
-  const bool wanted = opt.launch.torch_compile || (spec.ok() && (*spec)->compiled_by_default);
-  const bool compiled = wanted && entry != nullptr && entry->runs(RuntimeMethod::kTorchCompile);
-  return compiled ? Runtime::kCompiled : Runtime::kEager;
+  return RuntimeCompiles(spec.ok() ? *spec : nullptr, model.runtime(rules), opt.launch.torch_compile)
+             ? Runtime::kCompiled
+             : Runtime::kEager;
 }
 
 // What every way of pricing starts from: the model, the runtime's rules and options, the
