@@ -119,6 +119,9 @@ StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, con
     SimInput in{model, row.workload, &cluster, c, &models.compute, models.comm.get()};
     SimOptions sim;
     sim.terms = models.terms;
+    if (const RuntimeSupport* entry = rules.empty() ? nullptr : model->runtime(rules)) {
+      sim.memory.placement = entry->memory;
+    }
     DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, sim));
     const bool better = !best || (r.fits && !best->result.fits) ||
                         (r.fits == best->result.fits && Metric(r, row.scope) < Metric(best->result, row.scope));
@@ -277,6 +280,12 @@ StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Cata
     DITUNE_ASSIGN_OR_RETURN(Prediction p, std::move(predictions[i]));
     res.config = Label(p.config);
     res.feasible = p.result.fits;
+    if (!p.result.ranks.empty()) {
+      const MemoryBreakdown& mem = p.result.ranks.front().memory;
+      res.predicted_memory_gb = mem.tensors_peak().value() / 1e9;
+      res.memory_phase = std::string(MemoryPhaseName(mem.peak_phase()));
+      if (row.memory_gb) res.memory_ape = std::abs(*res.predicted_memory_gb - *row.memory_gb) / *row.memory_gb;
+    }
     if (p.result.fits) res.predicted_s = Metric(p.result, row.scope);
     if (row.role == SuiteRole::kPredict && row.latency_s) {
       res.ape = p.result.fits ? std::abs(*res.predicted_s - *row.latency_s) / *row.latency_s
@@ -301,13 +310,16 @@ ScoredRow Scored(const SuiteRowResult& r) {
   s.ape = r.ape;
   s.predict = r.row->role == SuiteRole::kPredict;
   s.best = r.row->best();
+  s.memory_ape = r.memory_ape;
   return s;
 }
 
 nlohmann::json SuiteSummaryJson(const SuiteSummary& s) {
   return {{"rows", s.rows},           {"median_ape", s.median_ape}, {"p90_ape", s.p90_ape},
           {"oom_agree", s.oom_agree}, {"oom_rows", s.oom_rows},     {"false_oom", s.false_oom},
-          {"choice_sets", s.choice_sets}, {"choice_pass", s.choice_pass}, {"refused", s.refused}};
+          {"choice_sets", s.choice_sets}, {"choice_pass", s.choice_pass}, {"refused", s.refused},
+          {"memory_rows", s.memory_rows}, {"memory_median_ape", s.memory_median_ape},
+          {"memory_p90_ape", s.memory_p90_ape}};
 }
 
 SuiteSummary Summarize(const std::vector<ScoredRow>& rows) {
@@ -342,6 +354,13 @@ SuiteSummary Summarize(const std::vector<ScoredRow>& rows) {
   }
   summary.median_ape = Quantile(apes, 0.5);
   summary.p90_ape = Quantile(apes, 0.9);
+  std::vector<double> memory;
+  for (const auto& r : rows) {
+    if (r.memory_ape) memory.push_back(*r.memory_ape);
+  }
+  summary.memory_rows = static_cast<int>(memory.size());
+  summary.memory_median_ape = Quantile(memory, 0.5);
+  summary.memory_p90_ape = Quantile(memory, 0.9);
   return summary;
 }
 

@@ -22,6 +22,12 @@ struct SuiteRowResult {
   std::optional<double> ape;        // |predicted - published| / published, predict rows with a latency
   bool feasible = true;
   std::string refused;              // why it was not predicted; empty when it was
+  // The predicted peak per GPU (the largest rank's tensors at its largest phase, what
+  // torch.cuda.max_memory_allocated reports), its phase, and against a published peak
+  // (memory_gb) the error.
+  std::optional<double> predicted_memory_gb;
+  std::string memory_phase;
+  std::optional<double> memory_ape;
 };
 
 struct SuiteSummary {
@@ -37,6 +43,11 @@ struct SuiteSummary {
   int choice_sets = 0;
   int choice_pass = 0;
   int refused = 0;  // rows not predicted (SuiteRowResult::refused says why)
+  // Rows (calibrate and predict: a peak is never calibrated) with a published peak per GPU,
+  // and the error of the predicted peaks.
+  int memory_rows = 0;
+  double memory_median_ape = 0;
+  double memory_p90_ape = 0;
 };
 
 // One row as scored: what was published against what was predicted.
@@ -50,6 +61,7 @@ struct ScoredRow {
   std::optional<double> ape;          // predict rows with a latency; 1 when predicted not to fit
   bool predict = true;                // a predict row (calibrate rows are listed, not scored)
   bool best = false;                  // the planner chose the configuration ("best")
+  std::optional<double> memory_ape;   // against a published peak per GPU
 };
 
 // The summary of scored rows: median and p90 APE over predict rows, OOM agreement, and

@@ -106,6 +106,7 @@ int RunSimulate(int argc, char** argv) {
         {"per_step", {{"compute_s", r->steady.compute.value()}, {"exposed_comm_s", r->steady.exposed_comm.value()},
                       {"bubble_s", r->steady.bubble.value()}}},
         {"imbalance", r->imbalance}, {"peak_memory_gb", r->peak_memory.value() / 1e9}, {"fits", r->fits},
+        {"memory_phases_gb", r->ranks.empty() ? nlohmann::json(nullptr) : MemoryPhasesJson(r->ranks.front().memory)},
         {"ranks", ranks}};
     out["launch"] = launch ? LaunchToJson(*launch) : nlohmann::json(nullptr);
     std::cout << out.dump(2) << "\n";
@@ -127,6 +128,7 @@ int RunSimulate(int argc, char** argv) {
       "VAE decode {}, runtime {}\n",
       Gb(r->peak_memory), Gb(m.capacity), r->fits ? "fits" : "DOES NOT FIT", Gb(m.weights), Gb(m.encoders),
       Gb(m.activations + m.attention), Gb(m.kv_buffers), Gb(m.comm_buffers), Gb(m.vae_decode), Gb(m.runtime));
+  std::cout << fmt::format("memory by phase: {}\n", MemoryPhasesText(m));
   if (launch) {
     std::cout << LaunchText(*launch, model.runtime(launch->runtime)->runtime_name);
   }

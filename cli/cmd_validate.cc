@@ -140,6 +140,11 @@ int RunValidate(int argc, char** argv) {
                      {"predicted_s", r.predicted_s ? nlohmann::json(*r.predicted_s) : nlohmann::json(nullptr)},
                      {"ape", r.ape ? nlohmann::json(*r.ape) : nlohmann::json(nullptr)}, {"feasible", r.feasible},
                      {"runtime", r.row->runtime},
+                     {"published_memory_gb", r.row->memory_gb ? nlohmann::json(*r.row->memory_gb) : nlohmann::json(nullptr)},
+                     {"predicted_memory_gb",
+                      r.predicted_memory_gb ? nlohmann::json(*r.predicted_memory_gb) : nlohmann::json(nullptr)},
+                     {"memory_phase", r.memory_phase.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.memory_phase)},
+                     {"memory_ape", r.memory_ape ? nlohmann::json(*r.memory_ape) : nlohmann::json(nullptr)},
                      {"refused", r.refused.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.refused)}});
     }
     std::cout << nlohmann::json{{"rows", out},
@@ -155,13 +160,23 @@ int RunValidate(int argc, char** argv) {
                      r.row->latency_s ? fmt::format("{:.3f}", *r.row->latency_s) : "OOM",
                      !r.refused.empty() ? "refused" : r.predicted_s ? fmt::format("{:.3f}", *r.predicted_s) : "no fit",
                      r.ape ? fmt::format("{:.1f}%", 100 * *r.ape) : "-"});
+    if (s.memory_rows > 0) {
+      table.back().push_back(r.row->memory_gb ? fmt::format("{:.1f}", *r.row->memory_gb) : "-");
+      table.back().push_back(r.predicted_memory_gb ? fmt::format("{:.1f} ({})", *r.predicted_memory_gb, r.memory_phase)
+                                                   : "-");
+      table.back().push_back(r.memory_ape ? fmt::format("{:.1f}%", 100 * *r.memory_ape) : "-");
+    }
   }
   // Why each refused row was not predicted (the rest were).
   std::string refusals;
   for (const auto& r : report->rows) {
     if (!r.refused.empty()) refusals += fmt::format("refused: line {} ({}): {}\n", r.row->line, r.row->group, r.refused);
   }
-  std::cout << FormatTable({"group", "gpus", "config", "role", "published_s", "predicted_s", "APE"}, table);
+  std::vector<std::string> header = {"group", "gpus", "config", "role", "published_s", "predicted_s", "APE"};
+  if (s.memory_rows > 0) {
+    for (const char* h : {"published_GB", "predicted_GB (peak phase)", "memory APE"}) header.push_back(h);
+  }
+  std::cout << FormatTable(header, table);
   std::cout << fmt::format(
       "choice: {} of {} sets of published configurations (one group, one GPU count) have ditune's fastest within 10% "
       "of the published fastest\n",
@@ -170,6 +185,10 @@ int RunValidate(int argc, char** argv) {
   std::cout << fmt::format("summary: rows={} median_ape={:.3f} p90_ape={:.3f} oom_agree={}/{}{}\n", s.rows,
                            s.median_ape, s.p90_ape, s.oom_agree, s.oom_rows,
                            s.refused > 0 ? fmt::format(" refused={}", s.refused) : "");
+  if (s.memory_rows > 0) {
+    std::cout << fmt::format("memory: rows={} median_ape={:.3f} p90_ape={:.3f}\n", s.memory_rows,
+                             s.memory_median_ape, s.memory_p90_ape);
+  }
   return 0;
 }
 

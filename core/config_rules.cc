@@ -113,8 +113,7 @@ bool CheckRuntime(const ValidationContext& ctx, const ParallelConfig& c, std::ve
                       {RuntimeMethod::kDistriFusion, &ParallelConfig::distrifusion, c.distrifusion},
                       {RuntimeMethod::kFullyShard, &ParallelConfig::fsdp, c.fsdp},
                       {RuntimeMethod::kCpuOffload, &ParallelConfig::offload, c.offload != 0 ? 2 : 1},
-                      {RuntimeMethod::kTorchCompile, &ParallelConfig::compile, c.compile != 0 ? 2 : 1},
-                      {RuntimeMethod::kTextEncoderParallel, &ParallelConfig::te_parallel, c.te_parallel != 0 ? 2 : 1}};
+                      {RuntimeMethod::kTorchCompile, &ParallelConfig::compile, c.compile != 0 ? 2 : 1}};
   for (const Use& u : uses) {
     if (u.degree <= 1 || x.runs(u.method)) continue;
     // cfg=2 on a model without guidance is the cfg rule's to name.
@@ -127,6 +126,22 @@ bool CheckRuntime(const ValidationContext& ctx, const ParallelConfig& c, std::ve
             msg += Nearest(MoveDegree(ctx, c, u.field));
           }
           return msg;
+        }))
+      return false;
+  }
+  // The memory placements: each needs the runtime's way to ask for it.
+  const std::pair<RuntimeMethod, bool> placements[] = {
+      {RuntimeMethod::kTextEncoderParallel, c.te == TextEncoderPlacement::kParallel},
+      {RuntimeMethod::kTextEncoderFsdp, c.te == TextEncoderPlacement::kFsdp},
+      {RuntimeMethod::kTextEncoderCpu, c.te == TextEncoderPlacement::kCpu},
+      {RuntimeMethod::kVaeTiling, c.vae == VaePlacement::kTiled},
+      {RuntimeMethod::kParallelVae, c.vae == VaePlacement::kParallel},
+  };
+  for (const auto& [method, used] : placements) {
+    if (!used || x.runs(method)) continue;
+    if (!fail(kRuleRuntimeMethod, [&] {
+          return fmt::format("{} has no {} for {} ({})", who, RuntimeMethodPhrase(method), m.id,
+                             x.method(method).source);
         }))
       return false;
   }
@@ -414,11 +429,32 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
       return false;
   }
 
-  if (c.te_parallel != 0 && !by_runtime) {
-    if (!fail(kRuleCompile, [&] {
-          return std::string(
-              "te=parallel: ditune's engine encodes the prompt with whole text encoders; splitting them is a PyTorch "
-              "runtime's (--runtime diffusers)");
+  if (c.te != TextEncoderPlacement::kWhole && !by_runtime) {
+    if (!fail(kRulePlacement, [&] {
+          return fmt::format(
+              "te={}: ditune's engine encodes the prompt with whole text encoders on every rank; placing them "
+              "otherwise is a PyTorch runtime's (--runtime diffusers, wan-generate, ...)",
+              TextEncoderPlacementName(c.te));
+        }))
+      return false;
+  }
+  if (c.vae != VaePlacement::kWhole && !by_runtime) {
+    if (!fail(kRulePlacement, [&] {
+          return fmt::format(
+              "vae={}: ditune's engine runs the DiT, not the VAE; tiled or parallel decoding is a PyTorch "
+              "runtime's (--runtime xdit, hunyuan-sample, diffusers, ...)",
+              VaePlacementName(c.vae));
+        }))
+      return false;
+  }
+  const bool split_placement = c.te == TextEncoderPlacement::kParallel || c.te == TextEncoderPlacement::kFsdp ||
+                               c.vae == VaePlacement::kParallel;
+  if (split_placement && ctx.gpus == 1) {
+    if (!fail(kRulePlacement, [&] {
+          return fmt::format("{}: on one GPU there are no other ranks to split over; valid on one GPU: te=whole|cpu, "
+                             "vae=whole|tiled",
+                             c.vae == VaePlacement::kParallel ? "vae=parallel"
+                                                              : fmt::format("te={}", TextEncoderPlacementName(c.te)));
         }))
       return false;
   }

@@ -43,6 +43,9 @@ inline constexpr const char* kRuleDistriFusion = "distrifusion-alone";
 inline constexpr const char* kRuleFsdp = "fsdp-divides-gpus";
 inline constexpr const char* kRuleOffload = "offload-is-xdits";
 inline constexpr const char* kRuleCompile = "compile-is-the-runtimes";
+// te=... and vae=... other than whole: a runtime's memory placements, on more than one GPU
+// where they split over the ranks.
+inline constexpr const char* kRulePlacement = "placement-is-the-runtimes";
 // A runtime's rules (ValidationContext::runtime).
 inline constexpr const char* kRuleRuntimeModel = "runtime-runs-model";
 inline constexpr const char* kRuleRuntimeMethod = "runtime-runs-method";

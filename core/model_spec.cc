@@ -130,6 +130,39 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
     if (vf.Has("decoder_attention_channels")) {
       m.vae_decoder_attention_channels = vf.Number("decoder_attention_channels", 0, 1e6);
     }
+    if (vf.Has("decode_memory")) {
+      if (const nlohmann::json* dm = vf.Object("decode_memory")) {
+        JsonFields df(*dm, origin + ": vae.decode_memory");
+        VaeDecodeMemory& d = m.vae_decode_memory;
+        d.full_res_channels = df.Number("full_res_channels", 1, 1e5);
+        d.live_maps = df.Number("live_maps", 1, 64);
+        d.frames_at_once = static_cast<int>(df.Int("frames_at_once", 0, 100000));
+        if (df.Has("cache_frames")) d.cache_frames = static_cast<int>(df.Int("cache_frames", 0, 64));
+        if (df.Has("cached_channels")) {
+          if (const nlohmann::json* cc = df.Array("cached_channels")) {
+            int k = 0;
+            for (const auto& one : *cc) {
+              JsonFields sf(one, fmt::format("{}: vae.decode_memory.cached_channels[{}]", origin, k++));
+              const int scale = static_cast<int>(sf.Int("scale", 1, 1024));
+              const double channels = sf.Number("channels", 0, 1e7);
+              sf.RejectUnknownKeys();
+              if (!sf.status().ok()) return sf.status();
+              d.cached_channels.push_back({scale, channels});
+            }
+          }
+        }
+        if (df.Has("tile_pixels")) d.tile_pixels = static_cast<int>(df.Int("tile_pixels", 16, 1 << 16));
+        if (df.Has("tile_overlap")) d.tile_overlap = df.Number("tile_overlap", 0, 0.9);
+        if (df.Has("tile_frames")) d.tile_frames = static_cast<int>(df.Int("tile_frames", 0, 100000));
+        d.source = df.String("source");
+        df.RejectUnknownKeys();
+        if (!df.status().ok()) return df.status();
+        if (d.source.empty()) {
+          return Status::InvalidArgument(
+              fmt::format("{}: vae.decode_memory.source is empty: every fact cites its source", origin));
+        }
+      }
+    }
     vf.RejectUnknownKeys();
     if (!vf.status().ok()) return vf.status();
   }
@@ -140,6 +173,9 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
       TextEncoderSpec t;
       t.name = ef.String("name");
       t.params = ef.Number("params", 0, 1e13);
+      if (ef.Has("embedding_params")) t.embedding_params = ef.Number("embedding_params", 0, t.params);
+      if (ef.Has("layers")) t.layers = static_cast<int>(ef.Int("layers", 1, 1000));
+      t.image_encoder = ef.OptionalBool("image_encoder", false);
       ef.RejectUnknownKeys();
       if (!ef.status().ok()) return ef.status();
       m.text_encoders.push_back(std::move(t));
@@ -150,6 +186,7 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
   m.joint_shared_weights = f.OptionalBool("joint_shared_weights", false);
   m.encoders_remote = f.OptionalBool("encoders_remote", false);
   m.published_params = f.Number("published_params", 0, 1e13);
+  if (f.Has("experts")) m.experts = static_cast<int>(f.Int("experts", 1, 64));
   m.default_steps = static_cast<int>(f.Int("default_steps", 1, 10000));
   if (const nlohmann::json* r = f.Object("default_resolution")) {
     JsonFields rf(*r, origin + ": default_resolution");

@@ -41,6 +41,38 @@ struct BlockGroup {
 struct TextEncoderSpec {
   std::string name;
   double params = 0;  // parameter count
+  // For the memory of a sharded encoder (te=fsdp): the token embedding's parameters, which
+  // FSDP's root unit keeps gathered after the first forward, and the layer count (one layer
+  // is gathered at a time). 0 where not given: no embedding kept, 24 layers.
+  double embedding_params = 0;
+  int layers = 0;
+  // An image encoder loaded beside the text encoders (Wan I2V's CLIP): always whole on the
+  // GPU, whatever te= places the text encoders.
+  bool image_encoder = false;
+};
+
+// What the VAE decoder holds while it decodes (the model file's "vae.decode_memory"), from
+// its architecture. Absent: a 2-D decoder of 128 channels at full resolution with two such
+// maps alive, video decoders eight frames at a time.
+struct VaeDecodeMemory {
+  // Channels of the decoder's maps at the output resolution, and how many such maps are
+  // alive at once at its peak (a residual block's input kept for the skip, plus the
+  // temporaries its norm, activation and convolution make).
+  double full_res_channels = 128;
+  double live_maps = 2;
+  // Output frames decoded at once (a causal decoder's chunk); 0: every frame.
+  int frames_at_once = 8;
+  // A causal decoder caches the last `cache_frames` input frames of each causal
+  // convolution: the input channels of those convolutions summed, per scale (1: output
+  // resolution, 2: half, ...).
+  int cache_frames = 0;
+  std::vector<std::pair<int, double>> cached_channels;
+  // Tiled decoding (vae=tiled): the tile's edge in output pixels, the overlap between tiles
+  // (a fraction of the tile) and the frames per temporal tile (0: no temporal tiling).
+  int tile_pixels = 512;
+  double tile_overlap = 0.25;
+  int tile_frames = 0;
+  std::string source;
 };
 
 struct ModelSpec {
@@ -75,6 +107,7 @@ struct ModelSpec {
   // VAE's mid block: one head of 512 channels), whose cost is quadratic in the latent size and
   // so not a per-pixel figure; 0 where the decoder has none (or only linear attention).
   double vae_decoder_attention_channels = 0;
+  VaeDecodeMemory vae_decode_memory;
   std::vector<TextEncoderSpec> text_encoders;
   bool uses_cfg = true;
   bool skip_connections = false;
@@ -84,7 +117,11 @@ struct ModelSpec {
   // The reference pipeline serves the text encoders and VAE from a separate process, so
   // they do not occupy the DiT's GPUs (StepVideo).
   bool encoders_remote = false;
-  double published_params = 0;
+  double published_params = 0;  // one expert's, for a mixture of experts
+  // A mixture of experts chosen by noise level (Wan2.2 A14B: a high-noise and a low-noise
+  // DiT of the same shape, one running per step): how many. Every expert's weights are held
+  // unless model CPU offload swaps them in turn.
+  int experts = 1;
   int default_steps = 0;
   int default_height = 0;
   int default_width = 0;

@@ -11,6 +11,21 @@
 #include "core/text.h"
 
 namespace ditune {
+constexpr EnumName<TextEncoderPlacement> kTextEncoderPlacements[] = {
+    {TextEncoderPlacement::kWhole, "whole"},
+    {TextEncoderPlacement::kParallel, "parallel"},
+    {TextEncoderPlacement::kFsdp, "fsdp"},
+    {TextEncoderPlacement::kCpu, "cpu"},
+};
+constexpr EnumName<VaePlacement> kVaePlacements[] = {
+    {VaePlacement::kWhole, "whole"},
+    {VaePlacement::kTiled, "tiled"},
+    {VaePlacement::kParallel, "parallel"},
+};
+
+std::string_view TextEncoderPlacementName(TextEncoderPlacement p) { return NameIn(kTextEncoderPlacements, p); }
+std::string_view VaePlacementName(VaePlacement p) { return NameIn(kVaePlacements, p); }
+
 namespace {
 
 std::vector<std::string_view> Split(std::string_view s, char sep) {
@@ -35,12 +50,12 @@ std::optional<int> ParseInt(std::string_view s) {
 
 constexpr const char* kKeys =
     "ulysses, ring, pipefusion, patches, warmup, cfg, dp, tp, distrifusion, fsdp, offload (0 or 1), compile (0 or 1), "
-    "te (whole or parallel), order";
+    "te (whole, parallel, fsdp or cpu), vae (whole, tiled or parallel; vae_tiling=1 is vae=tiled), order";
 constexpr const char* kXditFlags =
     "xDiT's --ulysses_degree, --ring_degree, --pipefusion_parallel_degree, --num_pipeline_patch, "
     "--warmup_steps, --use_cfg_parallel, --data_parallel_degree, --tensor_parallel_degree, --fully_shard_degree, "
-    "--enable_model_cpu_offload, --use_torch_compile; Wan's --ulysses_size, --ring_size, --dit_fsdp, --t5_fsdp, "
-    "--offload_model True|False; SGLang's and HunyuanVideo's --ulysses-degree, --ring-degree, --tp-size, "
+    "--enable_model_cpu_offload, --use_torch_compile, --use_parallel_vae; Wan's --ulysses_size, --ring_size, "
+    "--dit_fsdp, --t5_fsdp, --t5_cpu, --offload_model True|False; HunyuanVideo's --vae-tiling; SGLang's and HunyuanVideo's --ulysses-degree, --ring-degree, --tp-size, "
     "--enable-cfg-parallel, --use-fsdp-inference, --dit-cpu-offload, --use-cpu-offload, --enable-torch-compile; "
     "vLLM-Omni's --usp, --cfg-parallel-size 2, --tensor-parallel-size, --use-hsdp, --enable-cpu-offload";
 
@@ -109,11 +124,22 @@ Status ParseDitune(std::string_view text, Fields* f) {
       continue;
     }
     if (key == "te") {
-      if (value != "whole" && value != "parallel") {
-        return Status::InvalidArgument(fmt::format(
-            "te: '{}' is whole (each rank holds the text encoders) or parallel (split over the ranks)", value));
+      DITUNE_ASSIGN_OR_RETURN(f->config.te, ParseIn(kTextEncoderPlacements, value, "te"));
+      continue;
+    }
+    if (key == "vae") {
+      DITUNE_ASSIGN_OR_RETURN(f->config.vae, ParseIn(kVaePlacements, value, "vae"));
+      continue;
+    }
+    if (key == "vae_tiling") {
+      if (value != "0" && value != "1") {
+        return Status::InvalidArgument(fmt::format("vae_tiling: '{}' is 0 (off) or 1 (on: vae=tiled)", value));
       }
-      f->config.te_parallel = value == "parallel" ? 1 : 0;
+      for (std::string_view k : seen) {
+        if (k == "vae") return Status::InvalidArgument("give vae=... or vae_tiling=..., not both");
+      }
+      seen.push_back("vae");
+      f->config.vae = value == "1" ? VaePlacement::kTiled : VaePlacement::kWhole;
       continue;
     }
     DITUNE_RETURN_IF_ERROR(SetField(f, key, value, key));
@@ -152,8 +178,10 @@ Status ParseXdit(std::string_view text, Fields* f) {
       {"--enable_model_cpu_offload", "offload"}, {"--use-cpu-offload", "offload"},
       {"--enable-cpu-offload", "offload"},       {"--use_torch_compile", "compile"},
       {"--enable-torch-compile", "compile"},     {"--dit_fsdp", "fsdp"},
-      {"--t5_fsdp", "fsdp"},                     {"--use-hsdp", "fsdp"},
+      {"--t5_fsdp", "te_fsdp"},                  {"--use-hsdp", "fsdp"},
       {"--parallel-text-encoder", "te"},         {"--parallel-text", "te"},
+      {"--t5_cpu", "te_cpu"},                    {"--use_parallel_vae", "vae_parallel"},
+      {"--vae-tiling", "vae_tiled"},
   };
   // Settings given as a boolean value (Wan's --offload_model True, SGLang's
   // --use-fsdp-inference true).
@@ -167,7 +195,11 @@ Status ParseXdit(std::string_view text, Fields* f) {
     if (key == "offload") f->config.offload = on ? 1 : 0;
     if (key == "compile") f->config.compile = on ? 1 : 0;
     if (key == "fsdp") f->fsdp_all = on;
-    if (key == "te") f->config.te_parallel = on ? 1 : 0;
+    if (key == "te") f->config.te = on ? TextEncoderPlacement::kParallel : TextEncoderPlacement::kWhole;
+    if (key == "te_fsdp") f->config.te = on ? TextEncoderPlacement::kFsdp : TextEncoderPlacement::kWhole;
+    if (key == "te_cpu") f->config.te = on ? TextEncoderPlacement::kCpu : TextEncoderPlacement::kWhole;
+    if (key == "vae_parallel") f->config.vae = on ? VaePlacement::kParallel : VaePlacement::kWhole;
+    if (key == "vae_tiled") f->config.vae = on ? VaePlacement::kTiled : VaePlacement::kWhole;
   };
   for (size_t i = 0; i < tokens.size(); ++i) {
     std::string_view flag = tokens[i];
@@ -201,11 +233,11 @@ Status ParseXdit(std::string_view text, Fields* f) {
       handled = true;
     }
     if (handled) continue;
-    if (flag == "--t5_cpu" || flag == "--num-gpus" || flag == "--sp-degree") {
+    if (flag == "--num-gpus" || flag == "--sp-degree") {
       return Status::InvalidArgument(fmt::format(
-          "{} is not a parallel setting ditune reads from a config: {}", flag,
-          flag == "--t5_cpu" ? "the text encoder's placement is a memory setting, not priced yet"
-                             : "give the GPU count with --gpus and the degrees with --ulysses-degree/--ring-degree"));
+          "{} is not a parallel setting ditune reads from a config: give the GPU count with --gpus and the degrees "
+          "with --ulysses-degree/--ring-degree",
+          flag));
     }
     const char* key = nullptr;
     for (const auto& [fl, k] : kFlagToKey) {
@@ -334,7 +366,8 @@ std::string ToString(const ParallelConfig& c) {
   add("fsdp", c.fsdp, 1);
   add("offload", c.offload, 0);
   add("compile", c.compile, 0);
-  if (c.te_parallel != 0) items.push_back("te=parallel");
+  if (c.te != TextEncoderPlacement::kWhole) items.push_back(fmt::format("te={}", TextEncoderPlacementName(c.te)));
+  if (c.vae != VaePlacement::kWhole) items.push_back(fmt::format("vae={}", VaePlacementName(c.vae)));
   if (c.order != kDefaultRankOrder) items.push_back("order=" + RankOrderToString(c.order));
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : ",") + i;
@@ -373,6 +406,7 @@ std::string ToXditFlags(const ParallelConfig& c) {
   if (c.fsdp != 1) s += fmt::format(" --fully_shard_degree {}", c.fsdp);
   if (c.offload != 0) s += " --enable_model_cpu_offload";
   if (c.compile != 0) s += " --use_torch_compile";
+  if (c.vae == VaePlacement::kParallel) s += " --use_parallel_vae";
   return s;
 }
 

@@ -36,6 +36,26 @@ StatusOr<RankOrder> ParseRankOrder(std::string_view text);
 // The most devices a configuration may occupy (the product of its degrees).
 inline constexpr int kMaxWorldSize = 1 << 20;
 
+// Where the text encoders are (memory placement knobs of the memory model; each runtime has
+// its own flag for them):
+//   kWhole     on every rank, whole (the default);
+//   kParallel  split over every rank (cache-dit's --parallel-text-encoder: tensor parallel
+//              over the world): "te=parallel";
+//   kFsdp      sharded over every rank and gathered block by block (Wan's --t5_fsdp,
+//              xDiT's --fully_shard_components text_encoder): "te=fsdp";
+//   kCpu       in host memory, encoding on the CPU (Wan's --t5_cpu): "te=cpu".
+enum class TextEncoderPlacement { kWhole, kParallel, kFsdp, kCpu };
+std::string_view TextEncoderPlacementName(TextEncoderPlacement p);
+
+// How the VAE decodes:
+//   kWhole     the whole latent at once on one GPU (the default);
+//   kTiled     tile by tile with overlaps (diffusers' enable_vae_tiling, HunyuanVideo's
+//              --vae-tiling): "vae=tiled" (or "vae_tiling=1");
+//   kParallel  latent patches with halos over every rank (xDiT's --use_parallel_vae):
+//              "vae=parallel".
+enum class VaePlacement { kWhole, kTiled, kParallel };
+std::string_view VaePlacementName(VaePlacement p);
+
 struct ParallelConfig {
   int ulysses = 1;
   int ring = 1;
@@ -57,9 +77,10 @@ struct ParallelConfig {
   // torch.compile of the DiT (xDiT's --use_torch_compile, SGLang's --enable-torch-compile, ...):
   // priced without the eager host overhead where the runtime compiles the model. 0 or 1.
   int compile = 0;
-  // The text encoders split over every rank (cache-dit's --parallel-text-encoder: tensor
-  // parallel over the world) instead of whole on each: "te=parallel". 0 or 1.
-  int te_parallel = 0;
+  // Where the text encoders are while they encode ("te=..."; TextEncoderPlacement).
+  TextEncoderPlacement te = TextEncoderPlacement::kWhole;
+  // How the VAE decodes ("vae=..."; VaePlacement).
+  VaePlacement vae = VaePlacement::kWhole;
   RankOrder order = kDefaultRankOrder;
 
   int sp() const { return ulysses * ring; }

@@ -13,7 +13,8 @@ constexpr RuntimeMethod kAllMethods[kNumRuntimeMethods] = {
     RuntimeMethod::kUlysses,     RuntimeMethod::kRing,       RuntimeMethod::kPipeFusion,   RuntimeMethod::kCfg,
     RuntimeMethod::kTp,          RuntimeMethod::kDp,         RuntimeMethod::kDistriFusion, RuntimeMethod::kParallelVae,
     RuntimeMethod::kFullyShard,  RuntimeMethod::kTorchCompile, RuntimeMethod::kFp8Gemms,   RuntimeMethod::kCpuOffload,
-    RuntimeMethod::kTextEncoderParallel,
+    RuntimeMethod::kTextEncoderParallel, RuntimeMethod::kTextEncoderFsdp, RuntimeMethod::kTextEncoderCpu,
+    RuntimeMethod::kVaeTiling,
 };
 
 // Workload keys a flag may set besides the methods.
@@ -45,6 +46,9 @@ constexpr EnumName<RuntimeMethod> kRuntimeMethodKeys[] = {
     {RuntimeMethod::kFp8Gemms, "fp8_gemms"},
     {RuntimeMethod::kCpuOffload, "cpu_offload"},
     {RuntimeMethod::kTextEncoderParallel, "text_encoder_parallel"},
+    {RuntimeMethod::kTextEncoderFsdp, "text_encoder_fsdp"},
+    {RuntimeMethod::kTextEncoderCpu, "text_encoder_cpu"},
+    {RuntimeMethod::kVaeTiling, "vae_tiling"},
 };
 
 std::string_view RuntimeMethodKey(RuntimeMethod m) { return NameIn(kRuntimeMethodKeys, m); }
@@ -63,6 +67,9 @@ constexpr EnumName<RuntimeMethod> kRuntimeMethodPhrases[] = {
     {RuntimeMethod::kFp8Gemms, "FP8 GEMMs"},
     {RuntimeMethod::kCpuOffload, "CPU offload"},
     {RuntimeMethod::kTextEncoderParallel, "text-encoder parallelism"},
+    {RuntimeMethod::kTextEncoderFsdp, "text encoders sharded over the ranks"},
+    {RuntimeMethod::kTextEncoderCpu, "text encoders on the CPU"},
+    {RuntimeMethod::kVaeTiling, "tiled VAE decode"},
 };
 
 std::string_view RuntimeMethodPhrase(RuntimeMethod m) { return NameIn(kRuntimeMethodPhrases, m); }
@@ -200,6 +207,34 @@ StatusOr<RuntimeSupport> ParseRuntimeSupport(const nlohmann::json& j, const std:
     }
   }
   if (f.Has("notes")) s.notes = f.String("notes");
+  if (f.Has("memory")) {
+    if (const nlohmann::json* mem = f.Object("memory")) {
+      JsonFields mf(*mem, origin + ": memory");
+      auto bytes = [&](const char* key, double* out) {
+        if (!mf.Has(key)) return;
+        const double v = mf.Number(key, 2, 4);
+        if (v != 2 && v != 4) {
+          mf.Fail(fmt::format("{}: memory.{} is {}: give 2 (bf16/fp16) or 4 (fp32)", origin, key, v));
+          return;
+        }
+        *out = v;
+      };
+      bytes("dit_bytes_per_param", &s.memory.dit_bytes_per_param);
+      bytes("fsdp_shard_bytes_per_param", &s.memory.fsdp_shard_bytes_per_param);
+      bytes("vae_bytes_per_value", &s.memory.vae_bytes_per_value);
+      if (mf.Has("vae_decode")) {
+        s.memory.vae_decode_first_rank = mf.Enum("vae_decode", {"every-rank", "first-rank"}) == "first-rank";
+      }
+      s.memory.offload_vae_stays = mf.OptionalBool("offload_vae_stays", false);
+      s.memory.offload_dit_during_text = mf.OptionalBool("offload_dit_during_text", false);
+      s.memory.source = mf.String("source");
+      mf.RejectUnknownKeys();
+      if (!mf.status().ok()) return mf.status();
+      if (s.memory.source.empty()) {
+        return Status::InvalidArgument(fmt::format("{}: memory.source is empty: every fact cites its source", origin));
+      }
+    }
+  }
   if (f.Has("fixed_frames")) {
     s.fixed_frames = static_cast<int>(f.Int("fixed_frames", 1, 1024));
     s.fixed_frames_source = f.String("fixed_frames_source");

@@ -34,8 +34,12 @@ enum class RuntimeMethod {
   kFp8Gemms,
   kCpuOffload,
   kTextEncoderParallel,
+  // Memory placements (ParallelConfig::te and ::vae): "te=fsdp", "te=cpu", "vae=tiled".
+  kTextEncoderFsdp,
+  kTextEncoderCpu,
+  kVaeTiling,
 };
-inline constexpr int kNumRuntimeMethods = 13;
+inline constexpr int kNumRuntimeMethods = 16;
 // The key in the JSON ("ulysses", "parallel_vae", ...).
 std::string_view RuntimeMethodKey(RuntimeMethod m);
 // A phrase for messages ("Ulysses sequence parallelism", "tensor parallelism", ...).
@@ -79,6 +83,29 @@ struct RuntimeConstraint {
   std::string source;
 };
 
+// How the entry point holds the pipeline's parts in GPU memory, where it differs from the
+// usual bf16 pipeline on every rank (the "memory" object; every field optional).
+struct RuntimeMemory {
+  // Bytes per DiT parameter as held on the GPU without FSDP (Wan's generate.py keeps the
+  // checkpoint's fp32 and computes under bf16 autocast: 4).
+  double dit_bytes_per_param = 2;
+  // Bytes per DiT parameter of an FSDP shard (the shard keeps the checkpoint's precision;
+  // the gathered block is cast to the compute precision, 2 bytes).
+  double fsdp_shard_bytes_per_param = 2;
+  // Bytes per value of the VAE's weights and decode activations (fp32 VAE: 4).
+  double vae_bytes_per_value = 2;
+  // Only the first rank decodes (the others wait): the decode's memory is counted on rank 0
+  // alone, which is then the largest rank.
+  bool vae_decode_first_rank = false;
+  // Model CPU offload as the entry point does it. Absent: diffusers' enable_model_cpu_offload
+  // (each part on the GPU only while it runs). Wan's generate.py keeps the VAE on the GPU
+  // throughout (vae_stays) and, for text-to-video, loads the DiT before the text encoder
+  // runs (dit_during_text).
+  bool offload_vae_stays = false;
+  bool offload_dit_during_text = false;
+  std::string source;
+};
+
 struct RuntimeSupport {
   std::string runtime;       // the runtime's id ("xdit", "wan-generate", ...)
   std::string runtime_name;  // as messages name it ("xDiT", "Wan generate.py", ...)
@@ -112,7 +139,8 @@ struct RuntimeSupport {
   // script): its name (the command's {config_file}), its format ("yaml" or "python": how
   // booleans are written) and its text, with placeholders {model}, {height}, {width},
   // {frames}, {steps}, {gpus}, the degrees {ulysses} {ring} {cfg} {tp} {fsdp}, the options
-  // {torch_compile} {cpu_offload} {parallel_vae} {text_encoder_parallel}, and
+  // {torch_compile} {cpu_offload} {parallel_vae} {vae_tiling} {text_encoder_parallel}
+  // {text_encoder_fsdp} {text_encoder_cpu}, and
   // {uneven_sequence} (whether the image tokens split unevenly over the sequence ranks). A
   // method whose placeholder is in the text needs no flag.
   std::string config_name;
@@ -120,6 +148,7 @@ struct RuntimeSupport {
   std::string config_text;
   std::string config_source;
   std::string notes;
+  RuntimeMemory memory;
 
   const RuntimeFact& method(RuntimeMethod m) const { return methods[static_cast<int>(m)]; }
   bool runs(RuntimeMethod m) const { return method(m).runs; }

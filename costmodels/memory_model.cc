@@ -1,40 +1,139 @@
 #include "costmodels/memory_model.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include <fmt/format.h>
+
+#include "core/enum_names.h"
 #include "costmodels/dit_ops.h"
 
 namespace ditune {
+namespace {
 
-Bytes MemoryBreakdown::peak() const {
-  const Bytes dit = activations + attention + comm_buffers;
-  if (offloaded) {
-    return runtime + std::max({text_encoder_weights, weights + kv_buffers + dit, vae_weights + vae_decode});
+constexpr EnumName<MemoryPhase> kMemoryPhaseNames[] = {
+    {MemoryPhase::kTextEncode, "text encoding"},
+    {MemoryPhase::kDenoise, "denoising"},
+    {MemoryPhase::kVaeDecode, "VAE decode"},
+};
+
+// The compute precision of weights gathered or split for use, and of the encoders.
+constexpr double kComputeBytes = kElementBytes;
+// Layers of a text encoder whose file does not give them (T5-XXL's encoder has 24).
+constexpr int kDefaultEncoderLayers = 24;
+
+struct EncoderBytes {
+  Bytes resident;  // on the GPU from load to the end (when not offloaded)
+  Bytes encoding;  // on the GPU only while encoding, on top of `resident`
+  Bytes turn;      // with model CPU offload: what the encoders' turn brings
+};
+
+// The text and image encoders' bytes on one rank, as te= places the text encoders.
+EncoderBytes Encoders(const ModelSpec& m, const ParallelConfig& c) {
+  EncoderBytes e;
+  if (m.encoders_remote) return e;
+  const double world = c.world_size();
+  for (const TextEncoderSpec& t : m.text_encoders) {
+    const double whole = t.params * kComputeBytes;
+    if (t.image_encoder) {
+      e.resident = e.resident + Bytes(whole);
+      e.turn = e.turn + Bytes(whole);
+      continue;
+    }
+    switch (c.te) {
+      case TextEncoderPlacement::kWhole:
+        e.resident = e.resident + Bytes(whole);
+        e.turn = e.turn + Bytes(whole);
+        break;
+      case TextEncoderPlacement::kParallel:
+        e.resident = e.resident + Bytes(whole / world);
+        e.turn = e.turn + Bytes(whole / world);
+        break;
+      case TextEncoderPlacement::kFsdp: {
+        // The shard, and the root unit (the token embedding) FSDP keeps gathered after the
+        // first forward ("Do not free the root's parameters in the post-forward for
+        // FULL_SHARD", pytorch torch/distributed/fsdp/_runtime_utils.py); while encoding,
+        // the running and prefetched layers gathered.
+        const double layers = t.layers > 0 ? t.layers : kDefaultEncoderLayers;
+        const double layer = (t.params - t.embedding_params) / layers * kComputeBytes;
+        const Bytes kept(whole / world + t.embedding_params * kComputeBytes);
+        e.resident = e.resident + kept;
+        e.encoding = e.encoding + Bytes(2.0 * layer);
+        e.turn = e.turn + kept + Bytes(2.0 * layer);
+        break;
+      }
+      case TextEncoderPlacement::kCpu:
+        break;  // encodes in host memory
+    }
   }
-  const Bytes resident = weights + encoders + kv_buffers + runtime;
-  return resident + std::max(dit, vae_decode);
+  return e;
 }
 
-double TextEncoderShards(const ParallelConfig& c) { return c.te_parallel != 0 ? c.world_size() : 1.0; }
+}  // namespace
 
-Bytes DitWeightBytes(const ModelSpec& m, const ParallelConfig& c) {
-  const double B = kElementBytes;
+std::string_view MemoryPhaseName(MemoryPhase p) { return NameIn(kMemoryPhaseNames, p); }
+
+Bytes MemoryBreakdown::tensors_peak() const { return *std::max_element(phases.begin(), phases.end()); }
+
+MemoryPhase MemoryBreakdown::peak_phase() const {
+  return static_cast<MemoryPhase>(std::max_element(phases.begin(), phases.end()) - phases.begin());
+}
+
+double TextEncoderShards(const ParallelConfig& c) {
+  return c.te == TextEncoderPlacement::kParallel ? c.world_size() : 1.0;
+}
+
+Bytes DitWeightBytes(const ModelSpec& m, const ParallelConfig& c, const RuntimeMemory& placement) {
   // Published parameter counts are the reliable ones; the shapes' count is the fallback.
   const double params = m.published_params > 0 ? m.published_params : DitParams(m);
-  const double weights = params * B / (c.tp * c.pipefusion);
-  if (c.fsdp <= 1) return Bytes(weights);
-  // Sharded over fsdp ranks, with the running block's and the prefetched block's weights
-  // gathered whole (FSDP all-gathers one block ahead).
+  // Every expert of a mixture is held (model CPU offload swaps them: RankMemory counts one).
+  const double experts = c.offload != 0 ? 1.0 : m.experts;
+  const double split = experts * params / (c.tp * c.pipefusion);
+  if (c.fsdp <= 1) return Bytes(split * placement.dit_bytes_per_param);
+  // Sharded over fsdp ranks in the checkpoint's precision; the root unit (embeddings and
+  // head, outside the blocks) stays gathered after the first forward, and the running and the
+  // prefetched block are gathered in the compute precision (FSDP all-gathers one block ahead).
   double largest = 0;
-  for (const auto& g : m.blocks) largest = std::max(largest, BlockParams(m, g.family));
-  const double scale = params / std::max(1.0, DitParams(m));  // published over computed
-  return Bytes(weights / c.fsdp + 2.0 * largest * scale * B / c.tp);
+  double blocks = 0;
+  for (const auto& g : m.blocks) {
+    largest = std::max(largest, BlockParams(m, g.family));
+    blocks += g.count * BlockParams(m, g.family);
+  }
+  const double computed = std::max(1.0, DitParams(m));
+  const double scale = params / computed;  // published over computed
+  const double root = experts * std::max(0.0, computed - blocks) * scale;
+  return Bytes(split / c.fsdp * placement.fsdp_shard_bytes_per_param + root * kComputeBytes / c.tp +
+               2.0 * largest * scale * kComputeBytes / c.tp);
+}
+
+Bytes VaeDecodeBytes(const ModelSpec& m, const Workload& w, const ParallelConfig& c, double bytes_per_value) {
+  if (w.output != OutputType::kDecoded) return Bytes(0);
+  const VaeDecodeMemory& d = m.vae_decode_memory;
+  double height = w.height;
+  double width = w.width;
+  const double frames = std::max(1, w.frames);
+  double chunk = d.frames_at_once == 0 ? frames : std::min<double>(frames, d.frames_at_once);
+  if (c.vae == VaePlacement::kTiled) {
+    height = std::min<double>(height, d.tile_pixels);
+    width = std::min<double>(width, d.tile_pixels);
+    if (d.tile_frames > 0) chunk = std::min<double>(chunk, d.tile_frames);
+  }
+  // Parallel decode: each rank holds its rows of every map plus a halo (an eighth of a
+  // patch's rows on each side); the decoded frames are gathered whole on every rank.
+  const double share = c.vae == VaePlacement::kParallel && c.world_size() > 1 ? 1.25 / c.world_size() : 1.0;
+  double cached = 0;
+  for (const auto& [scale, channels] : d.cached_channels) cached += channels / (double(scale) * scale);
+  const double pixels = height * width * share;
+  const double maps = d.live_maps * d.full_res_channels * pixels * chunk;
+  const double cache = d.cache_frames * cached * pixels;
+  const double output = 3.0 * w.height * w.width * frames;
+  return Bytes(bytes_per_value * w.batch * (maps + cache + output));
 }
 
 OffloadTraffic OffloadMoves(const ModelSpec& m, const ParallelConfig& c) {
   if (c.offload == 0) return {};
-  const Bytes text(m.encoders_remote ? 0.0 : m.text_encoder_params() * kElementBytes / TextEncoderShards(c));
-  const Bytes vae(m.vae_decoder_params * kElementBytes);
+  const Bytes text = Encoders(m, c).turn;
+  const Bytes vae(m.encoders_remote ? 0.0 : m.vae_decoder_params * kElementBytes);
   const Bytes dit = DitWeightBytes(m, c);
   return {text + text + dit, dit + vae + vae};
 }
@@ -42,20 +141,18 @@ OffloadTraffic OffloadMoves(const ModelSpec& m, const ParallelConfig& c) {
 MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, const Workload& workload,
                            const ParallelConfig& c, const GpuSpec& gpu, const MemoryOptions& opt) {
   MemoryBreakdown mb;
+  const RuntimeMemory& place = opt.placement;
   const double B = kElementBytes;
   const double H = m.hidden;
   const double M = m.mlp_hidden;
   const int tp = c.tp;
-  mb.weights = DitWeightBytes(m, c);
-  if (c.offload != 0) {
-    // diffusers' model CPU offload moves each part to the GPU when it is called and the
-    // previous one back to the host: the encoders' weights are never there with the DiT's.
-    mb.offloaded = true;
-    if (!m.encoders_remote) mb.text_encoder_weights = Bytes(m.text_encoder_params() * B / TextEncoderShards(c));
-    mb.vae_weights = Bytes(m.vae_decoder_params * B);
-  } else if (opt.encoders_resident && !m.encoders_remote) {
-    mb.encoders = Bytes((m.text_encoder_params() / TextEncoderShards(c) + m.vae_decoder_params) * B);
-  }
+  mb.weights = DitWeightBytes(m, c, place);
+  const bool local_parts = opt.encoders_resident && !m.encoders_remote;
+  const EncoderBytes enc = local_parts ? Encoders(m, c) : EncoderBytes{};
+  mb.vae_weights = Bytes(local_parts ? m.vae_decoder_params * place.vae_bytes_per_value : 0.0);
+  mb.text_encoder_weights = enc.resident + enc.encoding;
+  mb.offloaded = c.offload != 0;
+  if (!mb.offloaded) mb.encoders = enc.resident;
 
   const RankWork w = ComputeRankWork(m, tokens, workload, c);
   // Tokens resident per forward on this rank: one patch with PipeFusion.
@@ -89,23 +186,95 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
   double patch_buffers = c.pipefusion > 1 ? 2.0 * B * n * H : 0.0;
   mb.comm_buffers = Bytes(patch_buffers) + opt.per_communicator * communicators;
 
-  // VAE decoder: its widest stage, a residual block at full resolution, holds two feature
-  // maps of 128 channels at once (the block's input, kept for the skip, and its branch's
-  // output; each convolution's input is freed once its output exists). A 1-GPU Flux.1-dev
-  // 4096² run completes on a 48 GB L40 in xDiT; three maps would not fit it. Video decoders
-  // work on a few frames at a time.
-  const double frames = std::min(workload.frames, 8);
-  if (workload.output == OutputType::kDecoded) {
-    mb.vae_decode = Bytes(2.0 * 128.0 * workload.height * workload.width * frames * B);
-  }
+  // The decoder's working set, on the rank(s) that decode: every rank, or the first only
+  // (the largest rank, which this breakdown describes).
+  mb.vae_decode = local_parts ? VaeDecodeBytes(m, workload, c, place.vae_bytes_per_value) : Bytes(0);
   mb.runtime = opt.runtime_overhead;
   mb.capacity = gpu.memory * opt.usable_fraction;
+
+  const Bytes dit_work = mb.kv_buffers + mb.activations + mb.attention + mb.comm_buffers;
+  auto& phase = mb.phases;
+  constexpr int kText = static_cast<int>(MemoryPhase::kTextEncode);
+  constexpr int kDenoise = static_cast<int>(MemoryPhase::kDenoise);
+  constexpr int kDecode = static_cast<int>(MemoryPhase::kVaeDecode);
+  if (!mb.offloaded) {
+    // Everything loaded stays: each phase adds its own working set.
+    const Bytes resident = mb.weights + enc.resident + mb.vae_weights;
+    phase[kText] = resident + enc.encoding;
+    phase[kDenoise] = resident + dit_work;
+    phase[kDecode] = resident + mb.vae_decode;
+  } else {
+    // Model CPU offload: each part comes to the GPU for its turn and leaves after it; the
+    // runtime may keep the VAE throughout and the DiT through the text encoders' turn.
+    const Bytes vae_kept = place.offload_vae_stays ? mb.vae_weights : Bytes(0);
+    phase[kText] = enc.turn + vae_kept + (place.offload_dit_during_text ? mb.weights : Bytes(0));
+    phase[kDenoise] = mb.weights + dit_work + vae_kept;
+    phase[kDecode] = mb.vae_weights + mb.vae_decode;
+  }
   return mb;
 }
 
+MemoryPhasesGb PhasesGb(const MemoryBreakdown& mb) {
+  MemoryPhasesGb g;
+  g.text_encoding = mb.phases[static_cast<int>(MemoryPhase::kTextEncode)].value() / 1e9;
+  g.denoising = mb.phases[static_cast<int>(MemoryPhase::kDenoise)].value() / 1e9;
+  g.vae_decode = mb.phases[static_cast<int>(MemoryPhase::kVaeDecode)].value() / 1e9;
+  g.runtime = mb.runtime.value() / 1e9;
+  g.peak_phase = MemoryPhaseName(mb.peak_phase());
+  return g;
+}
+
+std::string MemoryPhasesText(const MemoryBreakdown& mb) {
+  const MemoryPhasesGb g = PhasesGb(mb);
+  return fmt::format("text encoding {:.1f} GB, denoising {:.1f} GB, VAE decode {:.1f} GB (+ runtime {:.1f} GB; peak: {})",
+                     g.text_encoding, g.denoising, g.vae_decode, g.runtime, g.peak_phase);
+}
+
 Bytes FitRuntimeOverhead(const MemoryBreakdown& modelled, Bytes measured_peak) {
-  const Bytes without = modelled.peak() - modelled.runtime;
+  const Bytes without = modelled.tensors_peak();
   return measured_peak > without ? measured_peak - without : Bytes(0);
+}
+
+std::string MemoryBlocker(const ModelSpec& /*model*/, const ParallelConfig& c, const MemoryBreakdown& mb,
+                          const RuntimeSupport* runtime) {
+  auto gb = [](Bytes b) { return fmt::format("{:.1f} GB", b.value() / 1e9); };
+  auto knob = [&](RuntimeMethod method, std::string_view text) -> std::string {
+    if (runtime == nullptr || !runtime->runs(method)) return {};
+    return fmt::format(": {}", text);
+  };
+  const bool several = c.world_size() > 1;
+  switch (mb.peak_phase()) {
+    case MemoryPhase::kTextEncode:
+    case MemoryPhase::kDenoise: {
+      const Bytes encoders = mb.offloaded ? Bytes(0) : mb.encoders;
+      if (encoders > mb.weights && c.te == TextEncoderPlacement::kWhole) {
+        std::string fix;
+        if (several && runtime != nullptr && runtime->runs(RuntimeMethod::kTextEncoderParallel)) {
+          fix = knob(RuntimeMethod::kTextEncoderParallel, "split them over the ranks (te=parallel)");
+        } else if (several && runtime != nullptr && runtime->runs(RuntimeMethod::kTextEncoderFsdp)) {
+          fix = knob(RuntimeMethod::kTextEncoderFsdp, "shard them (te=fsdp)");
+        } else {
+          fix = knob(RuntimeMethod::kTextEncoderCpu, "keep them on the CPU (te=cpu)");
+        }
+        if (fix.empty()) fix = knob(RuntimeMethod::kCpuOffload, "offload each part while the others run (offload=1)");
+        return fmt::format("the text encoders ({}) are whole on every rank{}", gb(encoders), fix);
+      }
+      std::string fix = several ? knob(RuntimeMethod::kFullyShard, "shard them (fsdp)") : std::string();
+      if (fix.empty()) fix = knob(RuntimeMethod::kCpuOffload, "offload each part while the others run (offload=1)");
+      if (mb.weights > mb.activations + mb.kv_buffers) {
+        return fmt::format("the DiT's weights ({}) on every rank{}", gb(mb.weights), fix);
+      }
+      return fmt::format("the DiT's activations and buffers ({}) for this rank's tokens: split the sequence further "
+                         "(more ulysses or ring)",
+                         gb(mb.activations + mb.attention + mb.kv_buffers + mb.comm_buffers));
+    }
+    case MemoryPhase::kVaeDecode: {
+      std::string fix = knob(RuntimeMethod::kVaeTiling, "decode tile by tile (vae=tiled)");
+      if (fix.empty() && several) fix = knob(RuntimeMethod::kParallelVae, "decode in parallel (vae=parallel)");
+      return fmt::format("the VAE decode ({} of working set at the output resolution){}", gb(mb.vae_decode), fix);
+    }
+  }
+  return {};
 }
 
 }  // namespace ditune

@@ -1,20 +1,30 @@
-// Peak memory of one rank during a generation, by component, and whether it fits.
+// Peak memory of one rank during a generation, by phase and component, and whether it fits.
+//
+// A generation has three phases: text encoding, denoising, VAE decode. Each phase's tensors
+// are what stays on the GPU through it (the parts the runtime keeps resident) plus its own
+// working set; the rank's peak is the largest phase plus the runtime's own overhead (CUDA
+// context, workspaces, allocator reserve). How the runtime places the parts (weights' precision,
+// FSDP shards, text encoders whole, split, sharded or on the CPU, the VAE whole, tiled or
+// parallel, model CPU offload) comes from the configuration (te=, vae=, fsdp, offload) and the
+// runtime's RuntimeMemory.
 #ifndef DITUNE_COSTMODELS_MEMORY_MODEL_H_
 #define DITUNE_COSTMODELS_MEMORY_MODEL_H_
 
+#include <array>
 #include <string>
+#include <string_view>
 
 #include "core/hardware_spec.h"
 #include "core/model_spec.h"
 #include "core/parallel_config.h"
+#include "core/runtime_support.h"
 #include "core/units.h"
 #include "core/workload.h"
 
 namespace ditune {
 
 struct MemoryOptions {
-  // The text encoders and the VAE stay on every GPU (xDiT keeps the whole pipeline on
-  // each rank).
+  // The text encoders and the VAE are on the GPUs (false: served elsewhere).
   bool encoders_resident = true;
   // CUDA context, library workspaces and the allocator's reserve.
   Bytes runtime_overhead = Gigabytes(1.5);
@@ -22,28 +32,36 @@ struct MemoryOptions {
   Bytes per_communicator = Megabytes(200);
   // Fraction of the device's memory usable before an out-of-memory error.
   double usable_fraction = 0.95;
+  // How the runtime holds the parts (the runtime's "memory" facts; bf16 everywhere when absent).
+  RuntimeMemory placement;
 };
 
+enum class MemoryPhase { kTextEncode, kDenoise, kVaeDecode };
+inline constexpr int kNumMemoryPhases = 3;
+std::string_view MemoryPhaseName(MemoryPhase p);  // "text encoding", "denoising", "VAE decode"
+
 struct MemoryBreakdown {
-  Bytes weights;        // DiT parameters held by this rank (split by PipeFusion stage and tp)
-  Bytes encoders;       // text encoders and VAE weights, when resident
-  // Model CPU offload (ParallelConfig::offload): nothing but the runtime stays; the text
-  // encoders, the DiT and the VAE take the GPU in turn, each with its own working set.
-  bool offloaded = false;
-  Bytes text_encoder_weights;  // the text encoders' turn (offloaded only)
-  Bytes vae_weights;           // with the decode's activations, the VAE's turn (offloaded only)
-  Bytes activations;    // live activations at the block's peak, for this rank's tokens
+  // Components (bytes on this rank while they are on the GPU).
+  Bytes weights;        // DiT weights held through denoising (shards, roots and gathered blocks)
+  Bytes encoders;       // text and image encoders' weights kept on the GPU (not offloaded)
+  Bytes text_encoder_weights;  // the encoders' weights while they encode
+  Bytes vae_weights;    // the VAE's weights
+  bool offloaded = false;  // model CPU offload: parts come to the GPU in turn
+  Bytes activations;    // live activations at a block's peak, for this rank's tokens
   Bytes attention;      // fused-attention workspace (softmax statistics, Ring's K/V buffers)
   Bytes kv_buffers;     // PipeFusion's stale K/V for its layers; DistriFusion's for all layers
   Bytes comm_buffers;   // all-to-all staging, patch receive buffers, communicators
-  Bytes vae_decode;     // the VAE decoder's peak activations (after denoising; not added
-                        // to the DiT's activations, the larger of the two counts)
+  Bytes vae_decode;     // the VAE decoder's working set on this rank (0 where it does not decode)
   Bytes runtime;        // context and workspaces
   Bytes capacity;       // usable device memory
+  // The tensors on the GPU at each phase's peak (runtime excluded), by MemoryPhase.
+  std::array<Bytes, kNumMemoryPhases> phases{};
 
-  // Everything resident + max(DiT working set, VAE decode); offloaded, the runtime + the
-  // largest of the three turns.
-  Bytes peak() const;
+  // The largest phase's tensors: what torch.cuda.max_memory_allocated reports.
+  Bytes tensors_peak() const;
+  MemoryPhase peak_phase() const;
+  // Everything the device must hold: the largest phase + the runtime.
+  Bytes peak() const { return tensors_peak() + runtime; }
   bool fits() const { return peak() <= capacity; }
 };
 
@@ -55,9 +73,16 @@ MemoryBreakdown RankMemory(const ModelSpec& model, const TokenGeometry& tokens, 
 // Over how many ranks the text encoders' weights and work are split (te=parallel: every rank).
 double TextEncoderShards(const ParallelConfig& config);
 
-// The bytes of the DiT's weights one rank holds: split by tp and PipeFusion stage, and with
-// fsdp sharded, plus the two gathered blocks.
-Bytes DitWeightBytes(const ModelSpec& model, const ParallelConfig& config);
+// The bytes of the DiT's weights one rank holds while it denoises: split by tp and
+// PipeFusion stage; with fsdp, the shard, the root unit FSDP keeps gathered, and the running
+// and prefetched blocks.
+Bytes DitWeightBytes(const ModelSpec& model, const ParallelConfig& config, const RuntimeMemory& placement = {});
+
+// The VAE decoder's working set on one rank: its live maps at the output resolution (or a
+// tile's), a causal decoder's per-convolution frame caches, and the decoded frames; 0 for a
+// latent output.
+Bytes VaeDecodeBytes(const ModelSpec& model, const Workload& workload, const ParallelConfig& config,
+                     double bytes_per_value);
 
 // What model CPU offload (ParallelConfig::offload) moves over a GPU's host link in one
 // generation, both directions summed: before the loop the text encoders come and go and the
@@ -73,6 +98,22 @@ OffloadTraffic OffloadMoves(const ModelSpec& model, const ParallelConfig& config
 // what a one-GPU run calibrates, for predicting the same framework's multi-GPU runs.
 // Never negative.
 Bytes FitRuntimeOverhead(const MemoryBreakdown& modelled, Bytes measured_peak);
+
+// "text encoding 12.3 GB, denoising 40.1 GB, VAE decode 20.5 GB (+ runtime 1.5 GB; peak:
+// denoising)": the per-phase peaks in one line.
+std::string MemoryPhasesText(const MemoryBreakdown& memory);
+// {"text_encoding": GB, "denoising": GB, "vae_decode": GB, "runtime": GB, "peak_phase": name}.
+struct MemoryPhasesGb {
+  double text_encoding = 0, denoising = 0, vae_decode = 0, runtime = 0;
+  std::string_view peak_phase;
+};
+MemoryPhasesGb PhasesGb(const MemoryBreakdown& memory);
+
+// "the text encoders (48.0 GB, whole on every rank)": what dominates the peak phase, for the
+// message when nothing fits, with the knob that removes it where `runtime` has one (nullptr:
+// none named).
+std::string MemoryBlocker(const ModelSpec& model, const ParallelConfig& config, const MemoryBreakdown& memory,
+                          const RuntimeSupport* runtime);
 
 }  // namespace ditune
 

@@ -1,5 +1,8 @@
 #include "costmodels/pipeline_terms.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace ditune {
 
 OpCost TextEncodeOp(const ModelSpec& m, const Workload& w) {
@@ -64,6 +67,23 @@ Seconds VaeDecodeTime(const ComputeModel& compute, const ModelSpec& m, const Wor
   const double framework =
       scales.vae_measured ? 1.0 : m.vae_temporal == 1 ? mech.image_vae_scale : mech.video_vae_scale;
   return TermTime(compute, VaeDecodeOp(m, w, parallel), scales.vae_measured) * scales.vae_decode * framework;
+}
+
+double TiledDecodeWork(const ModelSpec& m, const Workload& w) {
+  const VaeDecodeMemory& d = m.vae_decode_memory;
+  const double tile = d.tile_pixels;
+  const double stride = std::max(1.0, tile * (1.0 - d.tile_overlap));
+  auto tiles = [&](double extent) { return extent <= tile ? 1.0 : std::ceil((extent - tile) / stride) + 1.0; };
+  const double covered = tiles(w.height) * std::min<double>(tile, w.height) * tiles(w.width) *
+                         std::min<double>(tile, w.width);
+  return covered / (static_cast<double>(w.height) * w.width);
+}
+
+Seconds HostTextEncodeTime(const ModelSpec& m, const Workload& w) {
+  // An estimate, not measured: PyTorch's CPU matrix products on a server's cores reach
+  // about a teraflop per second.
+  constexpr double kHostFlopsPerSecond = 1e12;
+  return Seconds(TextEncodeOp(m, w).flops.value() / kHostFlopsPerSecond);
 }
 
 }  // namespace ditune

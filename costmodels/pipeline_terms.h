@@ -38,6 +38,15 @@ Seconds TextEncodeTime(const ComputeModel& compute, const ModelSpec& model, cons
 Seconds VaeDecodeTime(const ComputeModel& compute, const ModelSpec& model, const Workload& workload,
                       int parallel = 1, const PipelineTermScales& scales = {});
 
+// The work of a tiled decode (vae=tiled) over an untiled one: tiles of the decoder's tile
+// edge overlapping by its overlap fraction cover the frame more than once. 1 where the frame
+// fits one tile.
+double TiledDecodeWork(const ModelSpec& model, const Workload& workload);
+
+// The text encoders run on the host's CPU (te=cpu): their FLOPs at a host's matrix
+// throughput.
+Seconds HostTextEncodeTime(const ModelSpec& model, const Workload& workload);
+
 }  // namespace ditune
 
 #endif  // DITUNE_COSTMODELS_PIPELINE_TERMS_H_

@@ -150,8 +150,12 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
   };
   option(RuntimeMethod::kTorchCompile, options.torch_compile || config.compile != 0);
   option(RuntimeMethod::kCpuOffload, config.offload != 0);
-  option(RuntimeMethod::kParallelVae, options.parallel_vae && config.world_size() > 1);
-  option(RuntimeMethod::kTextEncoderParallel, config.te_parallel != 0);
+  const bool parallel_vae = config.vae == VaePlacement::kParallel || (options.parallel_vae && config.world_size() > 1);
+  option(RuntimeMethod::kParallelVae, parallel_vae);
+  option(RuntimeMethod::kVaeTiling, config.vae == VaePlacement::kTiled);
+  option(RuntimeMethod::kTextEncoderParallel, config.te == TextEncoderPlacement::kParallel);
+  option(RuntimeMethod::kTextEncoderFsdp, config.te == TextEncoderPlacement::kFsdp);
+  option(RuntimeMethod::kTextEncoderCpu, config.te == TextEncoderPlacement::kCpu);
 
   if (!x.config_text.empty()) {
     const bool py = x.config_format == "python";
@@ -176,9 +180,11 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
         {"fsdp", degree_text(config.fsdp)},
         {"torch_compile", boolean((options.torch_compile || config.compile != 0) && x.runs(RuntimeMethod::kTorchCompile))},
         {"cpu_offload", boolean(config.offload != 0)},
-        {"text_encoder_parallel", boolean(config.te_parallel != 0)},
-        {"parallel_vae", boolean(options.parallel_vae && config.world_size() > 1 &&
-                                 x.runs(RuntimeMethod::kParallelVae))},
+        {"text_encoder_parallel", boolean(config.te == TextEncoderPlacement::kParallel)},
+        {"text_encoder_fsdp", boolean(config.te == TextEncoderPlacement::kFsdp)},
+        {"text_encoder_cpu", boolean(config.te == TextEncoderPlacement::kCpu)},
+        {"vae_tiling", boolean(config.vae == VaePlacement::kTiled)},
+        {"parallel_vae", boolean(parallel_vae && x.runs(RuntimeMethod::kParallelVae))},
     };
     for (const auto& [name, value] : values) text = Substitute(text, name, value);
     out.config_name = x.config_name;

@@ -84,7 +84,7 @@ StatusOr<Candidate> SimulateCandidate(const ModelSpec& model, const Workload& wo
 namespace {
 
 constexpr const char* kMethodNames[] = {"ulysses", "ring",         "pipefusion", "cfg",     "tp",
-                                        "dp",      "distrifusion", "fsdp",       "offload", "te"};
+                                        "dp",      "distrifusion", "fsdp",       "offload", "te", "vae"};
 
 // Whether `c` uses method `m` (a kMethodNames entry).
 bool Uses(const ParallelConfig& c, std::string_view m) {
@@ -97,7 +97,8 @@ bool Uses(const ParallelConfig& c, std::string_view m) {
   if (m == "distrifusion") return c.distrifusion > 1;
   if (m == "fsdp") return c.fsdp > 1;
   if (m == "offload") return c.offload != 0;
-  if (m == "te") return c.te_parallel != 0;
+  if (m == "te") return c.te != TextEncoderPlacement::kWhole;
+  if (m == "vae") return c.vae != VaePlacement::kWhole;
   return false;
 }
 
@@ -260,6 +261,10 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
         best.result.ranks.front().memory.capacity.value() / 1e9, best.result.peak_memory.value() / 1e9,
         (moves.before_loop + moves.after_loop).value() / 1e9));
   }
+  if (!best.result.ranks.empty()) {
+    plan.explanation.push_back(fmt::format("memory per GPU by phase: {}",
+                                           MemoryPhasesText(best.result.ranks.front().memory)));
+  }
   const double fixed = best.result.text_encode.value() + best.result.vae_decode.value();
   if (fixed > 0.1 * best.result.total.value()) {
     plan.explanation.push_back(fmt::format(
@@ -321,6 +326,7 @@ PlanOptions ForRuntime(const ModelSpec& model, std::string_view rules, PlanOptio
   if (const RuntimeSupport* entry = rules.empty() ? nullptr : model.runtime(rules)) {
     opt.sim.stage_partition = entry->stages;
     opt.sim.parallel_vae = opt.launch.parallel_vae && entry->runs(RuntimeMethod::kParallelVae);
+    opt.sim.memory.placement = entry->memory;
   }
   return opt;
 }
@@ -400,12 +406,39 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
   }
   std::vector<Candidate> all;
   Bytes smallest(std::numeric_limits<double>::infinity());
+  // The configuration nearest to fitting, and its memory: what the message names when
+  // nothing fits.
+  std::optional<std::pair<ParallelConfig, MemoryBreakdown>> nearest;
   const RuntimeSupport* entry = by_runtime ? model->runtime(start.rules) : nullptr;
-  const bool can_shard = entry != nullptr && entry->runs(RuntimeMethod::kFullyShard);
-  const bool can_offload = entry != nullptr && entry->runs(RuntimeMethod::kCpuOffload);
-  const bool can_split_encoders = entry != nullptr && entry->runs(RuntimeMethod::kTextEncoderParallel);
-  // Per configuration that fits (as enumerated, or sharded/offloaded until it does), the
-  // variants to simulate; the fastest of each is kept.
+  auto can = [&](RuntimeMethod m) { return entry != nullptr && entry->runs(m); };
+  const bool can_shard = can(RuntimeMethod::kFullyShard);
+  const bool can_offload = can(RuntimeMethod::kCpuOffload);
+  const bool can_split_encoders = can(RuntimeMethod::kTextEncoderParallel);
+  // The memory placements the runtime has, cheapest first: text encoders split over the
+  // ranks (they also encode faster), sharded, or on the CPU (slow to encode); the VAE decoded
+  // in parallel (faster too) or tile by tile.
+  std::vector<TextEncoderPlacement> te_steps = {TextEncoderPlacement::kWhole};
+  std::vector<VaePlacement> vae_steps = {VaePlacement::kWhole};
+  if (cluster.gpus() > 1 && can_split_encoders) te_steps.push_back(TextEncoderPlacement::kParallel);
+  if (cluster.gpus() > 1 && can(RuntimeMethod::kTextEncoderFsdp)) te_steps.push_back(TextEncoderPlacement::kFsdp);
+  if (can(RuntimeMethod::kTextEncoderCpu)) te_steps.push_back(TextEncoderPlacement::kCpu);
+  if (cluster.gpus() > 1 && can(RuntimeMethod::kParallelVae)) vae_steps.push_back(VaePlacement::kParallel);
+  if (can(RuntimeMethod::kVaeTiling)) vae_steps.push_back(VaePlacement::kTiled);
+  // Every pair, by what it costs in time: splitting is free (it is faster), sharding a
+  // little (gathers), tiling a little more (overlaps), the CPU most.
+  auto te_cost = [](TextEncoderPlacement p) {
+    return p == TextEncoderPlacement::kFsdp ? 1 : p == TextEncoderPlacement::kCpu ? 3 : 0;
+  };
+  std::vector<std::pair<TextEncoderPlacement, VaePlacement>> placements;
+  for (TextEncoderPlacement te : te_steps) {
+    for (VaePlacement vae : vae_steps) placements.emplace_back(te, vae);
+  }
+  std::stable_sort(placements.begin(), placements.end(), [&](const auto& a, const auto& b) {
+    return te_cost(a.first) + (a.second == VaePlacement::kTiled ? 2 : 0) <
+           te_cost(b.first) + (b.second == VaePlacement::kTiled ? 2 : 0);
+  });
+  // Per configuration that fits (as enumerated, or placed, sharded or offloaded until it
+  // does), the variants to simulate; the fastest of each is kept.
   std::vector<ParallelConfig> variants;
   std::vector<size_t> owner;  // variants[i] belongs to the owner[i]-th configuration kept
   size_t kept = 0;
@@ -414,15 +447,20 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
     const MemoryBreakdown mem = RankMemory(*model, tokens, workload, config, *cluster.gpu, opt.sim.memory);
     std::vector<ParallelConfig> fitting;
     if (mem.fits()) fitting.push_back(config);
-    smallest = std::min(smallest, mem.peak());
+    auto note = [&](const ParallelConfig& v, const MemoryBreakdown& m) {
+      if (!nearest || m.peak() < nearest->second.peak()) nearest.emplace(v, m);
+      smallest = std::min(smallest, m.peak());
+    };
+    note(config, mem);
     if (!mem.fits()) {
-      // Where it does not fit, the runtime may shard the DiT's weights (the fewest ranks that make it
-      // fit) or keep each part of the pipeline on the GPU only while it runs: whichever fits
-      // and is faster, the first with both if neither alone fits.
+      // Where it does not fit: the cheapest memory placement that makes it fit; and the
+      // runtime may shard the DiT's weights (the fewest ranks that make it fit) or keep each
+      // part of the pipeline on the GPU only while it runs: whichever fits and is faster,
+      // the first with both if neither alone fits.
       auto try_fit = [&](const ParallelConfig& v) {
         if (!IsValidConfig(ctx, v) || !Allowed(opt, v)) return false;
         const MemoryBreakdown m = RankMemory(*model, tokens, workload, v, *cluster.gpu, opt.sim.memory);
-        smallest = std::min(smallest, m.peak());
+        note(v, m);
         if (m.fits()) fitting.push_back(v);
         return m.fits();
       };
@@ -432,12 +470,16 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
           if (try_fit(v)) return;
         }
       };
-      // Text encoders split over the ranks first where the runtime can: they also encode faster.
-      ParallelConfig base = config;
-      if (can_split_encoders && config.world_size() > 1) {
-        base.te_parallel = 1;
-        try_fit(base);
+      for (const auto& [te, vae] : placements) {
+        if (te == config.te && vae == config.vae) continue;
+        ParallelConfig v = config;
+        v.te = te;
+        v.vae = vae;
+        if (try_fit(v)) break;
       }
+      // Text encoders split over the ranks where the runtime can: they also encode faster.
+      ParallelConfig base = config;
+      if (can_split_encoders && config.world_size() > 1) base.te = TextEncoderPlacement::kParallel;
       ParallelConfig offloaded = base;
       offloaded.offload = 1;
       if (can_offload) try_fit(offloaded);
@@ -468,10 +510,16 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
   }
   for (auto& b : best) all.push_back(std::move(*b));
   if (all.empty()) {
+    std::string blocker;
+    if (nearest) {
+      blocker = fmt::format("; at its peak ({}) the largest part is {}", MemoryPhaseName(nearest->second.peak_phase()),
+                            MemoryBlocker(*model, nearest->first, nearest->second, entry));
+    }
     return Status::Infeasible(fmt::format(
-        "none of the {} valid configurations of {} fits in {:.0f} GB per {}; the smallest needs {:.1f} GB per "
-        "GPU — add GPUs, or use a larger GPU",
-        plan.enumerated, model->id, cluster.gpu->memory.value() / 1e9, cluster.gpu->id, smallest.value() / 1e9));
+        "none of the {} valid configurations of {} fits in {:.0f} GB per {}; the smallest ({}) needs {:.1f} GB per "
+        "GPU{}; otherwise add GPUs or use a larger GPU",
+        plan.enumerated, model->id, cluster.gpu->memory.value() / 1e9, cluster.gpu->id,
+        nearest ? Label(nearest->first) : std::string("-"), smallest.value() / 1e9, blocker));
   }
   DITUNE_ASSIGN_OR_RETURN(Plan done, FinishPlan(catalog, *model, tokens, models, std::move(all), opt, start.rules,
                                                 std::move(plan)));
@@ -629,6 +677,12 @@ StatusOr<Plan> MakePlanAny(const Catalog& catalog, const Workload& workload, con
   return out;
 }
 
+nlohmann::json MemoryPhasesJson(const MemoryBreakdown& memory) {
+  const MemoryPhasesGb g = PhasesGb(memory);
+  return {{"text_encoding", g.text_encoding}, {"denoising", g.denoising}, {"vae_decode", g.vae_decode},
+          {"runtime", g.runtime}, {"peak_phase", g.peak_phase}};
+}
+
 nlohmann::json LaunchToJson(const Launch& launch) {
   nlohmann::json j = {{"command", launch.command}, {"flags", launch.parallel_flags}, {"notes", launch.notes}};
   j["config_file"] = launch.config_name.empty()
@@ -655,6 +709,7 @@ nlohmann::json PlanToJson(const Plan& plan) {
         {"images_per_s", c.images_per_s},
         {"gpu_s_per_image", c.gpu_s_per_image},
         {"memory_gb", c.result.peak_memory.value() / 1e9},
+        {"memory_phases_gb", c.result.ranks.empty() ? nlohmann::json(nullptr) : MemoryPhasesJson(c.result.ranks.front().memory)},
         {"imbalance", c.result.imbalance},
     };
     j["runtime"] = c.runtime;

@@ -123,6 +123,9 @@ StatusOr<Plan> MakePlanAny(const Catalog& catalog, const Workload& workload, con
                            const std::vector<Fit>& fits, const PlanOptions& options = {});
 
 // A launch as JSON: {"command", "flags", "notes", "config_file": {"name", "text"} or null}.
+// The per-phase peaks of one rank, GB: {"text_encoding", "denoising", "vae_decode",
+// "runtime", "peak_phase"}.
+nlohmann::json MemoryPhasesJson(const MemoryBreakdown& memory);
 nlohmann::json LaunchToJson(const Launch& launch);
 
 // The plan as one JSON document (what `ditune plan --json` prints and the cache keeps).

@@ -45,8 +45,11 @@ class GraphBuilder {
     const Seconds after_loop = HostLinkTime(moves.after_loop);
     // Text encoders split over the ranks (te=parallel) share the work; their all-reduces over
     // a prompt's few hundred tokens are left out.
-    const Seconds text =
-        TextEncodeTime(*in_.compute, *in_.model, in_.workload, opt_.terms) / TextEncoderShards(c_) + before_loop;
+    // On the CPU (te=cpu) they run at the host's rate.
+    const Seconds text = (c_.te == TextEncoderPlacement::kCpu
+                              ? HostTextEncodeTime(*in_.model, in_.workload)
+                              : TextEncodeTime(*in_.compute, *in_.model, in_.workload, opt_.terms) / TextEncoderShards(c_)) +
+                         before_loop;
     for (int s = 0; s < stages_; ++s) {
       text_task_.push_back(Add(compute_[s], text, {}, TaskKind::kTextEncode, "text_encode", -1));
       // Preparing the loop's inputs reads the prompt embeddings back on the host, so the
@@ -68,8 +71,10 @@ class GraphBuilder {
       final_latent = Add(comm_.back(), t, {final_latent}, TaskKind::kComm, "gather_latent", -1);
     }
     dit_end_ = final_latent;
-    const int parallel = opt_.parallel_vae ? layout_.world_size() : 1;
-    const Seconds vae = VaeDecodeTime(*in_.compute, *in_.model, in_.workload, parallel, opt_.terms) + after_loop;
+    const int parallel = opt_.parallel_vae || c_.vae == VaePlacement::kParallel ? layout_.world_size() : 1;
+    // Tiles overlap (vae=tiled): the overlaps are decoded twice.
+    const double tiled = c_.vae == VaePlacement::kTiled ? TiledDecodeWork(*in_.model, in_.workload) : 1.0;
+    const Seconds vae = VaeDecodeTime(*in_.compute, *in_.model, in_.workload, parallel, opt_.terms) * tiled + after_loop;
     for (int s = 0; s < stages_; ++s) {
       vae_task_.push_back(Add(compute_[s], vae, {final_latent}, TaskKind::kVaeDecode, "vae_decode", -1));
     }

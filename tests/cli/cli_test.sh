@@ -380,7 +380,7 @@ flags=$("$bin" plan --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --xdit-flag
 expect plan-flags-parse 0 "config: .* — valid" -- check --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --config "$flags"
 expect plan-bad-objective 2 "--objective 'fastest' is not one of" -- plan --model flux.1-dev --gpu h100-sxm5-80gb \
   --gpus 8 --objective fastest
-expect plan-infeasible 3 "the smallest needs" -- plan --model stepvideo-t2v --gpu a10-24gb --gpus 1
+expect plan-infeasible 3 "the smallest \\(1 device\\) needs .* the largest part is the DiT's weights" -- plan --model stepvideo-t2v --gpu a10-24gb --gpus 1
 expect whatif 0 "h100-sxm5-80gb .* 8 " -- whatif --model pixart-alpha --gpu l40-48gb,h100-sxm5-80gb --gpus 1,2,4,8 \
   --plot "$tmp/w.svg" --csv "$tmp/w.csv"
 if grep -q "<svg" "$tmp/w.svg" && [[ $(wc -l <"$tmp/w.csv") -eq 9 ]]; then pass=$((pass + 1)); else

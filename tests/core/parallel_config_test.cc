@@ -81,11 +81,38 @@ TEST(ParallelConfigTest, SyntaxErrorsNameTheProblem) {
 namespace ditune {
 namespace {
 
+// The memory placements: te= and vae= read back as written; vae_tiling=1 is vae=tiled; bad
+// values name the valid ones.
+TEST(ParallelConfigTest, MemoryPlacementsParseAndPrint) {
+  for (const char* text : {"ulysses=2,te=parallel", "ulysses=2,te=fsdp", "te=cpu", "vae=tiled", "ulysses=2,vae=parallel",
+                           "ulysses=2,te=fsdp,vae=tiled"}) {
+    auto c = ParseParallelConfig(text);
+    ASSERT_TRUE(c.ok()) << text << ": " << c.status().ToString();
+    EXPECT_EQ(ToString(*c), text);
+  }
+  EXPECT_EQ(ParseParallelConfig("vae_tiling=1")->vae, VaePlacement::kTiled);
+  EXPECT_EQ(ParseParallelConfig("vae_tiling=0")->vae, VaePlacement::kWhole);
+  EXPECT_EQ(ParseParallelConfig("te=whole")->te, TextEncoderPlacement::kWhole);
+  auto bad = ParseParallelConfig("te=gpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("whole, parallel, fsdp, cpu"), std::string::npos) << bad.status().ToString();
+  auto bad_vae = ParseParallelConfig("vae=sliced");
+  ASSERT_FALSE(bad_vae.ok());
+  EXPECT_NE(bad_vae.status().message().find("whole, tiled, parallel"), std::string::npos) << bad_vae.status().ToString();
+  auto both = ParseParallelConfig("vae=tiled,vae_tiling=1");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("not both"), std::string::npos) << both.status().ToString();
+  EXPECT_FALSE(ParseParallelConfig("vae_tiling=2").ok());
+}
+
 // The runtimes' own spellings of a configuration, pasted from their launch lines.
 TEST(ParallelConfigTest, EachRuntimesFlagsAreAConfig) {
   auto wan = ParseParallelConfig("--ulysses_size 8 --ring_size 1 --dit_fsdp --t5_fsdp");
   ASSERT_TRUE(wan.ok()) << wan.status().ToString();
-  EXPECT_EQ(ToString(*wan), "ulysses=8,fsdp=8");
+  EXPECT_EQ(ToString(*wan), "ulysses=8,fsdp=8,te=fsdp");
+  EXPECT_EQ(ToString(*ParseParallelConfig("--offload_model True --t5_cpu")), "offload=1,te=cpu");
+  EXPECT_EQ(ToString(*ParseParallelConfig("--ulysses_degree 2 --use_parallel_vae")), "ulysses=2,vae=parallel");
+  EXPECT_EQ(ToString(*ParseParallelConfig("--ulysses-degree 2 --vae-tiling")), "ulysses=2,vae=tiled");
   auto wan_one = ParseParallelConfig("--offload_model True");
   ASSERT_TRUE(wan_one.ok());
   EXPECT_EQ(wan_one->offload, 1);
@@ -104,9 +131,9 @@ TEST(ParallelConfigTest, EachRuntimesFlagsAreAConfig) {
   EXPECT_EQ(*ParseParallelConfig(ToString(*compiled)), *compiled);
   EXPECT_EQ(*ParseParallelConfig(ToXditFlags(*compiled)), *compiled);
   // What is not a parallel setting says so.
-  auto t5 = ParseParallelConfig("--ulysses_size 2 --t5_cpu");
-  ASSERT_FALSE(t5.ok());
-  EXPECT_NE(t5.status().message().find("memory setting"), std::string::npos) << t5.status().message();
+  auto gpus = ParseParallelConfig("--ulysses_size 2 --num-gpus 2");
+  ASSERT_FALSE(gpus.ok());
+  EXPECT_NE(gpus.status().message().find("--gpus"), std::string::npos) << gpus.status().message();
 }
 
 }  // namespace

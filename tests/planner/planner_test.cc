@@ -25,7 +25,7 @@ TEST(PlanTest, MemoryPruningRemovesExactlyWhatDoesNotFit) {
   // Wan 14B at 720p on 24 GB cards: only splits of the weights (tp, PipeFusion) can fit,
   // which ditune's executor runs (xDiT runs neither for Wan).
   const Cluster cluster = *ResolveCluster({"rtx4090-24gb", 8}, Cat());
-  Workload w{"wan2.1-14b", 720, 1280, 81, 50, 1, OutputType::kDecoded};
+  Workload w{"wan2.1-14b", 720, 1280, 81, 50, 1, OutputType::kLatent};
   PlanOptions opt;
   opt.runtime = "ditune";
   opt.top_k = 1000;
@@ -85,7 +85,11 @@ TEST(PlanTest, InfeasibleSaysWhatTheSmallestNeeds) {
   auto plan = MakePlan(Cat(), w, cluster, {});
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().ExitCode(), 3);
-  EXPECT_NE(plan.status().message().find("the smallest needs"), std::string::npos);
+  EXPECT_NE(plan.status().message().find("the smallest (1 device) needs"), std::string::npos) << plan.status().ToString();
+  // The blocker and its phase are named.
+  EXPECT_NE(plan.status().message().find("at its peak (denoising) the largest part is the DiT's weights"),
+            std::string::npos)
+      << plan.status().ToString();
 }
 
 TEST(PlanTest, ObjectivesRankDifferently) {

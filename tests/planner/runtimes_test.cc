@@ -59,12 +59,21 @@ TEST(RuntimesTest, EveryRuntimeIsListedAndEveryEntryCitesItsSources) {
 
 TEST(RuntimesTest, WanGenerateRunsEveryRankAsASequenceRankAndShardsOverAll) {
   const Workload w = At("wan2.1-14b", 720, 1280, 81);
-  auto line = LaunchOf("wan-generate", "wan2.1-14b", w, "h100-sxm5-80gb", 8, "ulysses=8,fsdp=8");
+  auto line = LaunchOf("wan-generate", "wan2.1-14b", w, "h100-sxm5-80gb", 8, "ulysses=8,fsdp=8,te=fsdp");
   ASSERT_TRUE(line.ok()) << line.status().ToString();
+  // The DiT sharded alone names only its switch; te=fsdp the T5's.
+  auto dit_only = LaunchOf("wan-generate", "wan2.1-14b", w, "h100-sxm5-80gb", 8, "ulysses=8,fsdp=8");
+  ASSERT_TRUE(dit_only.ok()) << dit_only.status().ToString();
+  EXPECT_TRUE(Has(dit_only->command, "--dit_fsdp")) << dit_only->command;
+  EXPECT_FALSE(Has(dit_only->command, "--t5_fsdp")) << dit_only->command;
+  auto t5_cpu = LaunchOf("wan-generate", "wan2.1-14b", w, "h100-sxm5-80gb", 8, "ulysses=8,fsdp=8,te=cpu");
+  ASSERT_TRUE(t5_cpu.ok()) << t5_cpu.status().ToString();
+  EXPECT_TRUE(Has(t5_cpu->command, "--t5_cpu")) << t5_cpu->command;
   EXPECT_TRUE(Has(line->command, "torchrun --nproc_per_node=8 generate.py --task t2v-14B")) << line->command;
   EXPECT_TRUE(Has(line->command, "--size 1280*720 --frame_num 81 --sample_steps 50")) << line->command;
   EXPECT_TRUE(Has(line->command, "--ulysses_size 8 --ring_size 1")) << line->command;
-  EXPECT_TRUE(Has(line->command, "--dit_fsdp --t5_fsdp")) << line->command;
+  EXPECT_TRUE(Has(line->command, "--dit_fsdp")) << line->command;
+  EXPECT_TRUE(Has(line->command, "--t5_fsdp")) << line->command;
   EXPECT_FALSE(Has(line->command, "--dit_fsdp 8")) << line->command;
   // generate.py offloads on one GPU unless told not to.
   EXPECT_TRUE(Has(line->command, "--offload_model False")) << line->command;
@@ -191,7 +200,7 @@ TEST(RuntimesTest, Flux2OnEightL20sFitsWhereTheRuntimeSplitsItsTextEncoder) {
   auto split = MakePlan(Cat(), w, eight, {}, diffusers);
   ASSERT_TRUE(split.ok()) << split.status().ToString();
   const Candidate& best = split->ranked.front();
-  EXPECT_EQ(best.config.te_parallel, 1) << Label(best.config);
+  EXPECT_EQ(best.config.te, TextEncoderPlacement::kParallel) << Label(best.config);
   EXPECT_TRUE(best.result.fits);
   ASSERT_TRUE(best.launch.has_value());
   EXPECT_TRUE(Has(best.launch->config_text, "[pipe.text_encoder] if True else []"));
@@ -200,7 +209,7 @@ TEST(RuntimesTest, Flux2OnEightL20sFitsWhereTheRuntimeSplitsItsTextEncoder) {
   const TokenGeometry t = *ComputeTokenGeometry(m, w);
   ParallelConfig c = *ParseParallelConfig("ulysses=4,tp=2");
   const double whole_gb = RankMemory(m, t, w, c, *eight.gpu).encoders.value();
-  c.te_parallel = 1;
+  c.te = TextEncoderPlacement::kParallel;
   const double split_gb = RankMemory(m, t, w, c, *eight.gpu).encoders.value();
   EXPECT_NEAR(whole_gb - split_gb, m.text_encoder_params() * 2 * 7.0 / 8.0, 1e3);
   // Any runtime: one that splits the encoder wins, and says so.
@@ -208,7 +217,7 @@ TEST(RuntimesTest, Flux2OnEightL20sFitsWhereTheRuntimeSplitsItsTextEncoder) {
   any.runtime = kRuntimeAny;
   auto ranked = MakePlanAny(Cat(), w, eight, {}, any);
   ASSERT_TRUE(ranked.ok()) << ranked.status().ToString();
-  EXPECT_EQ(ranked->ranked.front().config.te_parallel, 1);
+  EXPECT_EQ(ranked->ranked.front().config.te, TextEncoderPlacement::kParallel);
 }
 
 TEST(RuntimesTest, UnknownRuntimesAreNamedWithTheValidOnes) {
