@@ -380,6 +380,11 @@ flags=$("$bin" plan --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --xdit-flag
 expect plan-flags-parse 0 "config: .* — valid" -- check --model flux.1-dev --gpu h100-sxm5-80gb --gpus 8 --config "$flags"
 expect plan-bad-objective 2 "--objective 'fastest' is not one of" -- plan --model flux.1-dev --gpu h100-sxm5-80gb \
   --gpus 8 --objective fastest
+# Mochi's untiled decode of 163 frames is past a 24 GB card (genmoai/mochi #107): the plan
+# decodes tile by tile, and its script says so.
+expect plan-vae-tiled 0 "vae=tiled" -- plan --model mochi-1 --height 480 --width 848 --frames 163 --gpu a30-24gb --gpus 4 --runtime diffusers
+expect plan-vae-tiled-launch 0 "pipe.vae.enable_tiling\(\)" -- plan --model mochi-1 --height 480 --width 848 --frames 163 --gpu a30-24gb --gpus 4 --runtime diffusers --explain
+expect simulate-phases 0 "memory by phase: text encoding .* peak: VAE decode" -- simulate --model mochi-1 --height 480 --width 848 --frames 163 --gpu a30-24gb --gpus 4 --runtime diffusers --config tp=4,vae=tiled
 expect plan-infeasible 3 "the smallest \\(1 device\\) needs .* the largest part is the DiT's weights" -- plan --model stepvideo-t2v --gpu a10-24gb --gpus 1
 expect whatif 0 "h100-sxm5-80gb .* 8 " -- whatif --model pixart-alpha --gpu l40-48gb,h100-sxm5-80gb --gpus 1,2,4,8 \
   --plot "$tmp/w.svg" --csv "$tmp/w.csv"
