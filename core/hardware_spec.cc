@@ -37,6 +37,14 @@ StatusOr<GpuSpec> ParseGpuSpec(const nlohmann::json& j, const std::string& origi
   g.fp32_peak = TeraflopsPerSecond(f.Number("fp32_tflops", 0, 1e5));
   g.memory_bandwidth = GigabytesPerSecond(f.Number("memory_bandwidth_gbps", 0.001, 1e6));
   g.memory = Gigabytes(f.Number("memory_gb", 0.001, 1e6));
+  // What nvidia-smi reports as memory.total, where a public output gives it (an "80GB"
+  // A100 shows 81920 MiB): the capacity the memory model fills, instead of the marketed GB.
+  if (f.Has("memory_total_mib")) {
+    g.memory = Bytes(f.Number("memory_total_mib", 1, 1e8) * 1024.0 * 1024.0);
+    if (f.String("memory_total_source").empty()) {
+      f.Fail(origin + ": memory_total_source is empty: every fact cites its source");
+    }
+  }
   // Optional for hardware files written before it: PCIe 4.0 x16 (31.5 GB/s a direction).
   g.host_link = GigabytesPerSecond(f.Has("host_link_gbps") ? f.Number("host_link_gbps", 0.001, 1e5) : 31.5);
   g.sm_count = static_cast<int>(f.Int("sm_count", 1, 100000));

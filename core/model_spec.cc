@@ -173,7 +173,7 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
       TextEncoderSpec t;
       t.name = ef.String("name");
       t.params = ef.Number("params", 0, 1e13);
-      if (ef.Has("embedding_params")) t.embedding_params = ef.Number("embedding_params", 0, t.params);
+      if (ef.Has("unsplit_params")) t.unsplit_params = ef.Number("unsplit_params", 0, t.params);
       if (ef.Has("layers")) t.layers = static_cast<int>(ef.Int("layers", 1, 1000));
       t.image_encoder = ef.OptionalBool("image_encoder", false);
       ef.RejectUnknownKeys();

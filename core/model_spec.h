@@ -41,10 +41,11 @@ struct BlockGroup {
 struct TextEncoderSpec {
   std::string name;
   double params = 0;  // parameter count
-  // For the memory of a sharded encoder (te=fsdp): the token embedding's parameters, which
-  // FSDP's root unit keeps gathered after the first forward, and the layer count (one layer
-  // is gathered at a time). 0 where not given: no embedding kept, 24 layers.
-  double embedding_params = 0;
+  // The parameters outside the encoder's layers (token embedding, output head, a vision
+  // tower), which tensor parallelism over the layers (te=parallel) leaves whole and FSDP's
+  // root unit (te=fsdp) keeps gathered after the first forward; and the layer count (one
+  // layer is gathered at a time). 0 where not given: nothing kept whole, 24 layers.
+  double unsplit_params = 0;
   int layers = 0;
   // An image encoder loaded beside the text encoders (Wan I2V's CLIP): always whole on the
   // GPU, whatever te= places the text encoders.

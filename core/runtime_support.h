@@ -94,6 +94,15 @@ struct RuntimeMemory {
   double fsdp_shard_bytes_per_param = 2;
   // Bytes per value of the VAE's weights and decode activations (fp32 VAE: 4).
   double vae_bytes_per_value = 2;
+  // Bytes per value of the DiT's residual stream and its normalised copy (Wan keeps them in
+  // fp32: 4), and of the rotary embedding's temporaries, two of one head-split tensor at a
+  // time (Wan applies it in complex float64: 8; 0 where it is applied in place).
+  // The entry point runs classifier-free guidance's two branches one after the other (Wan's
+  // generate.py: the conditional forward, then the unconditional one), not as a batch of two:
+  // a forward holds one branch's activations.
+  bool cfg_sequential = false;
+  double residual_bytes = 2;
+  double rope_bytes = 0;
   // Only the first rank decodes (the others wait): the decode's memory is counted on rank 0
   // alone, which is then the largest rank.
   bool vae_decode_first_rank = false;

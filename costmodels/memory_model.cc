@@ -45,18 +45,21 @@ EncoderBytes Encoders(const ModelSpec& m, const ParallelConfig& c) {
         e.resident = e.resident + Bytes(whole);
         e.turn = e.turn + Bytes(whole);
         break;
-      case TextEncoderPlacement::kParallel:
-        e.resident = e.resident + Bytes(whole / world);
-        e.turn = e.turn + Bytes(whole / world);
+      case TextEncoderPlacement::kParallel: {
+        // Tensor parallel over the layers: what lies outside them stays whole.
+        const Bytes split((t.params - t.unsplit_params) * kComputeBytes / world + t.unsplit_params * kComputeBytes);
+        e.resident = e.resident + split;
+        e.turn = e.turn + split;
         break;
+      }
       case TextEncoderPlacement::kFsdp: {
         // The shard, and the root unit (the token embedding) FSDP keeps gathered after the
         // first forward ("Do not free the root's parameters in the post-forward for
         // FULL_SHARD", pytorch torch/distributed/fsdp/_runtime_utils.py); while encoding,
         // the running and prefetched layers gathered.
         const double layers = t.layers > 0 ? t.layers : kDefaultEncoderLayers;
-        const double layer = (t.params - t.embedding_params) / layers * kComputeBytes;
-        const Bytes kept(whole / world + t.embedding_params * kComputeBytes);
+        const double layer = (t.params - t.unsplit_params) / layers * kComputeBytes;
+        const Bytes kept(whole / world + t.unsplit_params * kComputeBytes);
         e.resident = e.resident + kept;
         e.encoding = e.encoding + Bytes(2.0 * layer);
         e.turn = e.turn + kept + Bytes(2.0 * layer);
@@ -88,11 +91,6 @@ Bytes DitWeightBytes(const ModelSpec& m, const ParallelConfig& c, const RuntimeM
   const double params = m.published_params > 0 ? m.published_params : DitParams(m);
   // Every expert of a mixture is held (model CPU offload swaps them: RankMemory counts one).
   const double experts = c.offload != 0 ? 1.0 : m.experts;
-  const double split = experts * params / (c.tp * c.pipefusion);
-  if (c.fsdp <= 1) return Bytes(split * placement.dit_bytes_per_param);
-  // Sharded over fsdp ranks in the checkpoint's precision; the root unit (embeddings and
-  // head, outside the blocks) stays gathered after the first forward, and the running and the
-  // prefetched block are gathered in the compute precision (FSDP all-gathers one block ahead).
   double largest = 0;
   double blocks = 0;
   for (const auto& g : m.blocks) {
@@ -101,8 +99,15 @@ Bytes DitWeightBytes(const ModelSpec& m, const ParallelConfig& c, const RuntimeM
   }
   const double computed = std::max(1.0, DitParams(m));
   const double scale = params / computed;  // published over computed
+  // Outside the blocks (embedders, shared modulation, head): tensor parallelism splits the
+  // blocks' attention and MLP only, so these stay whole on every tp rank.
   const double root = experts * std::max(0.0, computed - blocks) * scale;
-  return Bytes(split / c.fsdp * placement.fsdp_shard_bytes_per_param + root * kComputeBytes / c.tp +
+  const double split = (experts * params - root) / (c.tp * c.pipefusion) + root / c.pipefusion;
+  if (c.fsdp <= 1) return Bytes(split * placement.dit_bytes_per_param);
+  // Sharded over fsdp ranks in the checkpoint's precision; the root unit stays gathered after
+  // the first forward, and the running and the prefetched block are gathered in the compute
+  // precision (FSDP all-gathers one block ahead).
+  return Bytes(split / c.fsdp * placement.fsdp_shard_bytes_per_param + root * kComputeBytes +
                2.0 * largest * scale * kComputeBytes / c.tp);
 }
 
@@ -156,16 +161,20 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
 
   const RankWork w = ComputeRankWork(m, tokens, workload, c);
   // Tokens resident per forward on this rank: one patch with PipeFusion.
-  const double n = static_cast<double>(w.batch) * static_cast<double>(w.img_tokens + w.txt_tokens);
+  // One branch at a time where the runtime runs classifier-free guidance's branches in turn.
+  const int batch = place.cfg_sequential && m.uses_cfg && c.cfg == 1 && w.batch > 1 ? w.batch / 2 : w.batch;
+  const double n = static_cast<double>(batch) * static_cast<double>(w.img_tokens + w.txt_tokens);
   // Live at a block's peak: the residual stream and its normalised copy (full width), and
   // the larger of the attention phase (Q, K, V and the output, split by tp) and the MLP
   // phase (hidden and activated hidden, split by tp).
   // Ulysses' all-to-all buffers (gathered Q, K, V and the scattered O, as large as the
   // local ones) live only in the attention phase.
+  // The runtime may keep the residual stream wider (residual_bytes) and apply the rotary
+  // embedding through temporaries (rope_bytes: two of one head-split tensor at a time).
   const double a2a = c.ulysses > 1 ? 4.0 * H / tp : 0.0;
-  const double attn_phase = 4.0 * H / tp + a2a;
-  const double mlp_phase = (m.mlp_gated ? 3.0 : 2.0) * M / tp;
-  mb.activations = Bytes(B * n * (2.0 * H + std::max(attn_phase, mlp_phase)));
+  const double attn_phase = B * (4.0 * H / tp + a2a) + place.rope_bytes * 2.0 * H / tp;
+  const double mlp_phase = B * (m.mlp_gated ? 3.0 : 2.0) * M / tp;
+  mb.activations = Bytes(n * (place.residual_bytes * 2.0 * H + std::max(attn_phase, mlp_phase)));
   // Ring keeps two K/V blocks in flight besides its own.
   const double ring = c.ring > 1 ? 2.0 * 2.0 * H / tp : 0.0;
   // Softmax statistics: fp32 max and sum per query and head.

@@ -291,6 +291,23 @@ runtimes = {r["runtime"] for r in d["rows"] if not r.get("refused")}
 assert {"wan-generate", "diffusers", "vllm-omni"} <= runtimes, runtimes
 PY
 then pass=$((pass + 1)); else echo "FAIL validate-beyond-xdit-prices-every-catalog-row"; fail=$((fail + 1)); fi
+# Published peaks per GPU (the memory model by phase): Wan2.1's table (in the file above) and
+# Wan2.2's (data/validation/wan22-published.csv, never used to shape the model) within 10%
+# median; every multi-GPU Wan2.2 peak at rank 0's VAE decode within 10%.
+"$bin" validate --suite "$DITUNE_DATA/validation/wan22-published.csv" --db "$tmp/wan22.db" --json \
+  >"$tmp/wan22.json" 2>/dev/null
+if python3 - "$tmp/beyond.json" "$tmp/wan22.json" <<'PY'
+import json, statistics, sys
+beyond = json.load(open(sys.argv[1]))
+wan21 = [r["memory_ape"] for r in beyond["rows"] if r["group"].startswith("wan21") and r["memory_ape"] is not None]
+assert len(wan21) == 28 and statistics.median(wan21) <= 0.10, wan21
+wan22 = json.load(open(sys.argv[2]))
+assert wan22["summary"]["memory_rows"] == 36 and wan22["summary"]["memory_median_ape"] <= 0.10, wan22["summary"]
+for r in wan22["rows"]:
+    if r["gpus"] > 1:
+        assert r["memory_phase"] == "VAE decode" and r["memory_ape"] <= 0.10, r
+PY
+then pass=$((pass + 1)); else echo "FAIL validate-published-peaks"; fail=$((fail + 1)); fi
 expect simulate-xdit-rules 2 "\[" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --config tp=2
 expect simulate-ditune-engine-runs-tp 0 "latency [0-9.]+ s" -- simulate --model flux.1-dev --gpu h100-sxm5-80gb \
   --gpus 2 --config tp=2 --executor ditune

@@ -104,7 +104,8 @@ TEST(CatalogTest, HardwareCrossChecks) {
   }
   const GpuSpec& h100 = **TestCatalog().Gpu("h100-sxm5-80gb");
   EXPECT_DOUBLE_EQ(h100.bf16_peak.value(), 989e12);
-  EXPECT_DOUBLE_EQ(h100.memory.value(), 80e9);
+  // nvidia-smi's memory.total where the hardware file gives it: 81559 MiB.
+  EXPECT_DOUBLE_EQ(h100.memory.value(), 81559.0 * 1024 * 1024);
   const LinkSpec& pcie = **TestCatalog().Link("pcie4");
   EXPECT_EQ(pcie.topology, LinkTopology::kPcieTwoSocket);
   EXPECT_LT(pcie.cross_socket, pcie.p2p);

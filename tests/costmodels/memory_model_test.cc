@@ -53,7 +53,9 @@ TEST(MemoryModelTest, ComponentsSplitAsTheMethodsSay) {
   auto ul = Mem("flux.1-dev", 2048, 2048, 1, "ulysses=4", "h100-sxm5-80gb");
   auto df = Mem("flux.1-dev", 2048, 2048, 1, "distrifusion=4", "h100-sxm5-80gb");
   EXPECT_DOUBLE_EQ(pf.weights.value() * 4, base.weights.value());
-  EXPECT_DOUBLE_EQ(tp.weights.value() * 4, base.weights.value());
+  // tp splits the blocks; the embedders, modulation and head stay whole on every rank.
+  EXPECT_GT(tp.weights.value() * 4, base.weights.value());
+  EXPECT_LT(tp.weights.value() * 3.5, base.weights.value());
   EXPECT_DOUBLE_EQ(ul.weights.value(), base.weights.value());
   EXPECT_LT(ul.activations.value(), base.activations.value());
   EXPECT_GT(pf.kv_buffers.value(), 0);
@@ -119,8 +121,9 @@ TEST(MemoryModelTest, PlacementsMoveTheirPart) {
   // Wan2.2 holds both experts unless offload swaps them.
   const MemoryBreakdown moe = WanMem("wan2.2-t2v-a14b", "ulysses=4", "h100-sxm5-80gb");
   const MemoryBreakdown moe_off = WanMem("wan2.2-t2v-a14b", "offload=1", "h100-sxm5-80gb");
-  EXPECT_NEAR(moe.weights.value(), 2 * 14e9 * 4, 1e9);
-  EXPECT_NEAR(moe_off.weights.value(), 14e9 * 4, 1e9);
+  // (bf16: Wan2.2's launch converts the weights, --convert_model_dtype.)
+  EXPECT_NEAR(moe.weights.value(), 2 * 14e9 * 2, 1e9);
+  EXPECT_NEAR(moe_off.weights.value(), 14e9 * 2, 1e9);
 }
 
 // genmoai/mochi #107: 4 x A30 (24 GB) ran out of memory decoding 163 frames at 848x480; a

@@ -204,14 +204,16 @@ TEST(RuntimesTest, Flux2OnEightL20sFitsWhereTheRuntimeSplitsItsTextEncoder) {
   EXPECT_TRUE(best.result.fits);
   ASSERT_TRUE(best.launch.has_value());
   EXPECT_TRUE(Has(best.launch->config_text, "[pipe.text_encoder] if True else []"));
-  // The encoders' bytes on a rank: an eighth of them.
+  // The encoders' bytes on a rank: an eighth of their layers; the embedding, the output head
+  // and the vision tower stay whole.
   const ModelSpec& m = **Cat().Model("flux.2-dev");
   const TokenGeometry t = *ComputeTokenGeometry(m, w);
   ParallelConfig c = *ParseParallelConfig("ulysses=4,tp=2");
   const double whole_gb = RankMemory(m, t, w, c, *eight.gpu).encoders.value();
   c.te = TextEncoderPlacement::kParallel;
   const double split_gb = RankMemory(m, t, w, c, *eight.gpu).encoders.value();
-  EXPECT_NEAR(whole_gb - split_gb, m.text_encoder_params() * 2 * 7.0 / 8.0, 1e3);
+  EXPECT_NEAR(whole_gb - split_gb, (m.text_encoder_params() - m.text_encoders[0].unsplit_params) * 2 * 7.0 / 8.0, 1e3);
+  EXPECT_GT(m.text_encoders[0].unsplit_params, 0);
   // Any runtime: one that splits the encoder wins, and says so.
   PlanOptions any;
   any.runtime = kRuntimeAny;

@@ -168,7 +168,7 @@ TEST(ServiceTest, AConfigurationThatDoesNotFitIsRefusedWithItsMemory) {
   auto table = PriceServiceTimes(p, {ShapeOf(p.base)}, {*ParseParallelConfig("")}, 1);
   ASSERT_TRUE(table.ok());
   EXPECT_FALSE(table->CanServe(0, 0));
-  EXPECT_NE(table->Why(0, 0).find("GB per GPU of 24 GB"), std::string::npos) << table->Why(0, 0);
+  EXPECT_NE(table->Why(0, 0).find("GB per GPU of 26 GB"), std::string::npos) << table->Why(0, 0);  // 24564 MiB
 }
 
 ServeQuery Query(const Cluster& cluster, double rate, double duration, std::optional<double> slo) {
