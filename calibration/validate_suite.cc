@@ -119,7 +119,10 @@ StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, con
     SimInput in{model, row.workload, &cluster, c, &models.compute, models.comm.get()};
     SimOptions sim;
     sim.terms = models.terms;
-    if (const RuntimeSupport* entry = rules.empty() ? nullptr : model->runtime(rules)) {
+    // How the runtime holds the parts (xDiT's rows play by the method rules alone, but hold
+    // the parts as xDiT does).
+    const std::string holder = !rules.empty() ? rules : row.runtime == "xdit" ? std::string("xdit") : std::string();
+    if (const RuntimeSupport* entry = holder.empty() ? nullptr : model->runtime(holder)) {
       sim.memory.placement = entry->memory;
     }
     DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, sim));

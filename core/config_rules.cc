@@ -137,8 +137,9 @@ bool CheckRuntime(const ValidationContext& ctx, const ParallelConfig& c, std::ve
       {RuntimeMethod::kVaeTiling, c.vae == VaePlacement::kTiled},
       {RuntimeMethod::kParallelVae, c.vae == VaePlacement::kParallel},
   };
-  for (const auto& [method, used] : placements) {
-    if (!used || x.runs(method)) continue;
+  for (const auto& placement : placements) {
+    const RuntimeMethod method = placement.first;
+    if (!placement.second || x.runs(method)) continue;
     if (!fail(kRuleRuntimeMethod, [&] {
           return fmt::format("{} has no {} for {} ({})", who, RuntimeMethodPhrase(method), m.id,
                              x.method(method).source);

@@ -224,6 +224,7 @@ StatusOr<RuntimeSupport> ParseRuntimeSupport(const nlohmann::json& j, const std:
       bytes("vae_bytes_per_value", &s.memory.vae_bytes_per_value);
       bytes("residual_bytes", &s.memory.residual_bytes);
       s.memory.cfg_sequential = mf.OptionalBool("cfg_sequential", false);
+      s.memory.vae_tiled_by_default = mf.OptionalBool("vae_tiled_by_default", false);
       if (mf.Has("rope_bytes")) s.memory.rope_bytes = mf.Number("rope_bytes", 0, 8);
       if (mf.Has("vae_decode")) {
         s.memory.vae_decode_first_rank = mf.Enum("vae_decode", {"every-rank", "first-rank"}) == "first-rank";

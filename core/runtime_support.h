@@ -106,6 +106,9 @@ struct RuntimeMemory {
   // Only the first rank decodes (the others wait): the decode's memory is counted on rank 0
   // alone, which is then the largest rank.
   bool vae_decode_first_rank = false;
+  // The entry point always decodes tile by tile (HunyuanVideo's sample_video.py sets
+  // --vae-tiling by default): vae=whole decodes as vae=tiled.
+  bool vae_tiled_by_default = false;
   // Model CPU offload as the entry point does it. Absent: diffusers' enable_model_cpu_offload
   // (each part on the GPU only while it runs). Wan's generate.py keeps the VAE on the GPU
   // throughout (vae_stays) and, for text-to-video, loads the DiT before the text encoder

@@ -76,6 +76,10 @@ EncoderBytes Encoders(const ModelSpec& m, const ParallelConfig& c) {
 
 std::string_view MemoryPhaseName(MemoryPhase p) { return NameIn(kMemoryPhaseNames, p); }
 
+VaePlacement EffectiveVae(const ParallelConfig& c, const RuntimeMemory& place) {
+  return c.vae == VaePlacement::kWhole && place.vae_tiled_by_default ? VaePlacement::kTiled : c.vae;
+}
+
 Bytes MemoryBreakdown::tensors_peak() const { return *std::max_element(phases.begin(), phases.end()); }
 
 MemoryPhase MemoryBreakdown::peak_phase() const {
@@ -197,7 +201,9 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
 
   // The decoder's working set, on the rank(s) that decode: every rank, or the first only
   // (the largest rank, which this breakdown describes).
-  mb.vae_decode = local_parts ? VaeDecodeBytes(m, workload, c, place.vae_bytes_per_value) : Bytes(0);
+  ParallelConfig decode = c;
+  decode.vae = EffectiveVae(c, place);
+  mb.vae_decode = local_parts ? VaeDecodeBytes(m, workload, decode, place.vae_bytes_per_value) : Bytes(0);
   mb.runtime = opt.runtime_overhead;
   mb.capacity = gpu.memory * opt.usable_fraction;
 

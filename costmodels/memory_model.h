@@ -23,6 +23,10 @@
 
 namespace ditune {
 
+// How the VAE decodes under `placement`: the configuration's choice, tiled where the runtime
+// tiles by default.
+VaePlacement EffectiveVae(const ParallelConfig& config, const RuntimeMemory& placement);
+
 struct MemoryOptions {
   // The text encoders and the VAE are on the GPUs (false: served elsewhere).
   bool encoders_resident = true;

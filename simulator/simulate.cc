@@ -72,8 +72,11 @@ class GraphBuilder {
     }
     dit_end_ = final_latent;
     const int parallel = opt_.parallel_vae || c_.vae == VaePlacement::kParallel ? layout_.world_size() : 1;
-    // Tiles overlap (vae=tiled): the overlaps are decoded twice.
-    const double tiled = c_.vae == VaePlacement::kTiled ? TiledDecodeWork(*in_.model, in_.workload) : 1.0;
+    // Tiles overlap (vae=tiled): the overlaps are decoded twice. A runtime that always tiles
+    // has its tiling in the decode's calibrated scale already, as its published runs had it.
+    const double tiled = c_.vae == VaePlacement::kTiled && !opt_.memory.placement.vae_tiled_by_default
+                             ? TiledDecodeWork(*in_.model, in_.workload)
+                             : 1.0;
     const Seconds vae = VaeDecodeTime(*in_.compute, *in_.model, in_.workload, parallel, opt_.terms) * tiled + after_loop;
     for (int s = 0; s < stages_; ++s) {
       vae_task_.push_back(Add(compute_[s], vae, {final_latent}, TaskKind::kVaeDecode, "vae_decode", -1));

@@ -448,10 +448,12 @@ TEST(CpuOffloadTest, OffloadIsXditsAndItsTurnsAndMovesArePriced) {
   const Workload w{"hunyuanvideo", 720, 1280, 129, 50, 1, OutputType::kDecoded};
   const TokenGeometry tokens = *ComputeTokenGeometry(m, w);
   const GpuSpec& l20 = **Cat().Gpu("l20-48gb");
-  const MemoryBreakdown whole = RankMemory(m, tokens, w, ParallelConfig{}, l20, {});
+  MemoryOptions xdit;
+  xdit.placement = m.runtime("xdit")->memory;  // its example scripts decode tile by tile
+  const MemoryBreakdown whole = RankMemory(m, tokens, w, ParallelConfig{}, l20, xdit);
   ParallelConfig off;
   off.offload = 1;
-  const MemoryBreakdown turns = RankMemory(m, tokens, w, off, l20, {});
+  const MemoryBreakdown turns = RankMemory(m, tokens, w, off, l20, xdit);
   EXPECT_FALSE(whole.fits());
   EXPECT_TRUE(turns.fits());
   EXPECT_EQ(turns.encoders.value(), 0.0);
@@ -471,7 +473,9 @@ TEST(CpuOffloadTest, OffloadIsXditsAndItsTurnsAndMovesArePriced) {
   auto models = MakeCostModels(one, {});
   ASSERT_TRUE(models.ok());
   auto run = [&](const ParallelConfig& config) {
-    auto r = Simulate({&m, w, &one, config, &models->compute, models->comm.get()});
+    SimOptions sim;
+    sim.memory = xdit;
+    auto r = Simulate({&m, w, &one, config, &models->compute, models->comm.get()}, sim);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return *r;
   };
