@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/enum_names.h"
 #include "costmodels/dit_ops.h"
@@ -253,43 +255,49 @@ Bytes FitRuntimeOverhead(const MemoryBreakdown& modelled, Bytes measured_peak) {
 std::string MemoryBlocker(const ModelSpec& /*model*/, const ParallelConfig& c, const MemoryBreakdown& mb,
                           const RuntimeSupport* runtime) {
   auto gb = [](Bytes b) { return fmt::format("{:.1f} GB", b.value() / 1e9); };
-  auto knob = [&](RuntimeMethod method, std::string_view text) -> std::string {
-    if (runtime == nullptr || !runtime->runs(method)) return {};
-    return fmt::format(": {}", text);
-  };
+  auto can = [&](RuntimeMethod m) { return runtime != nullptr && runtime->runs(m); };
   const bool several = c.world_size() > 1;
-  switch (mb.peak_phase()) {
-    case MemoryPhase::kTextEncode:
-    case MemoryPhase::kDenoise: {
-      const Bytes encoders = mb.offloaded ? Bytes(0) : mb.encoders;
-      if (encoders > mb.weights && c.te == TextEncoderPlacement::kWhole) {
-        std::string fix;
-        if (several && runtime != nullptr && runtime->runs(RuntimeMethod::kTextEncoderParallel)) {
-          fix = knob(RuntimeMethod::kTextEncoderParallel, "split them over the ranks (te=parallel)");
-        } else if (several && runtime != nullptr && runtime->runs(RuntimeMethod::kTextEncoderFsdp)) {
-          fix = knob(RuntimeMethod::kTextEncoderFsdp, "shard them (te=fsdp)");
-        } else {
-          fix = knob(RuntimeMethod::kTextEncoderCpu, "keep them on the CPU (te=cpu)");
-        }
-        if (fix.empty()) fix = knob(RuntimeMethod::kCpuOffload, "offload each part while the others run (offload=1)");
-        return fmt::format("the text encoders ({}) are whole on every rank{}", gb(encoders), fix);
-      }
-      std::string fix = several ? knob(RuntimeMethod::kFullyShard, "shard them (fsdp)") : std::string();
-      if (fix.empty()) fix = knob(RuntimeMethod::kCpuOffload, "offload each part while the others run (offload=1)");
-      if (mb.weights > mb.activations + mb.kv_buffers) {
-        return fmt::format("the DiT's weights ({}) on every rank{}", gb(mb.weights), fix);
-      }
-      return fmt::format("the DiT's activations and buffers ({}) for this rank's tokens: split the sequence further "
-                         "(more ulysses or ring)",
-                         gb(mb.activations + mb.attention + mb.kv_buffers + mb.comm_buffers));
-    }
-    case MemoryPhase::kVaeDecode: {
-      std::string fix = knob(RuntimeMethod::kVaeTiling, "decode tile by tile (vae=tiled)");
-      if (fix.empty() && several) fix = knob(RuntimeMethod::kParallelVae, "decode in parallel (vae=parallel)");
-      return fmt::format("the VAE decode ({} of working set at the output resolution){}", gb(mb.vae_decode), fix);
-    }
+  const MemoryPhase phase = mb.peak_phase();
+  // The parts on the GPU at the peak phase; the largest is named, with the first knob that
+  // removes or shrinks it and is not in the configuration already.
+  const bool dit_here = phase == MemoryPhase::kDenoise || !mb.offloaded;
+  const bool encoders_here = phase == MemoryPhase::kTextEncode || !mb.offloaded;
+  const Bytes encoders = phase == MemoryPhase::kTextEncode ? mb.text_encoder_weights : mb.encoders;
+  const Bytes work = phase == MemoryPhase::kVaeDecode ? mb.vae_decode
+                     : phase == MemoryPhase::kDenoise ? mb.activations + mb.attention + mb.kv_buffers + mb.comm_buffers
+                                                      : Bytes(0);
+  const Bytes weights = dit_here ? mb.weights : Bytes(0);
+  const Bytes text = encoders_here ? encoders : Bytes(0);
+  std::vector<std::string> fixes;
+  auto fix = [&](bool ok, std::string_view what) {
+    if (ok) fixes.emplace_back(what);
+  };
+  std::string part;
+  if (text >= weights && text >= work) {
+    part = fmt::format("the text encoders ({}{})", gb(text),
+                       c.te == TextEncoderPlacement::kWhole ? ", whole on every rank" : "");
+    fix(several && c.te == TextEncoderPlacement::kWhole && can(RuntimeMethod::kTextEncoderParallel),
+        "split them over the ranks (te=parallel)");
+    fix(several && c.te == TextEncoderPlacement::kWhole && can(RuntimeMethod::kTextEncoderFsdp),
+        "shard them (te=fsdp)");
+    fix(c.te != TextEncoderPlacement::kCpu && can(RuntimeMethod::kTextEncoderCpu), "keep them on the CPU (te=cpu)");
+    fix(c.offload == 0 && phase != MemoryPhase::kTextEncode && can(RuntimeMethod::kCpuOffload),
+        "offload each part while the others run (offload=1)");
+  } else if (weights >= work) {
+    part = fmt::format("the DiT's weights ({}{})", gb(weights), c.fsdp > 1 ? fmt::format(", sharded over {}", c.fsdp) : "");
+    fix(several && c.fsdp < c.world_size() && can(RuntimeMethod::kFullyShard),
+        c.fsdp > 1 ? "shard them over more ranks (fsdp)" : "shard them (fsdp)");
+    fix(c.offload == 0 && can(RuntimeMethod::kCpuOffload), "offload each part while the others run (offload=1)");
+  } else if (phase == MemoryPhase::kVaeDecode) {
+    part = fmt::format("the VAE decode ({} of working set)", gb(work));
+    fix(c.vae == VaePlacement::kWhole && can(RuntimeMethod::kVaeTiling), "decode tile by tile (vae=tiled)");
+    fix(several && c.vae == VaePlacement::kWhole && can(RuntimeMethod::kParallelVae), "decode in parallel (vae=parallel)");
+  } else {
+    part = fmt::format("the DiT's activations and buffers ({}) for this rank's tokens", gb(work));
+    fixes.emplace_back("split the sequence further (more ulysses or ring)");
   }
-  return {};
+  if (fixes.empty()) return part + "; no placement the runtime has shrinks it further";
+  return fmt::format("{}: {}", part, fmt::join(fixes, ", or "));
 }
 
 }  // namespace ditune
