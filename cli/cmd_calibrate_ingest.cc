@@ -18,6 +18,7 @@
 #include "store/store.h"
 #include "planner/gpu_launch.h"
 #include "calibration/measured_runs.h"
+#include "calibration/link_check.h"
 #include "calibration/op_fits.h"
 #include "calibration/predict.h"
 #include "calibration/recalibrate.h"
@@ -44,6 +45,7 @@ int CalibrateIngest(int argc, char** argv) {
       ("config", "configuration of an xDiT run or profiler trace", cxxopts::value<std::string>())
       ("run-id", "a label stored with every measurement", cxxopts::value<std::string>())
       ("fit", "refit the models afterwards")
+      ("accept-slow", "store collectives that fall far below their link's figure (the machine you plan for is that slow)")
       ("db", "calibration database", cxxopts::value<std::string>());
   options.parse_positional({"file"});
   bool help = false;
@@ -181,6 +183,23 @@ int CalibrateIngest(int argc, char** argv) {
                   st.WithContext(fmt::format("{}: measurement {} of {} (nothing was stored)", file, i + 1,
                                              measurements->size())));
     }
+  }
+  // Collectives far below what their link gives are a machine problem more often than a
+  // figure to plan with: fitted, they would make every later plan on that link slower.
+  const std::vector<LinkShortfall> shortfalls = FindLinkShortfalls(*measurements, **catalog);
+  if (!shortfalls.empty()) {
+    std::string text;
+    for (const auto& s : shortfalls) text += "\n  " + LinkShortfallText(s);
+    if (!args->count("accept-slow")) {
+      return Fail("calibrate ingest",
+                  Status::InvalidArgument(fmt::format(
+                      "{}: the measured collectives fall far below what the link gives, so nothing was stored (fitted, "
+                      "they would slow every later plan on the link); fix the machine and measure again, or give "
+                      "--accept-slow if this is the machine you plan for:{}",
+                      file, text)));
+    }
+    std::cerr << "ditune calibrate ingest: warning: storing collectives far below the link's figure (--accept-slow):"
+              << text << "\n";
   }
   auto store = OpenStoreFromArgs(*args);
   if (!store.ok()) return Fail("calibrate ingest", store.status());

@@ -119,6 +119,14 @@ expect ingest-unknown-link 2 "unknown link 'nvlnk4'" -- calibrate ingest "$data/
 sed 's/   187.78 /   18x.78 /' "$data/all_reduce_perf.txt" >"$tmp/all_reduce_perf.txt"
 expect ingest-bad-line 2 "all_reduce_perf.txt:17:" -- calibrate ingest "$tmp/all_reduce_perf.txt" --gpu h100-sxm5-80gb \
   --link nvlink4 --db "$db"
+# Collectives far below their link's figure (NCCL's P2P off on an NVLink box: 2.3 GB/s bus
+# bandwidth over nvlink4) are not stored unless the user says the machine is that slow.
+printf 'source,kind,op,backend,device,ranks,link,bytes,flops,median_s,p10_s,p90_s,samples,params,run_id\n%s\n' \
+  'microbench,collective,all_to_all,nccl,h100-sxm5-80gb,8,nvlink4,134217728,,0.05,,,20,,slow' >"$tmp/slow.csv"
+expect ingest-slow-link 2 "all_to_all over nvlink4 \(8 ranks\): 2.3 GB/s.*NCCL_P2P_DISABLE=1" -- \
+  calibrate ingest "$tmp/slow.csv" --db "$tmp/slow.db"
+expect ingest-slow-link-accepted 0 "ingested 1 measurements" -- calibrate ingest "$tmp/slow.csv" --db "$tmp/slow.db" \
+  --accept-slow
 # Rows the fits or the catalog cannot take fail the whole file, before anything is stored.
 printf 'source,kind,op,backend,device,ranks,link,bytes,flops,median_s,p10_s,p90_s,samples,params,run_id\n%s\n%s\n' \
   'microbench,collective,all_to_all,nccl,h100-sxm5-80gb,8,nvlink4,134217728,,0.00061,,,20,,x' \
