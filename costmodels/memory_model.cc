@@ -252,7 +252,7 @@ Bytes FitRuntimeOverhead(const MemoryBreakdown& modelled, Bytes measured_peak) {
   return measured_peak > without ? measured_peak - without : Bytes(0);
 }
 
-std::string MemoryBlocker(const ModelSpec& /*model*/, const ParallelConfig& c, const MemoryBreakdown& mb,
+std::string MemoryBlocker(const ParallelConfig& c, const MemoryBreakdown& mb,
                           const RuntimeSupport* runtime) {
   auto gb = [](Bytes b) { return fmt::format("{:.1f} GB", b.value() / 1e9); };
   auto can = [&](RuntimeMethod m) { return runtime != nullptr && runtime->runs(m); };

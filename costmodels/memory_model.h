@@ -116,7 +116,7 @@ MemoryPhasesGb PhasesGb(const MemoryBreakdown& memory);
 // "the text encoders (48.0 GB, whole on every rank)": what dominates the peak phase, for the
 // message when nothing fits, with the knob that removes it where `runtime` has one (nullptr:
 // none named).
-std::string MemoryBlocker(const ModelSpec& model, const ParallelConfig& config, const MemoryBreakdown& memory,
+std::string MemoryBlocker(const ParallelConfig& config, const MemoryBreakdown& memory,
                           const RuntimeSupport* runtime);
 
 }  // namespace ditune

@@ -405,7 +405,6 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
                                                               : fmt::format(" with only {}", fmt::join(opt.methods, ", "))));
   }
   std::vector<Candidate> all;
-  Bytes smallest(std::numeric_limits<double>::infinity());
   // The configuration nearest to fitting, and its memory: what the message names when
   // nothing fits.
   std::optional<std::pair<ParallelConfig, MemoryBreakdown>> nearest;
@@ -449,7 +448,6 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
     if (mem.fits()) fitting.push_back(config);
     auto note = [&](const ParallelConfig& v, const MemoryBreakdown& m) {
       if (!nearest || m.peak() < nearest->second.peak()) nearest.emplace(v, m);
-      smallest = std::min(smallest, m.peak());
     };
     note(config, mem);
     if (!mem.fits()) {
@@ -510,16 +508,14 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
   }
   for (auto& b : best) all.push_back(std::move(*b));
   if (all.empty()) {
-    std::string blocker;
-    if (nearest) {
-      blocker = fmt::format("; at its peak ({}) the largest part is {}", MemoryPhaseName(nearest->second.peak_phase()),
-                            MemoryBlocker(*model, nearest->first, nearest->second, entry));
-    }
+    // Every valid configuration was weighed, so the nearest is known.
+    const auto& [config, memory] = *nearest;
     return Status::Infeasible(fmt::format(
         "none of the {} valid configurations of {} fits in {:.0f} GB per {}; the smallest ({}) needs {:.1f} GB per "
-        "GPU{}; otherwise add GPUs or use a larger GPU",
+        "GPU; at its peak ({}) the largest part is {}; otherwise add GPUs or use a larger GPU",
         plan.enumerated, model->id, cluster.gpu->memory.value() / 1e9, cluster.gpu->id,
-        nearest ? Label(nearest->first) : std::string("-"), smallest.value() / 1e9, blocker));
+        Label(config), memory.peak().value() / 1e9, MemoryPhaseName(memory.peak_phase()),
+        MemoryBlocker(config, memory, entry)));
   }
   DITUNE_ASSIGN_OR_RETURN(Plan done, FinishPlan(catalog, *model, tokens, models, std::move(all), opt, start.rules,
                                                 std::move(plan)));

@@ -137,7 +137,7 @@ TEST(MemoryModelTest, MochiUntiledDecodeIsTheBlocker) {
   const MemoryBreakdown tiled = Mem("mochi-1", 480, 848, 163, "ulysses=2,vae=tiled", "a100-sxm4-40gb", OutputType::kDecoded);
   EXPECT_LT(tiled.vae_decode.value(), 0.25 * untiled.vae_decode.value());
   EXPECT_TRUE(tiled.fits()) << MemoryPhasesText(tiled);
-  EXPECT_NE(MemoryBlocker(**Cat().Model("mochi-1"), *ParseParallelConfig("ulysses=2"), untiled,
+  EXPECT_NE(MemoryBlocker(*ParseParallelConfig("ulysses=2"), untiled,
                           (*Cat().Model("mochi-1"))->runtime("diffusers"))
                 .find("vae=tiled"),
             std::string::npos);
