@@ -39,7 +39,10 @@ void AddClusterOptions(cxxopts::Options& options) {
       ("gpus-per-node", "GPUs per node (default: as many as a node holds)", cxxopts::value<int>())
       ("nodes", "number of nodes (default: derived)", cxxopts::value<int>())
       ("intra", "intra-node link id (default: the GPU's usual one)", cxxopts::value<std::string>())
-      ("inter", "inter-node link id (required for several nodes)", cxxopts::value<std::string>());
+      ("inter", "inter-node link id (required for several nodes)", cxxopts::value<std::string>())
+      ("topology", "your node's layout: `nvidia-smi topo -m` saved to a file, or the file `ditune doctor "
+       "--write-topology` wrote; its sockets, PCIe switches and NVLinks replace the catalog's typical box",
+       cxxopts::value<std::string>());
 }
 
 StatusOr<Workload> ReadWorkload(const cxxopts::ParseResult& args, const Catalog& catalog) {
@@ -103,6 +106,10 @@ StatusOr<ClusterSpec> ReadClusterSpec(const cxxopts::ParseResult& args) {
   }
   if (args.count("intra")) c.intra_id = args["intra"].as<std::string>();
   if (args.count("inter")) c.inter_id = args["inter"].as<std::string>();
+  if (args.count("topology")) {
+    DITUNE_ASSIGN_OR_RETURN(MachineTopology t, ReadTopologyFile(args["topology"].as<std::string>()));
+    c.topology = std::make_shared<const MachineTopology>(std::move(t));
+  }
   return c;
 }
 
@@ -172,7 +179,8 @@ StatusOr<cxxopts::ParseResult> Parse(cxxopts::Options& options, int argc, char**
     // A flag given twice would silently take its last value.
     std::map<std::string, int> times;
     for (const auto& kv : result.arguments()) {
-      if (++times[kv.key()] == 2) {
+      // "files" collects positional arguments, one entry per file.
+      if (kv.key() != "files" && ++times[kv.key()] == 2) {
         return Status::InvalidArgument(fmt::format("--{} is given more than once; give it once", kv.key()));
       }
     }

@@ -144,9 +144,10 @@ int RunPlan(int argc, char** argv) {
   std::cout << fmt::format("{} {}x{}{}, {} steps, batch {} on {} x {} ({} node(s), {}{}): {} valid configurations, "
                            "{} do not fit; objective {}{}\n",
                            w.model_id, w.height, w.width, w.frames > 1 ? fmt::format("x{}", w.frames) : "", w.steps,
-                           w.batch, c.gpus(), c.spec.gpu_id, c.nodes(), c.spec.intra_id,
+                           w.batch, c.gpus(), c.spec.gpu_id, c.nodes(), IntraLabel(c),
                            c.nodes() > 1 ? ", " + c.spec.inter_id : "", plan->enumerated, plan->pruned_memory,
                            ObjectiveName(plan->objective), cached ? " (cached ranking)" : "");
+  for (const auto& note : c.topology_notes) std::cout << "your box: " << note << "\n";
   std::vector<std::vector<std::string>> rows;
   int rank = 1;
   for (const auto& cand : plan->ranked) {

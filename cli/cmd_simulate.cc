@@ -109,13 +109,15 @@ int RunSimulate(int argc, char** argv) {
         {"memory_phases_gb", r->ranks.empty() ? nlohmann::json(nullptr) : MemoryPhasesJson(r->ranks.front().memory)},
         {"ranks", ranks}};
     out["launch"] = launch ? LaunchToJson(*launch) : nlohmann::json(nullptr);
+    out["topology"] = TopologyJson(*cluster);
     std::cout << out.dump(2) << "\n";
     return r->fits ? 0 : 3;
   }
   std::cout << fmt::format("{} {}x{}{}, {} steps on {} x {} ({}): {}\n", model.id, workload->height, workload->width,
                            model.modality == Modality::kVideo ? fmt::format("x{}", workload->frames) : "",
-                           workload->steps, cluster->gpus(), cluster->spec.gpu_id, cluster->spec.intra_id,
+                           workload->steps, cluster->gpus(), cluster->spec.gpu_id, IntraLabel(*cluster),
                            Label(*config));
+  for (const auto& note : cluster->topology_notes) std::cout << "your box: " << note << "\n";
   std::cout << fmt::format("latency {:.3f} s = text encoding {} + DiT {} + VAE decode {}\n", r->total.value(),
                            Ms(r->text_encode), Ms(r->dit), Ms(r->vae_decode));
   std::cout << fmt::format("DiT: {} per steady step (compute {}, exposed communication {}, pipeline bubble {})",

@@ -9,6 +9,7 @@ int RunModels(int argc, char** argv);
 int RunHardware(int argc, char** argv);
 int RunRuntimes(int argc, char** argv);
 int RunCheck(int argc, char** argv);
+int RunDoctor(int argc, char** argv);
 int RunCalibrate(int argc, char** argv);
 int RunCalibrateLearn(int argc, char** argv);
 int RunSimulate(int argc, char** argv);

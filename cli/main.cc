@@ -21,6 +21,7 @@ constexpr Command kCommands[] = {
     {"hardware", ditune::cli::RunHardware, "list the GPUs and links in the catalog"},
     {"runtimes", ditune::cli::RunRuntimes, "list the runtimes ditune prices and launches (xDiT, Wan generate.py, SGLang, ...)"},
     {"check", ditune::cli::RunCheck, "validate a configuration and show its rank layout"},
+    {"doctor", ditune::cli::RunDoctor, "read this machine (nvidia-smi, nccl-tests, NCCL_* settings) and name what slows it"},
     {"plan", ditune::cli::RunPlan, "choose the best parallel configuration and explain it"},
     {"whatif", ditune::cli::RunWhatIf, "sweep GPU types, counts, links and sizes; meet a latency objective"},
     {"serve", ditune::cli::RunServe, "serve a request stream on replicas: latency percentiles, fewest GPUs for an SLO"},

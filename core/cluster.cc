@@ -32,9 +32,22 @@ StatusOr<Cluster> ResolveCluster(const ClusterSpec& in, const Catalog& catalog) 
   if (s.gpus_per_node < 0 || s.nodes < 0) {
     return Status::InvalidArgument("--gpus-per-node and --nodes must be >= 1");
   }
+  // A user's box holds as many GPUs as its topology lists.
+  const int box = s.topology != nullptr ? s.topology->gpus : c.gpu->max_gpus_per_node;
+  if (s.topology != nullptr && s.gpus_per_node > box) {
+    return Status::InvalidArgument(fmt::format("--gpus-per-node {}: the topology file '{}' describes a node of {} GPU{}",
+                                               s.gpus_per_node, s.topology->source, box, box == 1 ? "" : "s"));
+  }
   if (s.gpus_per_node == 0) {
     s.gpus_per_node = s.nodes > 0 ? (s.gpus + s.nodes - 1) / s.nodes
-                                  : std::min(s.gpus, c.gpu->max_gpus_per_node);
+                                  : std::min(s.gpus, box);
+    if (s.topology != nullptr && s.gpus_per_node > box) {
+      const int fewest = (s.gpus + box - 1) / box;
+      return Status::InvalidArgument(fmt::format(
+          "--gpus {} on --nodes {} puts {} GPUs in a node; the topology file '{}' describes a node of {}: use --nodes {} "
+          "or more",
+          s.gpus, s.nodes, s.gpus_per_node, s.topology->source, box, fewest));
+    }
     if (s.gpus_per_node > c.gpu->max_gpus_per_node) {
       const int fewest = (s.gpus + c.gpu->max_gpus_per_node - 1) / c.gpu->max_gpus_per_node;
       return Status::InvalidArgument(fmt::format(
@@ -56,12 +69,21 @@ StatusOr<Cluster> ResolveCluster(const ClusterSpec& in, const Catalog& catalog) 
         s.gpus, s.nodes, s.gpus_per_node, s.nodes * s.gpus_per_node,
         s.gpus % s.nodes == 0 ? s.gpus / s.nodes : s.gpus_per_node));
   }
+  const bool intra_given = !s.intra_id.empty();
   if (s.intra_id.empty()) s.intra_id = c.gpu->default_intra;
   DITUNE_ASSIGN_OR_RETURN(c.intra, catalog.Link(s.intra_id));
   if (c.intra->scope != LinkScope::kIntra) {
     return Status::InvalidArgument(
         fmt::format("--intra {}: that is an inter-node link; intra-node links: {}", s.intra_id,
                     LinkIds(catalog, LinkScope::kIntra, false)));
+  }
+  if (s.topology != nullptr) {
+    // The user's box replaces the catalog's typical layout.
+    DITUNE_ASSIGN_OR_RETURN(LinkSpec mine, LinkForTopology(*s.topology, *c.gpu, catalog, &c.topology_notes,
+                                                             intra_given ? std::string_view(s.intra_id) : std::string_view()));
+    c.topology_intra = std::make_shared<const LinkSpec>(std::move(mine));
+    c.intra = c.topology_intra.get();
+    s.intra_id = c.intra->id;
   }
   if (s.inter_id.empty()) {
     if (s.nodes > 1) {
@@ -81,6 +103,22 @@ StatusOr<Cluster> ResolveCluster(const ClusterSpec& in, const Catalog& catalog) 
                                                s.nodes, LinkIds(catalog, LinkScope::kInter, true)));
   }
   return c;
+}
+
+std::string IntraLabel(const Cluster& c) {
+  if (c.topology_intra == nullptr) return c.spec.intra_id;
+  const LinkSpec& l = *c.topology_intra;
+  if (l.topology != LinkTopology::kPcieTwoSocket) return fmt::format("{} as laid out in {}", l.id, l.layout_source);
+  return fmt::format("{} as laid out in {} ({} socket{}, {})", l.id, l.layout_source, l.sockets, l.sockets == 1 ? "" : "s",
+                     l.gpus_per_switch > 0 ? fmt::format("{} GPUs a switch", l.gpus_per_switch)
+                                           : std::string("GPUs on root ports"));
+}
+
+std::string TopologyKey(const Cluster& c) {
+  if (c.topology_intra == nullptr) return "";
+  const LinkSpec& l = *c.topology_intra;
+  return fmt::format("topo:{}:{}:s{}:g{}:b{}", l.id, LinkTopologyName(l.topology), l.sockets, l.gpus_per_switch,
+                     l.box_gpus);
 }
 
 }  // namespace ditune

@@ -56,6 +56,11 @@ struct LinkSpec {
   // 0 where the GPUs sit on the CPU's root ports directly.
   int gpus_per_switch = 0;
   int nics_per_node = 0;      // inter-node links
+  // GPUs in the box the layout describes: a user's topology (--topology) sets it; 0 means
+  // the GPU's max_gpus_per_node. Never read from a catalog file.
+  int box_gpus = 0;
+  // Where the layout came from when not the catalog (the --topology file); "" otherwise.
+  std::string layout_source;
   std::string source;
   std::string notes;
 };

@@ -48,7 +48,9 @@ int CommModel::GpusPerSocket() const {
   const int sockets = cluster_->intra->topology == LinkTopology::kPcieTwoSocket ? cluster_->intra->sockets : 1;
   // Ranks fill a node's GPUs in order; the box splits its GPUs evenly over the sockets, so
   // a job that uses 6 GPUs of an 8-GPU two-socket box has 4 on one socket and 2 on the other.
-  const int box = std::max(cluster_->gpus_per_node(), cluster_->gpu->max_gpus_per_node);
+  // A user's topology says how many GPUs the box has; else the GPU's usual box.
+  const int box = cluster_->intra->box_gpus > 0 ? std::max(cluster_->gpus_per_node(), cluster_->intra->box_gpus)
+                                                : std::max(cluster_->gpus_per_node(), cluster_->gpu->max_gpus_per_node);
   return std::max(1, (box + sockets - 1) / sockets);
 }
 

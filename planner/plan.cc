@@ -687,6 +687,14 @@ nlohmann::json LaunchToJson(const Launch& launch) {
   return j;
 }
 
+nlohmann::json TopologyJson(const Cluster& cluster) {
+  if (cluster.topology_intra == nullptr) return nullptr;
+  const LinkSpec& l = *cluster.topology_intra;
+  return {{"source", l.layout_source}, {"link", l.id}, {"layout", LinkTopologyName(l.topology)},
+          {"sockets", l.sockets}, {"gpus_per_switch", l.gpus_per_switch}, {"box_gpus", l.box_gpus},
+          {"notes", cluster.topology_notes}};
+}
+
 nlohmann::json PlanToJson(const Plan& plan) {
   auto cand = [&](const Candidate& c) {
     nlohmann::json j = {
@@ -730,7 +738,7 @@ nlohmann::json PlanToJson(const Plan& plan) {
                     {"steps", w.steps}, {"batch", w.batch}, {"output_type", OutputTypeName(w.output)}}},
       {"cluster", {{"gpu", plan.cluster.spec.gpu_id}, {"gpus", plan.cluster.gpus()}, {"nodes", plan.cluster.nodes()},
                    {"gpus_per_node", plan.cluster.gpus_per_node()}, {"intra", plan.cluster.spec.intra_id},
-                   {"inter", plan.cluster.spec.inter_id}}},
+                   {"inter", plan.cluster.spec.inter_id}, {"topology", TopologyJson(plan.cluster)}}},
       {"objective", ObjectiveName(plan.objective)},
       {"runtime", plan.runtime},
       {"executor", plan.runtime},
@@ -778,9 +786,9 @@ StatusOr<ParallelConfig> PlanConfigFromJson(std::string_view text, const std::st
 std::string PlanCacheKey(const Workload& w, const Cluster& c, const PlanOptions& o) {
   std::string warmups;
   for (int x : o.enumerate.warmups) warmups += fmt::format("{},", x);
-  return fmt::format("v4|{}|{}x{}x{}|s{}|b{}|{}|{}x{}|{}n|{}|{}|{}|k{}|p{}w{}d{}o{}|{}|tc{}pv{}|m{}", w.model_id, w.height,
+  return fmt::format("v4|{}|{}x{}x{}|s{}|b{}|{}|{}x{}|{}n|{}{}|{}|{}|k{}|p{}w{}d{}o{}|{}|tc{}pv{}|m{}", w.model_id, w.height,
                      w.width, w.frames, w.steps, w.batch, OutputTypeName(w.output), c.spec.gpu_id, c.gpus(), c.nodes(),
-                     c.spec.intra_id, c.spec.inter_id, ObjectiveName(o.objective), o.top_k,
+                     c.spec.intra_id, TopologyKey(c), c.spec.inter_id, ObjectiveName(o.objective), o.top_k,
                      o.enumerate.vary_patches, warmups, o.enumerate.distrifusion, o.enumerate.vary_order,
                      o.runtime, o.launch.torch_compile, o.launch.parallel_vae, fmt::join(o.methods, "+"));
 }

@@ -127,6 +127,9 @@ StatusOr<Plan> MakePlanAny(const Catalog& catalog, const Workload& workload, con
 // "runtime", "peak_phase"}.
 nlohmann::json MemoryPhasesJson(const MemoryBreakdown& memory);
 nlohmann::json LaunchToJson(const Launch& launch);
+// The user's topology as the plan priced it: {"source", "link", "layout", "sockets",
+// "gpus_per_switch", "box_gpus", "notes"}; null without one.
+nlohmann::json TopologyJson(const Cluster& cluster);
 
 // The plan as one JSON document (what `ditune plan --json` prints and the cache keeps).
 nlohmann::json PlanToJson(const Plan& plan);

@@ -17,10 +17,10 @@ BELOW = {
     "ingest": {"core", "costmodels"},
     "simulator": {"core", "costmodels"},
     "calibration": {"core", "costmodels", "store", "simulator"},
-    "planner": {"core", "costmodels", "store", "simulator", "calibration"},
-    "serving": {"core", "costmodels", "store", "simulator", "calibration", "planner"},
+    "planner": {"core", "costmodels", "store", "ingest", "simulator", "calibration"},
+    "serving": {"core", "costmodels", "store", "ingest", "simulator", "calibration", "planner"},
     "executor": {"core", "costmodels"},
-    "runs": {"core", "costmodels", "store", "simulator", "calibration", "planner", "executor"},
+    "runs": {"core", "costmodels", "store", "ingest", "simulator", "calibration", "planner", "executor"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 

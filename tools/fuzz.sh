@@ -16,7 +16,7 @@ seed=${3:-1}
 [[ $runs -eq 0 ]] && runs=-1
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${DITUNE_FUZZ_BUILD_DIR:-$root/build/fuzz}
-targets=(config measurement_csv nccl_tests xdit_log catalog_json suite torch_trace serving run_agreement)
+targets=(config measurement_csv nccl_tests xdit_log catalog_json suite torch_trace serving run_agreement machine)
 
 if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ is not installed (tools/setup.sh installs clang and libclang-rt-14-dev)" >&2
@@ -63,6 +63,11 @@ i=1
 for f in "$root"/tests/data/nccl/*.txt; do cp "$f" "$seeds/nccl_tests/$((i++))"; done
 i=1
 for f in "$root"/tests/data/xdit/*; do cp "$f" "$seeds/xdit_log/$((i++))"; done
+i=0
+for f in "$root"/tests/data/doctor/topo.* "$root"/tests/data/doctor/*.csv "$root"/tests/data/doctor/smi-q.* \
+  "$root"/tests/data/doctor/env.*; do
+  cp "$f" "$seeds/machine/$((i++))"
+done
 cp "$root/tests/data/trace/profile_trace_rank_0.json" "$seeds/torch_trace/0"
 cp "$root/tests/data/trace/profile_trace_rank_1.json.gz" "$seeds/torch_trace/1"
 i=0

@@ -654,5 +654,34 @@ mkfifo "$tmp/fifo.db"
 expect db-fifo 2 "not a regular file" -- plan --model pixart-alpha --gpu h100-sxm5-80gb --gpus 2 --db "$tmp/fifo.db"
 expect db-proc 2 "/proc/version: .*(give .*--db or DITUNE_DB)" -- calibrate show --db /proc/version
 
+# The user's own machine: the doctor's verdicts and exit codes, and its topology in the plans.
+doc=$(dirname "$0")/../data/doctor
+expect doctor-p2p-off 4 "warning: all_reduce over nvlink3 \(4 ranks\): 5.2 GB/s .*2% of the 230" -- doctor --no-detect \
+  --gpu a100-sxm4-80gb "$doc/all_reduce_perf.dgx-a100-4gpu-p2p-off.txt"
+expect doctor-p2p-off-cost 4 "costs: Ulysses-4 for flux.1-dev 1024x1024: .*x instead of .*x on this machine" -- doctor \
+  --no-detect --gpu a100-sxm4-80gb "$doc/all_reduce_perf.dgx-a100-4gpu-p2p-off.txt"
+expect doctor-p2p-on 0 "healthy: nothing found" -- doctor --no-detect --gpu a100-sxm4-80gb \
+  "$doc/all_reduce_perf.dgx-a100-4gpu-p2p-on.txt"
+expect doctor-env 4 "NCCL_P2P_DISABLE=1 \(.*env.p2p-disabled.txt\)" -- doctor --no-detect --gpu a800 "$doc/env.p2p-disabled.txt"
+NCCL_P2P_DISABLE=1 expect doctor-shell-env 4 "NCCL_P2P_DISABLE=1 \(this shell's environment\)" -- doctor --gpu a800
+expect doctor-json 4 '"healthy": false' -- doctor --no-detect --gpu a100-sxm4-80gb --json \
+  "$doc/all_reduce_perf.dgx-a100-4gpu-p2p-off.txt"
+expect doctor-needs-gpu 2 "judging nccl-tests needs the GPU: pass --gpu" -- doctor --no-detect \
+  "$doc/all_reduce_perf.dgx-a100-4gpu-p2p-off.txt"
+expect doctor-unknown-file 2 "not a file the doctor reads; valid:" -- doctor --no-detect "$0"
+expect doctor-missing-file 2 "cannot read '/nonexistent'" -- doctor --no-detect /nonexistent
+expect doctor-abbreviated 2 "abbreviated \('...'\)" -- doctor --no-detect "$doc/topo.abbreviated.txt"
+expect doctor-narrow-slot 4 "GPU 0 PCIe link: runs at x4 of x16" -- doctor --no-detect "$doc/query-gpu.2x5060ti-x4.csv"
+expect doctor-topology 0 "8 GPUs on 2 CPU sockets \(0-3 \| 4-7\)" -- doctor --no-detect --gpu l20 \
+  --write-topology "$tmp/box.json" "$doc/topo.8gpu-two-socket-4-per-switch.txt"
+expect plan-topology 0 "pcie4 as laid out in .*box.json \(2 sockets, 4 GPUs a switch\).*
+1 +ulysses=4,pipefusion=2" -- plan --model flux.1-dev --gpu l20 --gpus 8 --topology "$tmp/box.json"
+expect plan-catalog-box 0 "1 +ulysses=2,ring=2,pipefusion=2" -- plan --model flux.1-dev --gpu l20 --gpus 8
+expect plan-topology-raw 0 "4 GPUs a switch" -- simulate --model flux.1-dev --gpu l20 --gpus 8 --config ulysses=4,ring=2 \
+  --topology "$doc/topo.8gpu-two-socket-4-per-switch.txt"
+expect plan-topology-bad 2 "abbreviated" -- plan --model flux.1-dev --gpu l20 --gpus 8 --topology "$doc/topo.abbreviated.txt"
+expect plan-topology-too-small 2 "describes a node of 4 GPUs" -- plan --model flux.1-dev --gpu l20 --gpus 8 \
+  --gpus-per-node 8 --topology "$doc/topo.4gpu-pxb-pix-two-socket.txt"
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
