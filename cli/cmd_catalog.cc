@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json_fields.h"
 #include "core/workload.h"
 
 #include "cli/cli_common.h"
@@ -125,9 +126,50 @@ int RunModels(int argc, char** argv) {
   return 0;
 }
 
+namespace {
+
+// A GPU or link file to fill in: the shipped file of `like` with its identity and sources
+// replaced by what the user must write; its figures stay, so that it loads as it is printed.
+StatusOr<std::string> HardwareTemplate(const Catalog& c, const std::string& kind, const std::string& like_in) {
+  if (kind != "gpu" && kind != "link") {
+    return Status::InvalidArgument(fmt::format("--template '{}': give gpu or link", kind));
+  }
+  const std::string like = !like_in.empty() ? like_in : kind == "gpu" ? "l40s-48gb" : "pcie4";
+  if (kind == "gpu") {
+    DITUNE_RETURN_IF_ERROR(c.Gpu(like).status());
+  } else {
+    DITUNE_RETURN_IF_ERROR(c.Link(like).status());
+  }
+  std::string path = c.UserFileOf(kind, like);
+  if (path.empty()) {
+    path = (c.data_dir() / "hardware" / (kind == "gpu" ? "gpus" : "links") / (like + ".json")).string();
+  }
+  DITUNE_ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(path));
+  const std::string id = kind == "gpu" ? "my-gpu" : "my-link";
+  j["id"] = id;
+  j["name"] = fmt::format("FILL IN: the {}'s name (these figures are {}'s: replace each)", kind, like);
+  j["source"] = "FILL IN: where each figure comes from (datasheet, nvidia-smi output, nccl-tests run)";
+  j["notes"] = fmt::format("Save as DIR/hardware/{}/{}.json (the file name is the id) and pass --catalog DIR.",
+                           kind == "gpu" ? "gpus" : "links", id);
+  if (kind == "gpu") {
+    j["device_names"] = nlohmann::json::array({"FILL IN: the name nvidia-smi prints"});
+    j.erase("memory_total_mib");
+    j.erase("memory_total_source");
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
 int RunHardware(int argc, char** argv) {
-  cxxopts::Options options("ditune hardware", "The GPUs and links ditune knows");
-  options.add_options()("json", "one JSON document on stdout");
+  cxxopts::Options options("ditune hardware",
+                           "The GPUs and links ditune knows. A GPU or link of your own goes in a user catalog: "
+                           "`ditune hardware --template gpu > DIR/hardware/gpus/my-gpu.json`, fill it in, then "
+                           "--catalog DIR (or DITUNE_CATALOG=DIR) on any command");
+  options.add_options()("json", "one JSON document on stdout")(
+      "template", "print a file to fill in: gpu or link", cxxopts::value<std::string>())(
+      "like", "the shipped entry whose figures the template starts from (default: l40s-48gb / pcie4)",
+      cxxopts::value<std::string>());
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("hardware", args.status());
@@ -135,6 +177,14 @@ int RunHardware(int argc, char** argv) {
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("hardware", catalog.status());
   const Catalog& c = **catalog;
+  if (args->count("template")) {
+    auto text = HardwareTemplate(c, (*args)["template"].as<std::string>(),
+                                 args->count("like") ? (*args)["like"].as<std::string>() : "");
+    if (!text.ok()) return Fail("hardware", text.status());
+    std::cout << *text;
+    return 0;
+  }
+  if (args->count("like")) return Fail("hardware", Status::InvalidArgument("--like goes with --template gpu|link"));
 
   if (args->count("json")) {
     nlohmann::json gpus = nlohmann::json::array();
@@ -146,7 +196,7 @@ int RunHardware(int argc, char** argv) {
                       {"memory_bandwidth_gbps", g.memory_bandwidth.value() / 1e9},
                       {"host_link_gbps", g.host_link.value() / 1e9},
                       {"memory_gb", g.memory.value() / 1e9}, {"default_intra", g.default_intra},
-                      {"source", g.source}, {"notes", g.notes}});
+                      {"source", g.source}, {"notes", g.notes}, {"user_file", c.UserFileOf("gpu", g.id)}});
     }
     nlohmann::json links = nlohmann::json::array();
     for (const auto& l : c.links()) {
@@ -154,9 +204,10 @@ int RunHardware(int argc, char** argv) {
                        {"topology", LinkTopologyName(l.topology)}, {"line_gbps", l.line.value() / 1e9},
                        {"busbw_gbps", l.busbw.value() / 1e9}, {"p2p_gbps", l.p2p.value() / 1e9},
                        {"latency_us", l.latency.value() * 1e6}, {"cross_socket_gbps", l.cross_socket.value() / 1e9},
-                       {"gpus_per_switch", l.gpus_per_switch}, {"source", l.source}, {"notes", l.notes}});
+                       {"gpus_per_switch", l.gpus_per_switch}, {"source", l.source}, {"notes", l.notes},
+                       {"user_file", c.UserFileOf("link", l.id)}});
     }
-    std::cout << nlohmann::json{{"gpus", gpus}, {"links", links}}.dump(2) << "\n";
+    std::cout << nlohmann::json{{"gpus", gpus}, {"links", links}, {"user_catalog", c.user_entries()}}.dump(2) << "\n";
     return 0;
   }
   std::vector<std::vector<std::string>> rows;
@@ -180,7 +231,12 @@ int RunHardware(int argc, char** argv) {
   std::cout << "\nLinks (GB/s per direction)\n"
             << FormatTable({"id", "scope", "topology", "line", "busbw", "p2p", "cross-socket", "GPUs/switch", "latency us"},
                            rows);
-  std::cout << "\nthe source of every figure, and notes: ditune hardware --json\n";
+  if (!c.user_entries().empty()) {
+    std::cout << "\nfrom your catalog (--catalog / DITUNE_CATALOG):\n";
+    for (const auto& e : c.user_entries()) std::cout << "  " << e << "\n";
+  }
+  std::cout << "\nthe source of every figure, and notes: ditune hardware --json; your own GPU or link: ditune hardware "
+               "--help\n";
   return 0;
 }
 

@@ -178,6 +178,10 @@ int RunPlan(int argc, char** argv) {
     std::cout << "\n";
     for (const auto& line : plan->explanation) std::cout << "- " << line << "\n";
   }
+  if (!plan->reproduce.empty()) {
+    std::cout << "\nto measure the winner's figure:\n";
+    for (const auto& line : plan->reproduce) std::cout << "- " << line << "\n";
+  }
   if (!best.launch) {
     std::cout << "\nlaunch with ditune: " << ShellJoin(DituneRunCommand("ditune", w, best.config, c)) << "\n";
     return 0;

@@ -1,6 +1,7 @@
 // The ditune command line: a thin dispatcher over the libraries.
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <new>
@@ -49,11 +50,52 @@ int CheckStdout(const std::string& cmd, int rc) {
 void Usage(std::ostream& os) {
   os << "usage: ditune COMMAND [options]   (ditune COMMAND --help for its options)\n\ncommands:\n";
   for (const auto& c : kCommands) os << "  " << c.name << std::string(12 - std::strlen(c.name), ' ') << c.summary << "\n";
+  os << "\nevery command: --catalog DIR  a user catalog of GPU, link, model and runtime files that add to or replace "
+        "the shipped ones (also $DITUNE_CATALOG, ':'-separated; `ditune hardware --template gpu` prints a file)\n";
+}
+
+// Takes every --catalog DIR (or --catalog=DIR) out of argv and appends DIR to $DITUNE_CATALOG,
+// where the catalog loader reads it: one flag for every command. False (with the message
+// printed) where --catalog has no value.
+bool TakeCatalogFlags(int* argc, char** argv) {
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    std::string a = argv[i];
+    std::string dir;
+    if (a == "--") {
+      // What follows is another program's command line (launch -- CMD ...): left as it is.
+      while (i < *argc) argv[out++] = argv[i++];
+      break;
+    }
+    if (a == "--catalog") {
+      if (i + 1 >= *argc || std::strlen(argv[i + 1]) == 0) {
+        std::cerr << "ditune: --catalog needs a directory (a user catalog: DIR/hardware/gpus/<id>.json, ...)\n";
+        return false;
+      }
+      dir = argv[++i];
+    } else if (a.rfind("--catalog=", 0) == 0) {
+      dir = a.substr(10);
+      if (dir.empty()) {
+        std::cerr << "ditune: --catalog needs a directory (a user catalog: DIR/hardware/gpus/<id>.json, ...)\n";
+        return false;
+      }
+    } else {
+      argv[out++] = argv[i];
+      continue;
+    }
+    const char* env = std::getenv("DITUNE_CATALOG");
+    const std::string value = env != nullptr && *env != '\0' ? std::string(env) + ":" + dir : dir;
+    setenv("DITUNE_CATALOG", value.c_str(), 1);
+  }
+  *argc = out;
+  argv[out] = nullptr;
+  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!TakeCatalogFlags(&argc, argv)) return 2;
   if (argc < 2) {
     Usage(std::cerr);
     return 2;

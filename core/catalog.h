@@ -2,6 +2,7 @@
 #ifndef DITUNE_CORE_CATALOG_H_
 #define DITUNE_CORE_CATALOG_H_
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -19,10 +20,21 @@ class Catalog {
   // data_dir/hardware/links/*.json and data_dir/runtimes/*.json (each runtime's entries are
   // attached to the models they name: ModelSpec::runtimes). Every file must parse, pass its
   // cross-checks and be named after its id. Fails on the first bad file, naming it.
-  static StatusOr<Catalog> Load(const std::filesystem::path& data_dir);
+  //
+  // `user_dirs` (a user catalog: --catalog DIR, or $DITUNE_CATALOG) hold files laid out the
+  // same way (DIR/hardware/gpus/<id>.json, DIR/hardware/links/<id>.json, DIR/models/<id>.json,
+  // DIR/runtimes/<id>.json; any of the folders may be absent), checked the same way: a file
+  // whose id is new adds an entry, one whose id is shipped replaces it, later directories
+  // over earlier ones. InvalidArgument naming the directory when it does not exist or holds
+  // none of those folders.
+  static StatusOr<Catalog> Load(const std::filesystem::path& data_dir,
+                                const std::vector<std::filesystem::path>& user_dirs = {});
 
   // $DITUNE_DATA when set, else the directory the build was configured with.
   static std::filesystem::path DefaultDataDir();
+  // $DITUNE_CATALOG split at ':' (empty parts skipped); the CLI's --catalog DIR is appended
+  // to it, so that it wins over the environment's.
+  static std::vector<std::filesystem::path> DefaultUserDirs();
 
   // Loads DefaultDataDir() once per process; the catalog lives until exit.
   static StatusOr<const Catalog*> Default();
@@ -38,6 +50,14 @@ class Catalog {
   const std::vector<LinkSpec>& links() const { return links_; }
   const std::vector<RuntimeSpec>& runtimes() const { return runtimes_; }
   const std::filesystem::path& data_dir() const { return data_dir_; }
+  // What the user catalog added or replaced, one line each: "gpu my-gpu (new, from PATH)",
+  // "link pcie4 (replaces the shipped one, from PATH)".
+  const std::vector<std::string>& user_entries() const { return user_entries_; }
+  // Where an entry came from when a user catalog supplied it ("" for shipped entries).
+  std::string UserFileOf(std::string_view kind, std::string_view id) const;
+  // A digest of every loaded entry's content: plans cached on one catalog are not reused on
+  // another whose figures differ under the same ids.
+  uint64_t fingerprint() const { return fingerprint_; }
 
  private:
   std::filesystem::path data_dir_;
@@ -45,6 +65,9 @@ class Catalog {
   std::vector<GpuSpec> gpus_;
   std::vector<LinkSpec> links_;
   std::vector<RuntimeSpec> runtimes_;
+  std::vector<std::string> user_entries_;
+  std::vector<std::pair<std::string, std::string>> user_files_;  // ("gpu/<id>", path)
+  uint64_t fingerprint_ = 0;
 };
 
 // "unknown <what> 'x' (did you mean 'y'?); valid: a, b, c" — the message every unknown

@@ -308,6 +308,23 @@ StatusOr<RuntimeFile> ParseRuntimeFile(const nlohmann::json& j, const std::strin
   r.engine = f.OptionalBool("engine", false);
   r.compiled_by_default = f.OptionalBool("compiled_by_default", false);
   if (f.Has("compiled_source")) r.compiled_source = f.String("compiled_source");
+  if (f.Has("timing")) {
+    if (const nlohmann::json* t = f.Object("timing")) {
+      JsonFields tf(*t, origin + ": timing");
+      RuntimeTiming timing;
+      timing.how = tf.String("how");
+      if (tf.Has("warmup_calls")) timing.warmup_calls = static_cast<int>(tf.Int("warmup_calls", 0, 100));
+      if (tf.Has("text_encoding")) timing.text_encoding = tf.Bool("text_encoding") ? 1 : 0;
+      if (tf.Has("vae_decode")) timing.vae_decode = tf.Bool("vae_decode") ? 1 : 0;
+      timing.source = tf.String("source");
+      tf.RejectUnknownKeys();
+      if (!tf.status().ok()) return tf.status();
+      if (timing.how.empty() || timing.source.empty()) {
+        return Status::InvalidArgument(fmt::format("{}: timing: how and source must not be empty", origin));
+      }
+      r.timing = std::move(timing);
+    }
+  }
   nlohmann::json defaults = nlohmann::json::object();
   if (f.Has("defaults")) {
     if (const nlohmann::json* d = f.Object("defaults")) defaults = *d;

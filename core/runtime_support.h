@@ -9,6 +9,7 @@
 
 #include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -182,6 +183,16 @@ StatusOr<RuntimeSupport> ParseRuntimeSupport(const nlohmann::json& j, const std:
 
 // A runtime as a whole (data/runtimes/<id>.json): what it is, how its runs are priced, and
 // — in the catalog — its entry per model (ModelSpec::runtimes).
+// How a runtime's own script or benchmark times a generation, so that a user can measure
+// what a plan predicts: what its printed figure covers and how many warm-up calls come first.
+struct RuntimeTiming {
+  std::string how;          // one sentence: the figure it prints and around what it is taken
+  int warmup_calls = -1;    // warm-up calls before the timed one; -1 where not stated
+  int text_encoding = -1;   // the figure includes the text encoders: 1 yes, 0 no, -1 not stated
+  int vae_decode = -1;      // the figure includes the VAE decode: 1 yes, 0 no, -1 not stated
+  std::string source;       // repository, file, a short quote
+};
+
 struct RuntimeSpec {
   std::string id;
   std::string name;
@@ -193,6 +204,7 @@ struct RuntimeSpec {
   // torch.compile (or an ahead-of-time engine) is on unless the user turns it off.
   bool compiled_by_default = false;
   std::string compiled_source;
+  std::optional<RuntimeTiming> timing;  // absent where no source says
 };
 
 // Whether a runtime's run of a model is compiled: asked for (compile=1, --torch-compile) or

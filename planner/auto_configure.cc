@@ -48,7 +48,8 @@ StatusOr<Plan> AutoConfigure(const Workload& workload, const ClusterSpec& spec, 
     if (!fallback.empty()) plan.explanation.push_back(fallback);
     return plan;
   }
-  const std::string key = PlanCacheKey(workload, cluster, opt.plan);
+  // The catalog's digest too: a user catalog (--catalog) can change a GPU's figures under its id.
+  const std::string key = fmt::format("{}|cat{:x}", PlanCacheKey(workload, cluster, opt.plan), catalog->fingerprint());
   if (opt.from_cache != nullptr) *opt.from_cache = false;
   if (opt.use_cache) {
     DITUNE_ASSIGN_OR_RETURN(std::optional<nlohmann::json> cached, store->GetCachedPlan(key, version));

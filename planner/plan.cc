@@ -167,6 +167,56 @@ StatusOr<std::string> RuntimeRules(const Catalog& catalog, const ModelSpec& mode
 }
 
 // Ranks the simulated candidates, adds the single-GPU reference and the explanation.
+std::vector<std::string> ReproduceLines(const Catalog& catalog, const std::string& runtime, const Workload& w,
+                                        const SimResult& r) {
+  std::vector<std::string> out;
+  const bool decoded = w.output == OutputType::kDecoded;
+  out.push_back(fmt::format(
+      "the figure is one generation with the weights loaded and warm, as its slowest rank sees it: text encoding "
+      "{:.2f} s + {} denoising steps {:.2f} s{} + VAE decode {:.2f} s{}; loading the weights and the first call's "
+      "compilation and autotuning are not in it",
+      r.text_encode.value(), w.steps, r.dit.value(),
+      r.warmup.value() > 0 ? fmt::format(" (of which synchronous warm-up steps {:.2f} s)", r.warmup.value()) : "",
+      r.vae_decode.value(), decoded ? "" : " (--output-type latent: no decode)"));
+  auto spec = catalog.Runtime(runtime);
+  if (!spec.ok()) return out;
+  const RuntimeSpec& rt = **spec;
+  if (!rt.timing) {
+    out.push_back(fmt::format(
+        "{}: no source ditune has says how it times a generation; to measure the same thing, call the pipeline once "
+        "to warm up, then time one call with torch.cuda.synchronize() before each clock read",
+        rt.name));
+    return out;
+  }
+  const RuntimeTiming& t = *rt.timing;
+  out.push_back(fmt::format("how {} times it: {} ({})", rt.name, t.how, t.source));
+  double compare = r.total.value();
+  std::vector<std::string> left_out;
+  if (t.text_encoding == 0) {
+    compare -= r.text_encode.value();
+    left_out.push_back("the text encoders");
+  }
+  if (t.vae_decode == 0 && decoded) {
+    compare -= r.vae_decode.value();
+    left_out.push_back("the VAE decode");
+  }
+  std::vector<std::string> unknown;
+  if (t.text_encoding < 0) unknown.push_back(fmt::format("the text encoders ({:.2f} s)", r.text_encode.value()));
+  if (t.vae_decode < 0 && decoded) unknown.push_back(fmt::format("the VAE decode ({:.2f} s)", r.vae_decode.value()));
+  if (!unknown.empty()) {
+    out.push_back(fmt::format("no source says whether its figure includes {}", fmt::join(unknown, " or ")));
+  }
+  if (!left_out.empty()) {
+    out.push_back(fmt::format("its figure leaves out {}: compare it with {:.3f} s of this plan's {:.3f} s",
+                              fmt::format("{}", fmt::join(left_out, " and ")), compare, r.total.value()));
+  }
+  if (t.warmup_calls == 0) {
+    out.push_back("it runs no warm-up call first: its first figure includes compilation and autotuning; run it twice "
+                  "and read the second");
+  }
+  return out;
+}
+
 StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, const TokenGeometry& tokens,
                           const CostModels& models, std::vector<Candidate> all, const PlanOptions& opt,
                           std::string_view rules, Plan plan) {
@@ -231,6 +281,7 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
   }
   // Explanation: the winner's numbers, then what holds each runner-up back.
   const Candidate& best = all.front();
+  plan.reproduce = ReproduceLines(catalog, opt.runtime, workload, best.result);
   plan.explanation.push_back(fmt::format(
       "{}{} wins on {}: {:.3f} s per generation ({:.2f} images/s, {:.1f} GPU-s per image); per step {:.1f} ms of "
       "which compute {}, exposed communication {}, bubble {}, host wait {}",
@@ -670,6 +721,7 @@ StatusOr<Plan> MakePlanAny(const Catalog& catalog, const Workload& workload, con
   }
   lines.insert(lines.end(), winner->explanation.begin(), winner->explanation.end());
   out.explanation = std::move(lines);
+  out.reproduce = ReproduceLines(catalog, best.runtime, workload, best.result);
   return out;
 }
 
@@ -746,6 +798,7 @@ nlohmann::json PlanToJson(const Plan& plan) {
       {"pruned_memory", plan.pruned_memory},
       {"ranked", ranked},
       {"explanation", plan.explanation},
+      {"reproduce", plan.reproduce},
   };
   out["single_gpu_s"] = plan.single_gpu ? nlohmann::json(plan.single_gpu->result.total.value()) : nlohmann::json(nullptr);
   return out;

@@ -82,7 +82,16 @@ struct Plan {
   int enumerated = 0;                   // valid configurations
   int pruned_memory = 0;                // of those, predicted not to fit
   std::vector<std::string> explanation;  // why the winner wins, in numbers
+  // How to measure what the winner's figure predicts: what it covers, and how the runtime's
+  // own script times a generation (ReproduceLines).
+  std::vector<std::string> reproduce;
 };
+
+// What a predicted figure covers (one warm generation; text encoding, the steps, the VAE
+// decode; not loading or first-call compilation), and how `runtime`'s own script times a
+// generation, with the part of the figure to compare where it leaves something out.
+std::vector<std::string> ReproduceLines(const Catalog& catalog, const std::string& runtime, const Workload& workload,
+                                        const SimResult& result);
 
 // Plans `workload` on `cluster` with the calibrated `fits`. Infeasible when no valid
 // configuration fits in memory (the message says what the smallest needs).

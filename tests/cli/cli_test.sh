@@ -683,5 +683,26 @@ expect plan-topology-bad 2 "abbreviated" -- plan --model flux.1-dev --gpu l20 --
 expect plan-topology-too-small 2 "describes a node of 4 GPUs" -- plan --model flux.1-dev --gpu l20 --gpus 8 \
   --gpus-per-node 8 --topology "$doc/topo.4gpu-pxb-pix-two-socket.txt"
 
+# A GPU of the user's own, from the template to a plan.
+mkdir -p "$tmp/cat/hardware/gpus"
+expect hardware-template 0 '"id": "my-gpu"' -- hardware --template gpu --like rtx6000ada-48gb
+"$bin" hardware --template gpu --like rtx6000ada-48gb >"$tmp/cat/hardware/gpus/my-gpu.json"
+expect catalog-hardware 0 "gpu my-gpu \(new, from .*my-gpu.json\)" -- hardware --catalog "$tmp/cat"
+expect catalog-plan 0 "on 4 x my-gpu" -- plan --catalog "$tmp/cat" --model flux.1-dev --gpu my-gpu --gpus 4
+DITUNE_CATALOG=$tmp/cat expect catalog-env 0 "on 4 x my-gpu" -- plan --model flux.1-dev --gpu my-gpu --gpus 4
+expect catalog-missing 2 "user catalog '/nonexistent' \(--catalog or DITUNE_CATALOG\) is not a directory" -- \
+  models --catalog /nonexistent
+expect catalog-no-value 2 "--catalog needs a directory" -- models --catalog
+printf '{"id": "my-gpu"}' >"$tmp/cat/hardware/gpus/my-gpu.json"
+expect catalog-bad-file 2 "my-gpu.json: missing field" -- plan --catalog "$tmp/cat" --model flux.1-dev --gpu my-gpu --gpus 4
+expect hardware-template-kind 2 "--template 'switch': give gpu or link" -- hardware --template switch
+expect hardware-template-like 2 "unknown GPU 'h900'" -- hardware --template gpu --like h900
+
+# Every plan says how to measure its figure.
+expect plan-reproduce 0 "to measure the winner's figure:
+- the figure is one generation with the weights loaded and warm" -- plan --model flux.1-dev --gpu h100 --gpus 4
+expect plan-reproduce-runtime 0 "how xDiT times it: the xdit runner" -- plan --model flux.1-dev --gpu h100 --gpus 4
+expect plan-reproduce-json 0 '"reproduce": \[' -- plan --model flux.1-dev --gpu h100 --gpus 4 --json
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

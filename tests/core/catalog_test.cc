@@ -213,5 +213,60 @@ TEST(CatalogLoadTest, MissingDirectory) {
   EXPECT_NE(c.status().message().find("DITUNE_DATA"), std::string::npos);
 }
 
+// A user catalog adds a GPU, replaces a shipped link, and is checked as the shipped one is.
+class UserCatalogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(DITUNE_TEST_TMP_DIR) / "user" /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ / "hardware" / "gpus");
+    std::filesystem::create_directories(dir_ / "hardware" / "links");
+  }
+  void Write(const std::string& rel, const nlohmann::json& j) { std::ofstream(dir_ / rel) << j.dump(2); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(UserCatalogTest, AddsAndReplaces) {
+  auto gpu = *ReadJsonFile(std::string(DITUNE_TEST_DATA_DIR) + "/hardware/gpus/l40s-48gb.json");
+  gpu["id"] = "my-gpu";
+  gpu["memory_gb"] = 96;
+  gpu["device_names"] = {"NVIDIA Example 96GB"};
+  gpu.erase("memory_total_mib");
+  gpu.erase("memory_total_source");
+  Write("hardware/gpus/my-gpu.json", gpu);
+  auto link = *ReadJsonFile(std::string(DITUNE_TEST_DATA_DIR) + "/hardware/links/pcie4.json");
+  link["gpus_per_switch"] = 4;
+  Write("hardware/links/pcie4.json", link);
+  auto c = Catalog::Load(DITUNE_TEST_DATA_DIR, {dir_});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto g = c->Gpu("my-gpu");
+  ASSERT_TRUE(g.ok());
+  EXPECT_DOUBLE_EQ((*g)->memory.value(), 96e9);
+  EXPECT_EQ((*c->Link("pcie4"))->gpus_per_switch, 4);
+  EXPECT_EQ(c->gpus().size(), TestCatalog().gpus().size() + 1);
+  EXPECT_EQ(c->links().size(), TestCatalog().links().size());
+  ASSERT_EQ(c->user_entries().size(), 2u);
+  EXPECT_NE(c->UserFileOf("gpu", "my-gpu").find("my-gpu.json"), std::string::npos);
+  EXPECT_EQ(c->UserFileOf("gpu", "h100-sxm5-80gb"), "");
+  EXPECT_NE(c->fingerprint(), TestCatalog().fingerprint());
+  EXPECT_EQ(Catalog::Load(DITUNE_TEST_DATA_DIR)->fingerprint(), TestCatalog().fingerprint());
+}
+
+TEST_F(UserCatalogTest, BadFilesAndDirectoriesAreErrors) {
+  Write("hardware/gpus/my-gpu.json", nlohmann::json{{"id", "my-gpu"}});
+  auto c = Catalog::Load(DITUNE_TEST_DATA_DIR, {dir_});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().ExitCode(), 2);
+  EXPECT_NE(c.status().message().find("my-gpu.json"), std::string::npos);
+  auto missing = Catalog::Load(DITUNE_TEST_DATA_DIR, {dir_ / "nope"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("is not a directory"), std::string::npos);
+  std::filesystem::remove_all(dir_ / "hardware");
+  auto empty = Catalog::Load(DITUNE_TEST_DATA_DIR, {dir_});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("holds none of"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ditune

@@ -233,5 +233,32 @@ TEST(RuntimesTest, UnknownRuntimesAreNamedWithTheValidOnes) {
   EXPECT_TRUE(Has(none.message(), "runtimes that run it: ")) << none.message();
 }
 
+// Each plan says what its figure covers and how its runtime times a generation; where the
+// runtime's figure leaves a part out, the line names the part of the plan to compare with.
+TEST(RuntimesTest, PlansSayHowToReproduceTheirFigure) {
+  SimResult r;
+  r.text_encode = Seconds(0.5);
+  r.dit = Seconds(10);
+  r.vae_decode = Seconds(2);
+  r.total = Seconds(12.5);
+  const Workload w = At("flux.1-dev", 1024, 1024);
+  std::vector<std::string> engine = ReproduceLines(Cat(), "ditune", w, r);
+  ASSERT_EQ(engine.size(), 3u);
+  EXPECT_TRUE(Has(engine[0], "text encoding 0.50 s + 28 denoising steps 10.00 s + VAE decode 2.00 s"));
+  EXPECT_TRUE(Has(engine[2], "compare it with 10.000 s of this plan's 12.500 s"));
+  std::vector<std::string> hunyuan = ReproduceLines(Cat(), "hunyuan-sample", w, r);
+  bool warm = false;
+  for (const auto& l : hunyuan) warm |= Has(l, "no warm-up call first");
+  EXPECT_TRUE(warm);
+  std::vector<std::string> wan = ReproduceLines(Cat(), "wan-generate", w, r);
+  bool unknown = false;
+  for (const auto& l : wan) unknown |= Has(l, "no source says whether its figure includes the text encoders (0.50 s)");
+  EXPECT_TRUE(unknown);
+  for (const auto& rt : Cat().runtimes()) {
+    ASSERT_TRUE(rt.timing.has_value()) << rt.id << ": every runtime says how it times a generation";
+    EXPECT_FALSE(rt.timing->source.empty()) << rt.id;
+  }
+}
+
 }  // namespace
 }  // namespace ditune
