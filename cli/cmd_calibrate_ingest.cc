@@ -195,8 +195,9 @@ int CalibrateIngest(int argc, char** argv) {
                   Status::InvalidArgument(fmt::format(
                       "{}: the measured collectives fall far below what the link gives, so nothing was stored (fitted, "
                       "they would slow every later plan on the link); fix the machine and measure again, or give "
-                      "--accept-slow if this is the machine you plan for:{}",
-                      file, text)));
+                      "--accept-slow if this is the machine you plan for:{}\n  for the whole diagnosis and what it costs "
+                      "your plans: ditune doctor {} --gpu {} (with nvidia-smi topo -m and your NCCL_* settings beside it)",
+                      file, text, file, measurements->front().device)));
     }
     std::cerr << "ditune calibrate ingest: warning: storing collectives far below the link's figure (--accept-slow):"
               << text << "\n";

@@ -82,6 +82,11 @@ int RunLaunch(int argc, char** argv) {
   if (args->count("nodes")) spec.nodes = (*args)["nodes"].as<int>();
   if (args->count("intra")) spec.intra_id = (*args)["intra"].as<std::string>();
   if (args->count("inter")) spec.inter_id = (*args)["inter"].as<std::string>();
+  if (args->count("topology")) {
+    auto t = ReadTopologyFile((*args)["topology"].as<std::string>());
+    if (!t.ok()) return Fail("launch", t.status());
+    spec.topology = std::make_shared<const MachineTopology>(std::move(*t));
+  }
   if (spec.gpu_id.empty() || spec.gpus == 0) {
     auto detected = DetectGpus(**catalog, SystemCommandRunner());
     if (!detected.ok()) return Fail("launch", detected.status());
@@ -93,6 +98,10 @@ int RunLaunch(int argc, char** argv) {
     if (spec.gpu_id.empty()) spec.gpu_id = detected->gpu_id;
     if (spec.gpus == 0) spec.gpus = detected->count;
     if (spec.intra_id.empty()) spec.intra_id = detected->intra_id;
+    // This machine's own layout (sockets, PCIe switches), as --topology would give it.
+    if (spec.topology == nullptr && detected->topology != nullptr && spec.gpus <= detected->topology->gpus) {
+      spec.topology = detected->topology;
+    }
   }
   auto opt = ReadPlanOptions(*args, **catalog, /*any_allowed=*/true);
   if (!opt.ok()) return Fail("launch", opt.status());

@@ -107,6 +107,8 @@ StatusOr<DetectedGpus> DetectGpus(const Catalog& catalog, const CommandRunner& r
       }
     }
     d.nvlink = pairs > 0 && nv == pairs;
+    auto matrix = ParseTopoMatrix(*topo, "nvidia-smi topo -m");
+    if (matrix.ok() && matrix->gpus == d.count) d.topology = std::make_shared<const MachineTopology>(*matrix);
   }
   if (!d.gpu_id.empty()) {
     const GpuSpec& g = **catalog.Gpu(d.gpu_id);

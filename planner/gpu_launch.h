@@ -4,6 +4,7 @@
 #define DITUNE_PLANNER_GPU_LAUNCH_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "core/cluster.h"
 #include "core/parallel_config.h"
 #include "core/status.h"
+#include "core/topology.h"
 #include "core/workload.h"
 #include "planner/launch.h"
 
@@ -29,6 +31,8 @@ struct DetectedGpus {
   bool two_sockets = false;  // some pairs only through the CPU interconnect (SYS)
   std::string gpu_id;     // catalog id, empty when unknown
   std::string intra_id;   // catalog link id
+  // The whole `nvidia-smi topo -m` matrix where it parsed (--topology's input), else null.
+  std::shared_ptr<const MachineTopology> topology;
 };
 
 // Asks nvidia-smi for the GPUs and their topology. InvalidArgument, saying so plainly and

@@ -698,11 +698,33 @@ expect catalog-bad-file 2 "my-gpu.json: missing field" -- plan --catalog "$tmp/c
 expect hardware-template-kind 2 "--template 'switch': give gpu or link" -- hardware --template switch
 expect hardware-template-like 2 "unknown GPU 'h900'" -- hardware --template gpu --like h900
 
+expect launch-topology 0 "ulysses=4,pipefusion=2 \(predicted" -- launch --auto --model flux.1-dev --gpu l20 --gpus 8 \
+  --dry-run --topology "$doc/topo.8gpu-two-socket-4-per-switch.txt"
+
 # Every plan says how to measure its figure.
 expect plan-reproduce 0 "to measure the winner's figure:
 - the figure is one generation with the weights loaded and warm" -- plan --model flux.1-dev --gpu h100 --gpus 4
 expect plan-reproduce-runtime 0 "how xDiT times it: the xdit runner" -- plan --model flux.1-dev --gpu h100 --gpus 4
 expect plan-reproduce-json 0 '"reproduce": \[' -- plan --model flux.1-dev --gpu h100 --gpus 4 --json
+
+# On a machine with GPUs the doctor runs nvidia-smi itself (here a stand-in that prints the
+# saved outputs of a two-socket box of L20s, one of them at x8).
+mkdir -p "$tmp/fakebin"
+cat >"$tmp/fakebin/nvidia-smi" <<FAKE
+#!/usr/bin/env bash
+case "\$*" in
+  "topo -m") cat "$doc/topo.8gpu-two-socket-4-per-switch.txt" ;;
+  "topo -p2p p") exit 1 ;;
+  "-q") sed -e 's/NVIDIA H800/NVIDIA L20/' -e 's/81559/46068/' -e 's/Current                   : 16x/Current                   : 8x/' \
+          "$doc/smi-q.h800-healthy.txt" ;;
+  *) exit 1 ;;
+esac
+FAKE
+chmod +x "$tmp/fakebin/nvidia-smi"
+PATH="$tmp/fakebin:$PATH" expect doctor-detects 4 "GPU 0 \(00000000:18:00.0\) PCIe link: runs at x8 of x16" -- doctor
+PATH="$tmp/fakebin:$PATH" expect doctor-detects-topology 4 "8 GPUs on 2 CPU sockets" -- doctor
+expect ingest-slow-names-doctor 2 "ditune doctor .*slow.csv --gpu h100-sxm5-80gb" -- calibrate ingest "$tmp/slow.csv" \
+  --db "$tmp/slow2.db"
 
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "core/catalog.h"
 #include "core/topology.h"
 #include "ingest/nvidia_smi.h"

@@ -242,6 +242,14 @@ TEST(LaunchTest, DetectsFromNvidiaSmi) {
   EXPECT_FALSE(d->nvlink);
   EXPECT_TRUE(d->two_sockets);
   EXPECT_EQ(d->intra_id, "pcie4");
+  // The whole matrix, for the launch's own layout: two sockets, a switch of two on each.
+  ASSERT_NE(d->topology, nullptr);
+  EXPECT_EQ(d->topology->gpus, 4);
+  EXPECT_EQ(Summarize(*d->topology).sockets.size(), 2u);
+  auto box = LinkForTopology(*d->topology, **Cat().Gpu("l40-48gb"), Cat());
+  ASSERT_TRUE(box.ok());
+  EXPECT_EQ(box->gpus_per_switch, 2);
+  EXPECT_EQ(box->box_gpus, 4);
   const CommandRunner none = [](const std::string&) -> StatusOr<std::string> {
     return Status::NotFound("nvidia-smi not installed");
   };
