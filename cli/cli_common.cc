@@ -179,8 +179,8 @@ StatusOr<cxxopts::ParseResult> Parse(cxxopts::Options& options, int argc, char**
     // A flag given twice would silently take its last value.
     std::map<std::string, int> times;
     for (const auto& kv : result.arguments()) {
-      // "files" collects positional arguments, one entry per file.
-      if (kv.key() != "files" && ++times[kv.key()] == 2) {
+      // "files" collects positional arguments and "from" repeated files, one entry per file.
+      if (kv.key() != "files" && kv.key() != "from" && ++times[kv.key()] == 2) {
         return Status::InvalidArgument(fmt::format("--{} is given more than once; give it once", kv.key()));
       }
     }
@@ -240,8 +240,14 @@ int Fail(const std::string& command, const Status& status) {
 std::string FormatTable(const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width(header.size(), 0);
+  // Columns as a terminal shows them: one per UTF-8 character (± is two bytes).
+  auto shown = [](const std::string& cell) {
+    size_t n = 0;
+    for (unsigned char c : cell) n += (c & 0xC0) != 0x80;
+    return n;
+  };
   auto measure = [&](const std::vector<std::string>& row) {
-    for (size_t i = 0; i < row.size() && i < width.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) width[i] = std::max(width[i], shown(row[i]));
   };
   measure(header);
   for (const auto& r : rows) measure(r);
@@ -249,7 +255,7 @@ std::string FormatTable(const std::vector<std::string>& header,
     std::string s;
     for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
       s += row[i];
-      if (i + 1 < row.size()) s += std::string(width[i] - row[i].size() + 2, ' ');
+      if (i + 1 < row.size()) s += std::string(width[i] - shown(row[i]) + 2, ' ');
     }
     return s + "\n";
   };

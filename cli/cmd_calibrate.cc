@@ -1,6 +1,8 @@
 // `ditune calibrate ingest FILE | fit | show | compute | comm | learn | factory`: measurements into the
 // store, fits from them; the subcommands' own files hold ingest and the sweeps.
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -17,6 +19,8 @@
 #include "ingest/ingest.h"
 #include "store/store.h"
 #include "calibration/factory.h"
+#include "calibration/intervals.h"
+#include "core/json_fields.h"
 #include "planner/gpu_launch.h"
 #include "calibration/measured_runs.h"
 #include "calibration/predict.h"
@@ -32,7 +36,8 @@ namespace ditune::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: ditune calibrate ingest FILE [options] | fit | show | compute | comm | learn --suite FILE | factory   "
+    "usage: ditune calibrate ingest FILE [options] | fit | show | compute | comm | learn --suite FILE | factory | "
+    "intervals --from FILE.json...   "
     "(ditune calibrate SUB --help)";
 
 }  // namespace
@@ -213,6 +218,57 @@ int FactoryCmd(int argc, char** argv) {
   return 0;
 }
 
+// `calibrate intervals --from V.json [--from ...] --out intervals.json`: the 80% interval bands
+// from the held-out residuals of `ditune validate --json` documents (the training suite's with
+// --cross-validate; other tables as they are), and the spread of the factory's compute scales.
+int IntervalsCmd(int argc, char** argv) {
+  cxxopts::Options options(
+      "ditune calibrate intervals",
+      "Learn the 80% interval bands from held-out residuals: `ditune validate --json` documents of predictions "
+      "whose constants never saw the rows (the training suite with --cross-validate; other tables as they are)");
+  options.add_options()("from", "a validate --json document (repeat the flag for several)",
+                        cxxopts::value<std::vector<std::string>>())(
+      "out", "write the interval table here (data/calibration/intervals.json's format); default: stdout",
+      cxxopts::value<std::string>());
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("calibrate intervals", args.status());
+  if (help) return 0;
+  if (args->count("from") == 0) {
+    return Fail("calibrate intervals", Status::InvalidArgument("--from FILE.json (a `ditune validate --json` document) is required"));
+  }
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("calibrate intervals", catalog.status());
+  std::vector<Residual> residuals;
+  std::vector<std::string> sources;
+  for (const auto& path : (*args)["from"].as<std::vector<std::string>>()) {
+    auto j = ReadJsonFile(path);
+    if (!j.ok()) return Fail("calibrate intervals", j.status());
+    auto r = ResidualsFromValidateJson(*j, path);
+    if (!r.ok()) return Fail("calibrate intervals", r.status());
+    residuals.insert(residuals.end(), r->begin(), r->end());
+    sources.push_back(fmt::format("{} ({} residuals)", std::filesystem::path(path).filename().string(), r->size()));
+  }
+  auto factory = LoadFactoryFits(**catalog);
+  if (!factory.ok()) return Fail("calibrate intervals", factory.status());
+  const IntervalTable table = LearnIntervals(residuals, *factory, sources);
+  const std::string text = IntervalTableJson(table).dump(2) + "\n";
+  if (args->count("out")) {
+    if (Status s = WriteOutputFile("out", (*args)["out"].as<std::string>(), text); !s.ok()) {
+      return Fail("calibrate intervals", s);
+    }
+    for (const auto& b : table.bands) {
+      std::cout << fmt::format("{}: n={} 80% of published values within {:+.1f}% .. {:+.1f}% of the prediction\n",
+                               b.runtime_class, b.n, 100 * (std::exp(b.lo) - 1), 100 * (std::exp(b.hi) - 1));
+    }
+    std::cout << fmt::format("no compute scale: widened by x{:.2f} either way ({} published scales)\n",
+                             std::exp(table.scale_spread), table.scales);
+  } else {
+    std::cout << text;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int RunCalibrate(int argc, char** argv) {
@@ -228,6 +284,7 @@ int RunCalibrate(int argc, char** argv) {
   if (sub == "comm") return CalibrateComm(argc - 1, argv + 1);
   if (sub == "learn") return RunCalibrateLearn(argc - 1, argv + 1);
   if (sub == "factory") return FactoryCmd(argc - 1, argv + 1);
+  if (sub == "intervals") return IntervalsCmd(argc - 1, argv + 1);
   if (sub == "-h" || sub == "--help") {
     std::cout << kUsage << "\n";
     return 0;

@@ -163,7 +163,10 @@ int RunPlan(int argc, char** argv) {
     std::vector<std::string> row = {std::to_string(rank++), Label(cand.config)};
     if (plan->runtime == kRuntimeAny) row.push_back(cand.runtime);
     rows.push_back(row);
-    rows.back().insert(rows.back().end(), {fmt::format("{:.3f}", r.total.value()), speedup, eff,
+    const std::string latency = cand.interval ? fmt::format("{:.3f} ±{:.0f}%", r.total.value(),
+                                                            100 * cand.interval->half_width())
+                                              : fmt::format("{:.3f}", r.total.value());
+    rows.back().insert(rows.back().end(), {latency, speedup, eff,
                     fmt::format("{:.2f}", cand.images_per_s), fmt::format("{:.1f}", r.peak_memory.value() / 1e9),
                     fmt::format("{:.1f}", 1e3 * step), pct(r.steady.compute), pct(r.steady.exposed_comm),
                     pct(r.steady.bubble), pct(r.steady.host_wait),

@@ -92,6 +92,14 @@ int RunSimulate(int argc, char** argv) {
     if (!st.ok()) return Fail("simulate", st);
   }
 
+  // The 80% interval of the figure, and where its compute figure comes from.
+  auto intervals = ShippedIntervals(inputs->catalog->data_dir());
+  if (!intervals.ok()) return Fail("simulate", intervals.status());
+  std::optional<PredictionInterval> interval;
+  if (*intervals) {
+    interval = IntervalFor(**intervals, *runtime, ComputeProvenance(*fits, cluster->gpu->id, model.id),
+                           r->total.value());
+  }
   if (args->count("json")) {
     nlohmann::json ranks = nlohmann::json::array();
     for (const auto& rr : r->ranks) {
@@ -110,6 +118,11 @@ int RunSimulate(int argc, char** argv) {
         {"ranks", ranks}};
     out["launch"] = launch ? LaunchToJson(*launch) : nlohmann::json(nullptr);
     out["topology"] = TopologyJson(*cluster);
+    out["predicted_lo_s"] = interval ? nlohmann::json(interval->lo_s) : nlohmann::json(nullptr);
+    out["predicted_hi_s"] = interval ? nlohmann::json(interval->hi_s) : nlohmann::json(nullptr);
+    out["provenance"] = interval ? nlohmann::json{{"compute", ProvenanceName(interval->provenance)},
+                                                  {"interval", interval->basis}}
+                                 : nlohmann::json(nullptr);
     std::cout << out.dump(2) << "\n";
     return r->fits ? 0 : 3;
   }
@@ -118,8 +131,13 @@ int RunSimulate(int argc, char** argv) {
                            workload->steps, cluster->gpus(), cluster->spec.gpu_id, IntraLabel(*cluster),
                            Label(*config));
   for (const auto& note : cluster->topology_notes) std::cout << "your box: " << note << "\n";
-  std::cout << fmt::format("latency {:.3f} s = text encoding {} + DiT {} + VAE decode {}\n", r->total.value(),
+  std::cout << fmt::format("latency {:.3f} s{} = text encoding {} + DiT {} + VAE decode {}\n", r->total.value(),
+                           interval ? fmt::format(" ±{:.0f}%", 100 * interval->half_width()) : "",
                            Ms(r->text_encode), Ms(r->dit), Ms(r->vae_decode));
+  if (interval) {
+    std::cout << fmt::format("80% interval {:.3f} to {:.3f} s, from {}; compute figure: {}\n", interval->lo_s,
+                             interval->hi_s, interval->basis, ProvenanceText(interval->provenance));
+  }
   std::cout << fmt::format("DiT: {} per steady step (compute {}, exposed communication {}, pipeline bubble {})",
                            Ms(r->step), Ms(r->steady.compute), Ms(r->steady.exposed_comm), Ms(r->steady.bubble));
   if (r->warmup.value() > 0) std::cout << fmt::format("; warm-up steps {}", Ms(r->warmup));

@@ -1,5 +1,6 @@
 // `ditune validate --suite FILE.csv [--db PATH] [--json]`.
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <sstream>
 
@@ -8,7 +9,9 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "calibration/intervals.h"
 #include "calibration/learn.h"
+#include "core/stats.h"
 #include "calibration/validate_suite.h"
 
 #include <unistd.h>
@@ -130,6 +133,22 @@ int RunValidate(int argc, char** argv) {
   auto report = ValidateSuite(*rows, **catalog, target);
   if (!report.ok()) return Fail("validate", report.status());
   const SuiteSummary& s = report->summary;
+  // Each prediction's 80% interval (its (GPU, model) scale comes from the group's calibrate
+  // row: a published run), and how many published values fall inside.
+  auto intervals = ShippedIntervals((*catalog)->data_dir());
+  if (!intervals.ok()) return Fail("validate", intervals.status());
+  std::vector<std::optional<PredictionInterval>> band(report->rows.size());
+  int inside = 0, judged = 0;
+  std::vector<double> widths;
+  for (size_t i = 0; i < report->rows.size(); ++i) {
+    const auto& r = report->rows[i];
+    if (!*intervals || !r.predicted_s || !r.refused.empty()) continue;
+    band[i] = IntervalFor(**intervals, r.row->runtime, Provenance::kPublished, *r.predicted_s);
+    if (r.row->role != SuiteRole::kPredict || !r.row->latency_s) continue;
+    ++judged;
+    inside += *r.row->latency_s >= band[i]->lo_s && *r.row->latency_s <= band[i]->hi_s;
+    widths.push_back(2 * band[i]->half_width());
+  }
 
   if (args->count("json")) {
     nlohmann::json out = nlohmann::json::array();
@@ -146,9 +165,18 @@ int RunValidate(int argc, char** argv) {
                      {"memory_phase", r.memory_phase.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.memory_phase)},
                      {"memory_ape", r.memory_ape ? nlohmann::json(*r.memory_ape) : nlohmann::json(nullptr)},
                      {"refused", r.refused.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.refused)}});
+      const auto& b = band[&r - report->rows.data()];
+      out.back()["predicted_lo_s"] = b ? nlohmann::json(b->lo_s) : nlohmann::json(nullptr);
+      out.back()["predicted_hi_s"] = b ? nlohmann::json(b->hi_s) : nlohmann::json(nullptr);
+      out.back()["provenance"] = b ? nlohmann::json{{"compute", ProvenanceName(b->provenance)}, {"interval", b->basis}}
+                                   : nlohmann::json(nullptr);
     }
+    nlohmann::json summary = SuiteSummaryJson(s);
+    summary["interval_rows"] = judged;
+    summary["interval_inside"] = inside;
+    summary["interval_median_width"] = widths.empty() ? nlohmann::json(nullptr) : nlohmann::json(Median(widths));
     std::cout << nlohmann::json{{"rows", out},
-                                {"summary", SuiteSummaryJson(s)}}
+                                {"summary", summary}}
                      .dump(2)
               << "\n";
     return 0;
@@ -188,6 +216,11 @@ int RunValidate(int argc, char** argv) {
   if (s.memory_rows > 0) {
     std::cout << fmt::format("memory: rows={} median_ape={:.3f} p90_ape={:.3f}\n", s.memory_rows,
                              s.memory_median_ape, s.memory_p90_ape);
+  }
+  if (judged > 0) {
+    std::cout << fmt::format("interval: {} of {} published values inside their 80% interval ({:.0f}%), median width "
+                             "{:.0f}% of the prediction\n",
+                             inside, judged, 100.0 * inside / judged, 100 * Median(widths));
   }
   return 0;
 }

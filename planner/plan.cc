@@ -217,6 +217,33 @@ std::vector<std::string> ReproduceLines(const Catalog& catalog, const std::strin
   return out;
 }
 
+std::string ProvenanceText(Provenance p) {
+  switch (p) {
+    case Provenance::kMeasured: return "measured on your cluster (a compute scale fitted from your runs)";
+    case Provenance::kPublished: return "learned from published runs of this GPU and model";
+    case Provenance::kCatalog: return "the catalog's peak and default efficiencies (no run of this GPU and model)";
+  }
+  return "";
+}
+
+Status AttachIntervals(const Catalog& catalog, const std::vector<Fit>& fits, Plan* plan) {
+  DITUNE_ASSIGN_OR_RETURN(std::optional<IntervalTable> table, ShippedIntervals(catalog.data_dir()));
+  if (!table) return Status::Ok();
+  const Provenance provenance = ComputeProvenance(fits, plan->cluster.gpu->id, plan->workload.model_id);
+  auto attach = [&](Candidate& c) {
+    c.interval = IntervalFor(*table, c.runtime, provenance, c.result.total.value());
+  };
+  for (auto& c : plan->ranked) attach(c);
+  if (plan->single_gpu) attach(*plan->single_gpu);
+  if (!plan->ranked.empty() && plan->ranked.front().interval) {
+    const PredictionInterval& i = *plan->ranked.front().interval;
+    plan->explanation.push_back(fmt::format(
+        "80% interval of the winner's figure: {:.3f} to {:.3f} s, from {}; its compute figure is {}", i.lo_s, i.hi_s,
+        i.basis, ProvenanceText(i.provenance)));
+  }
+  return Status::Ok();
+}
+
 StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, const TokenGeometry& tokens,
                           const CostModels& models, std::vector<Candidate> all, const PlanOptions& opt,
                           std::string_view rules, Plan plan) {
@@ -571,6 +598,7 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
   DITUNE_ASSIGN_OR_RETURN(Plan done, FinishPlan(catalog, *model, tokens, models, std::move(all), opt, start.rules,
                                                 std::move(plan)));
   for (auto& line : CalibrationSources(fits, done.cluster, model->id)) done.explanation.push_back(std::move(line));
+  DITUNE_RETURN_IF_ERROR(AttachIntervals(catalog, fits, &done));
   return done;
 }
 
@@ -597,6 +625,7 @@ StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workl
   DITUNE_ASSIGN_OR_RETURN(Plan done, FinishPlan(catalog, *model, tokens, models, std::move(all), opt, start.rules,
                                                 std::move(plan)));
   for (auto& line : CalibrationSources(fits, done.cluster, model->id)) done.explanation.push_back(std::move(line));
+  DITUNE_RETURN_IF_ERROR(AttachIntervals(catalog, fits, &done));
   return done;
 }
 
@@ -769,6 +798,11 @@ nlohmann::json PlanToJson(const Plan& plan) {
         {"imbalance", c.result.imbalance},
     };
     j["runtime"] = c.runtime;
+    j["predicted_lo_s"] = c.interval ? nlohmann::json(c.interval->lo_s) : nlohmann::json(nullptr);
+    j["predicted_hi_s"] = c.interval ? nlohmann::json(c.interval->hi_s) : nlohmann::json(nullptr);
+    j["provenance"] = c.interval ? nlohmann::json{{"compute", ProvenanceName(c.interval->provenance)},
+                                                  {"interval", c.interval->basis}}
+                                 : nlohmann::json(nullptr);
     j["launch"] = c.launch ? LaunchToJson(*c.launch) : nlohmann::json(nullptr);
     // The names plans had before runtimes other than xDiT's were priced, for xDiT's plans.
     const bool xdit = c.launch && c.runtime == "xdit";

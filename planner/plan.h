@@ -17,6 +17,7 @@
 #include "core/enumerate.h"
 #include "planner/launch.h"
 #include "simulator/simulate.h"
+#include "calibration/intervals.h"
 
 namespace ditune {
 
@@ -70,6 +71,9 @@ struct Candidate {
   // How to launch it through the runtime's entry point (absent for ditune's engine, whose
   // launch is `ditune run`).
   std::optional<Launch> launch;
+  // The 80% interval of result.total and where its compute figure comes from (absent where
+  // no interval table is shipped).
+  std::optional<PredictionInterval> interval;
 };
 
 struct Plan {
@@ -139,6 +143,11 @@ nlohmann::json LaunchToJson(const Launch& launch);
 // The user's topology as the plan priced it: {"source", "link", "layout", "sockets",
 // "gpus_per_switch", "box_gpus", "notes"}; null without one.
 nlohmann::json TopologyJson(const Cluster& cluster);
+
+// Sets each candidate's interval from the shipped interval table (ShippedIntervals) and the
+// provenance of its compute figure among `fits`; adds the winner's to the explanation.
+Status AttachIntervals(const Catalog& catalog, const std::vector<Fit>& fits, Plan* plan);
+std::string ProvenanceText(Provenance p);
 
 // The plan as one JSON document (what `ditune plan --json` prints and the cache keeps).
 nlohmann::json PlanToJson(const Plan& plan);

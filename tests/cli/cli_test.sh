@@ -203,7 +203,7 @@ expect calibrate-usage 2 "usage: ditune calibrate" -- calibrate
 expect calibrate-unknown 2 "unknown subcommand 'fitt'" -- calibrate fitt
 
 # Simulation and validation.
-expect simulate 0 "latency [0-9.]+ s = text encoding .* DiT .* VAE decode" -- simulate --model flux.1-dev \
+expect simulate 0 "latency [0-9.]+ s ±[0-9]+% = text encoding .* DiT .* VAE decode" -- simulate --model flux.1-dev \
   --gpu h100-sxm5-80gb --gpus 4 --config ulysses=4
 expect simulate-json 0 '"latency_s": [0-9.]+' -- simulate --model pixart-alpha --gpu l40-48gb --gpus 8 \
   --config cfg=2,pipefusion=4 --json
@@ -725,6 +725,20 @@ PATH="$tmp/fakebin:$PATH" expect doctor-detects 4 "GPU 0 \(00000000:18:00.0\) PC
 PATH="$tmp/fakebin:$PATH" expect doctor-detects-topology 4 "8 GPUs on 2 CPU sockets" -- doctor
 expect ingest-slow-names-doctor 2 "ditune doctor .*slow.csv --gpu h100-sxm5-80gb" -- calibrate ingest "$tmp/slow.csv" \
   --db "$tmp/slow2.db"
+
+# Every figure has its 80% interval and the provenance of its compute figure.
+expect plan-interval 0 "1 +ulysses=4 +[0-9.]+ ±[0-9]+%" -- plan --model flux.1-dev --gpu h100 --gpus 4
+expect plan-interval-explain 0 "80% interval of the winner's figure: .* learned from published runs" -- plan \
+  --model flux.1-dev --gpu h100 --gpus 4 --explain
+expect simulate-interval-catalog 0 "widened by the spread of .* published compute scales" -- simulate --model wan2.1-14b \
+  --gpu h100 --gpus 8 --config ulysses=8
+expect simulate-interval-json 0 '"predicted_hi_s": [0-9.]+' -- simulate --model flux.1-dev --gpu h100 --gpus 4 \
+  --config ulysses=4 --json
+expect validate-interval 0 "interval: [0-9]+ of [0-9]+ published values inside their 80% interval" -- validate \
+  --suite "$DITUNE_DATA/validation/published-beyond-xdit.csv"
+printf "[1, 2]" >"$tmp/notvalidate.json"
+expect intervals-bad 2 "not a .ditune validate --json. document" -- calibrate intervals --from "$tmp/notvalidate.json"
+expect intervals-malformed 2 "malformed JSON" -- calibrate intervals --from "$doc/topo.abbreviated.txt"
 
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

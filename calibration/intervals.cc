@@ -1,0 +1,199 @@
+#include "calibration/intervals.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "calibration/factory.h"
+#include "calibration/predict.h"
+#include "core/json_fields.h"
+#include "core/stats.h"
+
+namespace ditune {
+
+std::string_view ProvenanceName(Provenance p) {
+  switch (p) {
+    case Provenance::kMeasured: return "measured";
+    case Provenance::kPublished: return "published";
+    case Provenance::kCatalog: return "catalog";
+  }
+  return "?";
+}
+
+Provenance ComputeProvenance(const std::vector<Fit>& fits, const std::string& gpu, const std::string& model) {
+  const std::string key = E2eFitKey(gpu, model);
+  for (const auto& f : fits) {
+    if (!f.active || f.kind != kFitKindE2e || f.key != key) continue;
+    if (!f.params.is_object() || !f.params.contains("compute_scale")) continue;
+    return FactoryOrigin(f).empty() ? Provenance::kMeasured : Provenance::kPublished;
+  }
+  return Provenance::kCatalog;
+}
+
+std::string RuntimeClass(std::string_view runtime) { return runtime == "xdit" ? "xdit" : "other"; }
+
+IntervalTable LearnIntervals(const std::vector<Residual>& residuals, const std::vector<Fit>& fits,
+                             std::vector<std::string> sources) {
+  IntervalTable t;
+  t.sources = std::move(sources);
+  std::map<std::string, std::vector<double>> by_class;
+  for (const auto& r : residuals) {
+    if (!(r.published_s > 0) || !(r.predicted_s > 0)) continue;
+    const double e = std::log(r.published_s / r.predicted_s);
+    by_class[RuntimeClass(r.runtime)].push_back(e);
+    by_class["all"].push_back(e);
+  }
+  for (const auto& [cls, values] : by_class) {
+    if (static_cast<int>(values.size()) < kMinIntervalResiduals && cls != "all") continue;
+    if (values.empty()) continue;
+    t.bands.push_back({cls, static_cast<int>(values.size()), Quantile(values, 0.1), Quantile(values, 0.9)});
+  }
+  std::vector<double> spread;
+  for (const auto& f : fits) {
+    if (!f.active || f.kind != kFitKindE2e || !f.params.is_object() || !f.params.contains("compute_scale") ||
+        !f.params["compute_scale"].is_number()) {
+      continue;
+    }
+    const double k = f.params["compute_scale"].get<double>();
+    if (k > 0) spread.push_back(std::abs(std::log(k)));
+  }
+  t.scales = static_cast<int>(spread.size());
+  t.scale_spread = spread.empty() ? 0 : Quantile(spread, 0.8);
+  return t;
+}
+
+StatusOr<std::vector<Residual>> ResidualsFromValidateJson(const nlohmann::json& doc, std::string_view origin) {
+  if (!doc.is_object() || !doc.contains("rows") || !doc["rows"].is_array()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: not a `ditune validate --json` document (an object with a \"rows\" array)", origin));
+  }
+  std::vector<Residual> out;
+  for (const auto& row : doc["rows"]) {
+    if (!row.is_object()) return Status::InvalidArgument(fmt::format("{}: a row is not an object", origin));
+    if (row.value("role", "predict") != "predict") continue;
+    if (!row.contains("published_s") || !row["published_s"].is_number()) continue;
+    if (!row.contains("predicted_s") || !row["predicted_s"].is_number()) continue;
+    Residual r;
+    r.runtime = row.contains("runtime") && row["runtime"].is_string() ? row["runtime"].get<std::string>() : "xdit";
+    r.published_s = row["published_s"].get<double>();
+    r.predicted_s = row["predicted_s"].get<double>();
+    if (r.published_s > 0 && r.predicted_s > 0) out.push_back(r);
+  }
+  if (out.empty()) {
+    return Status::InvalidArgument(fmt::format("{}: no predict row with a published and a predicted latency", origin));
+  }
+  return out;
+}
+
+nlohmann::json IntervalTableJson(const IntervalTable& t) {
+  nlohmann::json bands = nlohmann::json::array();
+  for (const auto& b : t.bands) {
+    bands.push_back({{"runtime_class", b.runtime_class}, {"n", b.n}, {"lo", b.lo}, {"hi", b.hi}});
+  }
+  return {{"about",
+           "80% intervals: the 10th and 90th percentiles of ln(published / predicted) over held-out predictions, by "
+           "runtime class; scale_spread, the 80th percentile of |ln(compute scale)| over the published (GPU, model) "
+           "scales, widens predictions that have no scale. Written by `ditune calibrate intervals`."},
+          {"bands", bands},
+          {"scale_spread", t.scale_spread},
+          {"scales", t.scales},
+          {"sources", t.sources}};
+}
+
+StatusOr<IntervalTable> IntervalTableFromJson(const nlohmann::json& j, std::string_view origin) {
+  JsonFields f(j, std::string(origin));
+  (void)f.String("about");
+  IntervalTable t;
+  t.scale_spread = f.Number("scale_spread", 0, 5);
+  t.scales = static_cast<int>(f.Int("scales", 0, 1000000));
+  t.sources = f.StringArray("sources");
+  const nlohmann::json* bands = f.Array("bands");
+  f.RejectUnknownKeys();
+  if (!f.status().ok()) return f.status();
+  for (const auto& b : *bands) {
+    JsonFields bf(b, fmt::format("{}: bands", origin));
+    IntervalBand band;
+    band.runtime_class = bf.Enum("runtime_class", {"xdit", "other", "all"});
+    band.n = static_cast<int>(bf.Int("n", 1, 1000000));
+    band.lo = bf.Number("lo", -5, 5);
+    band.hi = bf.Number("hi", -5, 5);
+    bf.RejectUnknownKeys();
+    if (!bf.status().ok()) return bf.status();
+    if (band.lo > band.hi) return Status::InvalidArgument(fmt::format("{}: a band's lo is above its hi", origin));
+    t.bands.push_back(band);
+  }
+  if (std::none_of(t.bands.begin(), t.bands.end(), [](const IntervalBand& b) { return b.runtime_class == "all"; })) {
+    return Status::InvalidArgument(fmt::format("{}: no \"all\" band", origin));
+  }
+  return t;
+}
+
+StatusOr<std::optional<IntervalTable>> ShippedIntervals(const std::filesystem::path& data_dir) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const StatusOr<std::optional<IntervalTable>>>> cache;
+  const std::string key = data_dir.string();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    const std::filesystem::path path = data_dir / "calibration" / "intervals.json";
+    std::error_code ec;
+    StatusOr<std::optional<IntervalTable>> loaded = std::optional<IntervalTable>();
+    if (std::filesystem::exists(path, ec)) {
+      auto j = ReadJsonFile(path.string());
+      if (!j.ok()) {
+        loaded = j.status();
+      } else {
+        auto t = IntervalTableFromJson(*j, path.string());
+        loaded = t.ok() ? StatusOr<std::optional<IntervalTable>>(std::optional<IntervalTable>(*t))
+                        : StatusOr<std::optional<IntervalTable>>(t.status());
+      }
+    }
+    it = cache.emplace(key, std::make_shared<const StatusOr<std::optional<IntervalTable>>>(std::move(loaded))).first;
+  }
+  return *it->second;
+}
+
+double PredictionInterval::half_width() const {
+  const double mid = std::sqrt(lo_s * hi_s);
+  return mid > 0 ? (hi_s - lo_s) / (2 * mid) : 0;
+}
+
+PredictionInterval IntervalFor(const IntervalTable& t, std::string_view runtime, Provenance provenance,
+                               double predicted_s) {
+  const std::string cls = RuntimeClass(runtime);
+  const IntervalBand* band = nullptr;
+  const IntervalBand* all = nullptr;
+  for (const auto& b : t.bands) {
+    if (b.runtime_class == cls) band = &b;
+    if (b.runtime_class == "all") all = &b;
+  }
+  PredictionInterval out;
+  out.provenance = provenance;
+  const IntervalBand* use = band != nullptr ? band : all;
+  if (use == nullptr) {
+    out.lo_s = out.hi_s = predicted_s;
+    out.basis = "no held-out residuals";
+    return out;
+  }
+  double lo = use->lo, hi = use->hi;
+  out.basis = band != nullptr ? fmt::format("held-out {} predictions (n={})", cls, use->n)
+                              : fmt::format("held-out predictions of every runtime (n={}; too few of {} alone)", use->n,
+                                            cls);
+  if (provenance == Provenance::kCatalog && t.scale_spread > 0) {
+    // No compute scale for this (GPU, model): the published scales' spread is what that costs.
+    lo -= t.scale_spread;
+    hi += t.scale_spread;
+    out.basis += fmt::format(", widened by the spread of {} published compute scales (no scale for this GPU and model)",
+                             t.scales);
+  }
+  out.lo_s = predicted_s * std::exp(lo);
+  out.hi_s = predicted_s * std::exp(hi);
+  return out;
+}
+
+}  // namespace ditune
