@@ -614,7 +614,6 @@ StatusOr<LinkSpec> LinkForTopology(const MachineTopology& t, const GpuSpec& gpu,
       }
     }
     link.gpus_per_switch = common > 1 ? static_cast<int>(common) : 0;
-    if (link.cross_socket.value() <= 0) link.cross_socket = link.busbw * 0.5;
     if (s.nvlinks_min > 0) {
       std::vector<std::vector<int>> joined;
       for (const auto& g : s.nvlink_groups) {

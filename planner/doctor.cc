@@ -168,6 +168,21 @@ std::string CostOrNothing(const Context& cx, int n, double ratio) {
   return line.ok() ? *line : std::string();
 }
 
+// What host-staged collectives (P2P off, not measured) cost a plan on n GPUs of the box: the
+// collective at kHostStagedFractionOfHostLink of the GPU's host link; "" where it cannot be
+// priced or would be no slower.
+std::string HostStagedCost(const Context& cx, const std::string& collective, int n) {
+  if (cx.gpu == nullptr) return "";
+  auto priced = PricedBusbw(cx, collective, n, 1024.0 * 1024 * 1024);
+  if (!priced.ok()) return "";
+  const double ratio = std::min(1.0, kHostStagedFractionOfHostLink * cx.gpu->host_link.value() / 1e9 / *priced);
+  const std::string line = ratio < 1 ? CostOrNothing(cx, n, ratio) : std::string();
+  return line.empty() ? line
+                      : line + fmt::format(" (estimated: host-staged at {:.0f}% of the host link, the median of three "
+                                           "published P2P-off runs on bare metal)",
+                                           100 * kHostStagedFractionOfHostLink);
+}
+
 bool IsGeForce(const std::string& name) {
   const std::string n = Lower(name);
   return n.find("geforce") != std::string::npos || n.find("rtx 40") != std::string::npos ||
@@ -254,25 +269,16 @@ StatusOr<DoctorReport> RunDoctor(const Catalog& catalog, const std::vector<Fit>&
     out.topology = TopologyLines(*in.topology);
     const TopologySummary s = Summarize(*in.topology);
     if (s.p2p_not_supported_pairs > 0) {
-      std::vector<std::string> causes;
-      if (IsGeForce(out.gpu_name)) causes.push_back(kP2pOffCauseGeForce);
-      causes.push_back(kP2pOffCauseAcs);
-      if (!IsGeForce(out.gpu_name) && out.gpu_name.empty()) causes.push_back(kP2pOffCauseGeForce);
-      double ratio = 1;
-      int n = in.topology->gpus;
-      if (cx.gpu != nullptr) {
-        auto priced = PricedBusbw(cx, "all_reduce", n, 1024.0 * 1024 * 1024);
-        if (priced.ok()) ratio = std::min(1.0, kHostStagedFractionOfHostLink * cx.gpu->host_link.value() / 1e9 / *priced);
-      }
+      // GeForce first where the GPU is known to be one; ACS/IOMMU first otherwise.
+      const bool geforce = IsGeForce(out.gpu_name) || (cx.gpu != nullptr && IsGeForce(cx.gpu->name));
+      std::vector<std::string> causes = {kP2pOffCauseAcs};
+      causes.insert(geforce ? causes.begin() : causes.end(), kP2pOffCauseGeForce);
       out.findings.push_back(
           {Severity::kWarning, "peer-to-peer",
            fmt::format("the driver allows no peer-to-peer between {} pair{} of GPUs (nvidia-smi topo -p2p p: NS): "
                        "NCCL moves their traffic through host memory",
                        s.p2p_not_supported_pairs, s.p2p_not_supported_pairs == 1 ? "" : "s"),
-           causes,
-           ratio < 1 ? CostOrNothing(cx, n, ratio) + " (estimated: host-staged at 36% of the host link, the median "
-                                                    "of three published P2P-off runs on bare metal)"
-                     : ""});
+           causes, HostStagedCost(cx, "all_reduce", in.topology->gpus)});
     }
     if (s.sockets.size() > 1) {
       out.findings.push_back({Severity::kNote, "sockets",
@@ -312,11 +318,6 @@ StatusOr<DoctorReport> RunDoctor(const Catalog& catalog, const std::vector<Fit>&
   };
   const int env_n = out.gpus >= 2 ? std::min(out.gpus, 8) : 2;
   if (const std::string* v = env("NCCL_P2P_DISABLE"); v != nullptr && Truthy(*v)) {
-    double ratio = 1;
-    if (cx.gpu != nullptr) {
-      auto priced = PricedBusbw(cx, "all_to_all", env_n, 1024.0 * 1024 * 1024);
-      if (priced.ok()) ratio = std::min(1.0, kHostStagedFractionOfHostLink * cx.gpu->host_link.value() / 1e9 / *priced);
-    }
     out.findings.push_back(
         {Severity::kWarning, "NCCL_P2P_DISABLE",
          fmt::format("NCCL_P2P_DISABLE={} ({}): NCCL moves every transfer between this node's GPUs through host "
@@ -324,9 +325,7 @@ StatusOr<DoctorReport> RunDoctor(const Catalog& catalog, const std::vector<Fit>&
                      *v, in.env_origin),
          {"unset it, or set NCCL_P2P_DISABLE=0 (xDiT #526: Ulysses-2 on 2 A800s gave 1.6x with it and 1.9x "
           "without; a DGX A100's all_reduce falls from 222 to 5.2 GB/s with it)"},
-         ratio < 1 ? CostOrNothing(cx, env_n, ratio) + " (estimated: host-staged at 36% of the host link, the median "
-                                                      "of three published P2P-off runs on bare metal)"
-                   : ""});
+         HostStagedCost(cx, "all_to_all", env_n)});
   }
   if (const std::string* v = env("NCCL_P2P_LEVEL"); v != nullptr) {
     const std::string level = Lower(*v);
