@@ -100,6 +100,8 @@ int RunDoctor(int argc, char** argv) {
        cxxopts::value<std::string>())
       ("link", "the link the nccl-tests crossed (an inter-node id for tests across nodes); default: this box's",
        cxxopts::value<std::string>())
+      ("collective", "what an nccl-tests output measured where neither its text nor its file name says "
+       "(all_to_all, all_gather, all_reduce, sendrecv, reduce_scatter)", cxxopts::value<std::string>())
       ("model", "whose DiT plan the cost of a shortfall is told for", cxxopts::value<std::string>()->default_value("flux.1-dev"))
       ("no-detect", "do not run nvidia-smi, and do not read this shell's NCCL_* environment")
       ("write-topology", "write the topology found as a file --topology reads", cxxopts::value<std::string>())
@@ -126,6 +128,7 @@ int RunDoctor(int argc, char** argv) {
     in.gpu_id = *id;
   }
   if (args->count("link")) in.link_id = (*args)["link"].as<std::string>();
+  if (args->count("collective")) in.collective = (*args)["collective"].as<std::string>();
   in.model_id = (*args)["model"].as<std::string>();
   const bool detect = args->count("no-detect") == 0;
   if (detect && in.env_origin.empty()) {

@@ -424,6 +424,7 @@ StatusOr<DoctorReport> RunDoctor(const Catalog& catalog, const std::vector<Fit>&
     }
     IngestContext ctx;
     ctx.device = cx.gpu->id;
+    ctx.collective = in.collective;
     ctx.link = given_link != nullptr ? given_link->id : (out.link_id.empty() ? cx.gpu->default_intra : out.link_id);
     auto parsed = ParseNcclTests(file.text, ctx, file.origin);
     if (!parsed.ok() && parsed.status().message().find("number of ranks is unknown") != std::string::npos) {

@@ -32,6 +32,7 @@ struct DoctorInputs {
   std::string env_origin;                  // where they came from ("" where none were read)
   std::string gpu_id;   // --gpu; else mapped from the GPUs' names
   std::string link_id;  // --link: what the nccl-tests crossed; else this box's intra-node link
+  std::string collective;  // --collective: for nccl-tests outputs whose text and file name name none
   std::string model_id = "flux.1-dev";  // whose plan the cost is told for
 };
 

@@ -666,6 +666,10 @@ expect doctor-env 4 "NCCL_P2P_DISABLE=1 \(.*env.p2p-disabled.txt\)" -- doctor --
 NCCL_P2P_DISABLE=1 expect doctor-shell-env 4 "NCCL_P2P_DISABLE=1 \(this shell's environment\)" -- doctor --gpu a800
 expect doctor-json 4 '"healthy": false' -- doctor --no-detect --gpu a100-sxm4-80gb --json \
   "$doc/all_reduce_perf.dgx-a100-4gpu-p2p-off.txt"
+cp "$doc/all_reduce_perf.dgx-a100-4gpu-p2p-off.txt" "$tmp/run1.txt"
+expect doctor-unnamed 2 "cannot tell which collective" -- doctor --no-detect --gpu a100-sxm4-80gb "$tmp/run1.txt"
+expect doctor-collective 4 "all_reduce over nvlink3" -- doctor --no-detect --gpu a100-sxm4-80gb --collective all_reduce \
+  "$tmp/run1.txt"
 expect doctor-needs-gpu 2 "judging nccl-tests needs the GPU: pass --gpu" -- doctor --no-detect \
   "$doc/all_reduce_perf.dgx-a100-4gpu-p2p-off.txt"
 expect doctor-unknown-file 2 "not a file the doctor reads; valid:" -- doctor --no-detect "$0"
