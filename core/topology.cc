@@ -40,6 +40,17 @@ std::vector<std::string> Words(std::string_view line) {
   return w;
 }
 
+// A small non-negative decimal; -1 for anything else (too long, not digits).
+int SmallNumber(std::string_view digits) {
+  if (digits.empty() || digits.size() > 6) return -1;
+  int v = 0;
+  for (char c : digits) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
 bool IsGpuName(std::string_view w) {
   return w.size() > 3 && w.starts_with("GPU") &&
          std::all_of(w.begin() + 3, w.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
@@ -66,7 +77,7 @@ bool ParsePathCell(std::string_view w, Cell* cell) {
     *cell = {TopoPath::kSys, 0};
   } else if (w.size() > 2 && w.starts_with("NV") &&
              std::all_of(w.begin() + 2, w.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
-    const int n = std::atoi(std::string(w.substr(2)).c_str());
+    const int n = SmallNumber(w.substr(2));
     if (n < 1 || n > 64) return false;
     *cell = {TopoPath::kNvLink, n};
   } else {
@@ -230,6 +241,9 @@ StatusOr<MachineTopology> ParseTopoMatrix(std::string_view raw, std::string_view
     }
     int gpus = 0;
     while (gpus < static_cast<int>(cols.size()) && IsGpuName(cols[gpus])) {
+      if (gpus == 1024) {
+        return Status::InvalidArgument(fmt::format("{}:{}: more than 1024 GPU columns", origin, i + 1));
+      }
       if (cols[gpus] != fmt::format("GPU{}", gpus)) {
         return Status::InvalidArgument(fmt::format("{}:{}: column '{}' where GPU{} was expected", origin, i + 1,
                                                    cols[gpus], gpus));
@@ -271,8 +285,8 @@ StatusOr<MachineTopology> ParseTopoMatrix(std::string_view raw, std::string_view
       int seen = 0;
       for (const auto& [line, w] : rows) {
         if (!IsGpuName(w[0])) continue;
-        const int g = std::atoi(w[0].c_str() + 3);
-        if (g >= gpus || static_cast<int>(w.size()) < gpus + 1) {
+        const int g = SmallNumber(std::string_view(w[0]).substr(3));
+        if (g < 0 || g >= gpus || static_cast<int>(w.size()) < gpus + 1) {
           return Status::InvalidArgument(
               fmt::format("{}:{}: P2P row '{}' does not match the {} GPU columns", origin, line + 1, w[0], gpus));
         }
@@ -328,6 +342,12 @@ StatusOr<MachineTopology> ParseTopoMatrix(std::string_view raw, std::string_view
           t.path[r][k] = cell.path;
           t.nvlinks[r][k] = cell.nvlinks;
         } else if (r < gpus) {
+          // A NIC is reached over PCIe: never itself, never over NVLink.
+          if (cell.path == TopoPath::kSelf || cell.path == TopoPath::kNvLink) {
+            return Status::InvalidArgument(fmt::format(
+                "{}:{}: GPU{} to NIC '{}' is '{}' (valid for a NIC: PIX, PXB, PHB, NODE, SYS)", origin, line + 1, r,
+                cols[k], w[k + 1]));
+          }
           t.nics[k - gpus].to_gpu[r] = cell.path;
         }
       }
@@ -337,7 +357,7 @@ StatusOr<MachineTopology> ParseTopoMatrix(std::string_view raw, std::string_view
         if (static_cast<int>(w.size()) > ncols + 1) t.cpu_affinity[r] = w[ncols + 1];
         if (static_cast<int>(w.size()) > ncols + 2 && !w[ncols + 2].empty() &&
             std::isdigit(static_cast<unsigned char>(w[ncols + 2][0]))) {
-          t.numa[r] = std::atoi(w[ncols + 2].c_str());
+          t.numa[r] = SmallNumber(w[ncols + 2]);
         }
       }
     }
@@ -457,8 +477,9 @@ StatusOr<MachineTopology> TopologyFromJson(const nlohmann::json& j, std::string_
       TopoNic out{nic["name"].get<std::string>(), {}};
       for (const auto& p : nic["to_gpu"]) {
         Cell c;
-        if (!p.is_string() || !ParsePathCell(p.get<std::string>(), &c)) {
-          return bad(fmt::format("NIC {}: paths must be one of X, NV#, PIX, PXB, PHB, NODE, SYS", out.name));
+        if (!p.is_string() || !ParsePathCell(p.get<std::string>(), &c) || c.path == TopoPath::kSelf ||
+            c.path == TopoPath::kNvLink) {
+          return bad(fmt::format("NIC {}: paths must be one of PIX, PXB, PHB, NODE, SYS", out.name));
         }
         out.to_gpu.push_back(c.path);
       }

@@ -104,6 +104,9 @@ TEST(TopologyTest, RejectsWhatItCannotRead) {
   EXPECT_FALSE(ParseTopoMatrix("\tGPU0\tGPU1\nGPU0\t X \tPIX\n", "short").ok());  // no row for GPU1
   EXPECT_FALSE(ParseTopologyFile("{\"format\": \"ditune-topology\", \"gpus\": 2, \"paths\": [[\"X\"]]}", "j").ok());
   EXPECT_FALSE(ParseTopologyFile("{", "j").ok());
+  // A NIC column reached over NVLink (a fuzzed input): refused, not carried into the file.
+  EXPECT_FALSE(ParseTopoMatrix("\tGPU0\tNIC0\nGPU0\t X \tNV4\n", "nic").ok());
+  EXPECT_FALSE(ParseTopoMatrix("\tGPU0\tGPU1\nGPU0\t X \tNV99999999999\nGPU1\tNV99999999999\t X \n", "big").ok());
 }
 
 TEST(TopologyTest, JsonRoundTrips) {
