@@ -8,19 +8,14 @@
 #include "core/cluster.h"
 #include "core/topology.h"
 #include "tests/core/test_catalog.h"
+#include "tests/core/test_inputs.h"
 
 namespace ditune {
 namespace {
 
 using testing::TestCatalog;
 
-std::string Input(const std::string& name) {
-  std::ifstream in(std::string(DITUNE_TEST_INPUTS_DIR) + "/" + name, std::ios::binary);
-  EXPECT_TRUE(in.good()) << name;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::Input;
 
 MachineTopology Parse(const std::string& name) {
   auto t = ParseTopologyFile(Input(name), name);

@@ -10,19 +10,14 @@
 #include "ingest/nvidia_smi.h"
 #include "planner/doctor.h"
 #include "tests/core/test_catalog.h"
+#include "tests/core/test_inputs.h"
 
 namespace ditune {
 namespace {
 
 using testing::TestCatalog;
 
-std::string Input(const std::string& name) {
-  std::ifstream in(std::string(DITUNE_TEST_INPUTS_DIR) + "/" + name, std::ios::binary);
-  EXPECT_TRUE(in.good()) << name;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::Input;
 
 const std::vector<Fit>& Factory() {
   static const std::vector<Fit> fits = [] {
