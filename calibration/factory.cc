@@ -32,20 +32,27 @@ nlohmann::json FactoryCalibrationJson(const LearnResult& learned, const std::str
     nlohmann::json from = nlohmann::json::array();
     for (const auto& r : rows) {
       if (r.role == SuiteRole::kCalibrate && E2eFitKey(r.cluster.gpu_id, r.workload.model_id) == f.key) {
-        from.push_back(fmt::format("{} line {} ({})", r.group, r.line, r.source));
+        from.push_back(fmt::format("{} {} ({})", r.group, RowPlace(r), r.source));
       }
     }
     scales.push_back({{"key", f.key}, {"compute_scale", f.params["compute_scale"]}, {"rows", from}});
   }
   std::map<std::string, int> groups;
   for (const auto& r : rows) groups[r.group]++;
-  return {{"about", "learned by `ditune calibrate learn --suite " + suite +
-                        "`: global mechanism constants fitted on every row of the suite, and the compute scale "
+  std::string flags;
+  for (size_t a = 0, b; a <= suite.size(); a = b + 3) {
+    b = suite.find(" + ", a);
+    if (b == std::string::npos) b = suite.size();
+    flags += " --suite " + suite.substr(a, b - a);
+  }
+  return {{"about", "learned by `ditune calibrate learn" + flags +
+                        "`: global mechanism constants fitted on every row of the suites, and the compute scale "
                         "of each (GPU, model) from its published single-GPU runs"},
           {"suite", suite},
           {"rows", rows.size()},
           {"groups", groups.size()},
           {"evaluations", learned.evaluations},
+          {"min_gain", learned.min_gain},
           {"defaults", MechanismsToJson(learned.start)},
           {"mechanisms", MechanismsToJson(learned.mechanisms)},
           {"before", SummaryJson(learned.before, learned.loss_before)},

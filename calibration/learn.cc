@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -58,6 +59,7 @@ StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const C
   }
   LearnResult out;
   out.start = options.start;
+  out.min_gain = options.min_gain;
   auto evaluate = [&](const Mechanisms& m) -> StatusOr<SuiteReport> {
     ++out.evaluations;
     return PredictSuite(rows, catalog, With(base, m, options.keep_base_scales), nullptr, options.keep_base_scales);
@@ -81,7 +83,7 @@ StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const C
           trial.*p.member = v;
           DITUNE_ASSIGN_OR_RETURN(SuiteReport r, evaluate(trial));
           const double loss = SuiteLoss(r);
-          if (loss < best_loss - 1e-9) {
+          if (loss < best_loss - std::max(1e-9, options.min_gain * best_loss)) {
             best = trial;
             best_loss = loss;
             improved = true;
@@ -100,37 +102,51 @@ StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const C
   return out;
 }
 
+std::string_view HoldOutUnitName(HoldOutUnit unit) { return unit == HoldOutUnit::kSource ? "source" : "group"; }
+
 StatusOr<CrossValidation> CrossValidate(const std::vector<SuiteRow>& rows, const Catalog& catalog,
                                         const std::vector<Fit>& base, const LearnOptions& options,
-                                        const std::vector<std::string>& hold_out) {
-  std::vector<std::string> groups;
+                                        const std::vector<std::string>& hold_out, HoldOutUnit unit) {
+  auto unit_of = [unit](const SuiteRow& r) { return unit == HoldOutUnit::kSource ? PublisherOf(r) : r.group; };
+  std::vector<std::string> units;
+  std::map<std::string, std::set<std::string>> groups_of;
   for (const auto& r : rows) {
-    if (std::find(groups.begin(), groups.end(), r.group) == groups.end()) groups.push_back(r.group);
+    const std::string u = unit_of(r);
+    if (std::find(units.begin(), units.end(), u) == units.end()) units.push_back(u);
+    groups_of[u].insert(r.group);
   }
-  if (groups.size() < 2) return Status::InvalidArgument("cross-validation needs a suite of two groups or more");
+  const char* what = unit == HoldOutUnit::kSource ? "publishers" : "groups";
+  if (units.size() < 2) {
+    return Status::InvalidArgument(fmt::format(
+        "cross-validation needs a suite of two {} or more{}", what,
+        unit == HoldOutUnit::kSource ? fmt::format(" (its rows are all {}'s: hold out by group, or add another "
+                                                   "publisher's suite)",
+                                                   units.empty() ? "nobody" : units[0])
+                                     : ""));
+  }
   for (const auto& g : hold_out) {
-    if (std::find(groups.begin(), groups.end(), g) == groups.end()) {
-      return Status::InvalidArgument(
-          fmt::format("no group '{}' in the suite to hold out; its groups: {}", g, fmt::join(groups, ", ")));
+    if (std::find(units.begin(), units.end(), g) == units.end()) {
+      return Status::InvalidArgument(fmt::format("no {} '{}' in the suite to hold out; its {}: {}",
+                                                 HoldOutUnitName(unit), g, what, fmt::join(units, ", ")));
     }
   }
   if (!hold_out.empty()) {
-    std::erase_if(groups, [&](const std::string& g) {
+    std::erase_if(units, [&](const std::string& g) {
       return std::find(hold_out.begin(), hold_out.end(), g) == hold_out.end();
     });
   }
   CrossValidation cv;
-  for (const auto& g : groups) {
+  for (const auto& g : units) {
     if (options.progress) {
-      options.progress(g, static_cast<int>(cv.groups.size()), static_cast<int>(groups.size()));
+      options.progress(g, static_cast<int>(cv.groups.size()), static_cast<int>(units.size()));
     }
     std::vector<SuiteRow> train, held;
-    for (const auto& r : rows) (r.group == g ? held : train).push_back(r);
+    for (const auto& r : rows) (unit_of(r) == g ? held : train).push_back(r);
     DITUNE_ASSIGN_OR_RETURN(LearnResult learned, LearnMechanisms(train, catalog, base, options));
     DITUNE_ASSIGN_OR_RETURN(SuiteReport report, PredictSuite(held, catalog, With(base, learned.mechanisms)));
     std::vector<ScoredRow> scored;
     for (const auto& r : report.rows) scored.push_back(Scored(r));
-    cv.groups.push_back({g, learned.mechanisms, Summarize(scored)});
+    cv.groups.push_back({g, static_cast<int>(groups_of[g].size()), learned.mechanisms, Summarize(scored)});
     cv.rows.insert(cv.rows.end(), scored.begin(), scored.end());
   }
   cv.summary = Summarize(cv.rows);

@@ -33,6 +33,14 @@ struct LearnOptions {
   std::vector<double> steps = {2.0, 1.41, 1.19, 1.09, 1.04};
   // Passes over the constants per step size at most.
   int passes = 4;
+  // A move is taken only where it lowers the loss by this fraction of it at least: a
+  // constant the rows barely see stays where it starts instead of drifting to a bound on
+  // noise, and carrying that drift to the tables it never saw. Learned on every shipped
+  // suite, each publisher held out in turn (docs/VALIDATION.md): no floor gave 9.8% median
+  // and 64% p90 held out (the host scales of the blocks ran to their bounds on other
+  // runtimes' rows and priced xDiT's small images twice too slow); 0.01, 0.02, 0.04 and
+  // 0.08 gave 9.0/33.9%, 7.9/32.5%, 7.3/30.2% and 8.1/31.3% (0.08: nothing moves).
+  double min_gain = 0.04;
   // Where the search starts.
   Mechanisms start;
   // Keep the base fits' (GPU, model) scales where no calibrate row covers the pair
@@ -57,6 +65,7 @@ struct LearnResult {
   SuiteSummary before, after;  // the training suite predicted with the start and learned constants
   std::vector<Fit> scales;     // the (GPU, model) scales of the calibrate rows, with the learned constants
   int evaluations = 0;
+  double min_gain = 0;  // LearnOptions::min_gain it was learned with
 };
 
 // Learns the constants on `rows` over the `base` fits (their mechanisms and e2e fits
@@ -64,10 +73,20 @@ struct LearnResult {
 StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const Catalog& catalog,
                                       const std::vector<Fit>& base, const LearnOptions& options = {});
 
+// What cross-validation holds out at once: one group (leave-one-group-out), or every group
+// of one publisher (leave-one-source-out, PublisherOf): a publisher's tables share its
+// runtime, its machines and its way of timing, so holding out one of its groups at a time
+// lets the others teach its quirks.
+enum class HoldOutUnit { kGroup, kSource };
+
+// "group" or "source".
+std::string_view HoldOutUnitName(HoldOutUnit unit);
+
 struct HeldOutGroup {
-  std::string group;
-  Mechanisms learned;  // on every other group
-  SuiteSummary summary;  // of this group's predict rows
+  std::string group;     // the group, or the publisher, held out
+  int groups = 1;        // how many groups it held
+  Mechanisms learned;    // on every other group (publisher)
+  SuiteSummary summary;  // of its predict rows
 };
 
 struct CrossValidation {
@@ -76,14 +95,16 @@ struct CrossValidation {
   SuiteSummary summary;  // over every held-out predict row (and every group's choice sets)
 };
 
-// Leave-one-group-out: for each group, learns the constants on the other groups' rows only,
-// then predicts the group from its own calibrate rows and those constants. With `hold_out`,
-// only the groups it names are held out, each in turn (InvalidArgument, listing the suite's
-// groups, for a name the suite lacks). The suite's rows are predicted on HostThreads()
-// threads; the result does not depend on how many.
+// Leave-one-group-out (or leave-one-source-out, by `unit`): for each group (publisher),
+// learns the constants on the other groups' (publishers') rows only, then predicts its rows,
+// each group from its own calibrate row, with those constants. With `hold_out`, only the
+// groups (publishers) it names are held out, each in turn (InvalidArgument, listing the
+// suite's, for a name the suite lacks; and for fewer than two to hold out among). The suite's
+// rows are predicted on HostThreads() threads; the result does not depend on how many.
 StatusOr<CrossValidation> CrossValidate(const std::vector<SuiteRow>& rows, const Catalog& catalog,
                                         const std::vector<Fit>& base, const LearnOptions& options = {},
-                                        const std::vector<std::string>& hold_out = {});
+                                        const std::vector<std::string>& hold_out = {},
+                                        HoldOutUnit unit = HoldOutUnit::kGroup);
 
 }  // namespace ditune
 

@@ -1,5 +1,6 @@
 #include "calibration/suite.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -177,6 +178,7 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
       return RowError(origin, line, "a calibrate row needs a measured latency and an explicit config");
     }
     row.source = f[16];
+    row.origin = std::string(origin);
     rows.push_back(std::move(row));
   }
   if (rows.empty()) {
@@ -220,7 +222,7 @@ std::vector<SuiteRow> PricedRows(std::vector<SuiteRow> rows, std::vector<std::st
       continue;
     }
     if (left_out != nullptr) {
-      left_out->push_back(fmt::format("line {} ({}): {}", r.line, r.group,
+      left_out->push_back(fmt::format("{} ({}): {}", RowPlace(r), r.group,
                                       !r.refused.empty() ? r.refused
                                                          : fmt::format("its group's calibrate row (line {}) is refused",
                                                                        it->second)));
@@ -235,6 +237,43 @@ StatusOr<std::vector<SuiteRow>> LoadSuiteFile(const std::string& path, const Cat
   std::stringstream text;
   text << in.rdbuf();
   return ParseSuite(text.str(), path, catalog);
+}
+
+StatusOr<std::vector<SuiteRow>> LoadSuiteFiles(const std::vector<std::string>& paths, const Catalog& catalog) {
+  if (paths.empty()) return Status::InvalidArgument("no suite named: give --suite FILE.csv (one or more)");
+  std::vector<SuiteRow> rows;
+  std::map<std::string, std::pair<std::string, int>> group_at;  // group -> (file, first line)
+  for (const auto& path : paths) {
+    DITUNE_ASSIGN_OR_RETURN(std::vector<SuiteRow> more, LoadSuiteFile(path, catalog));
+    for (const auto& r : more) {
+      auto [it, added] = group_at.emplace(r.group, std::make_pair(r.origin, r.line));
+      if (!added && it->second.first != r.origin) {
+        return Status::InvalidArgument(fmt::format(
+            "group '{}' is in {} (line {}) and in {} (line {}): a group is one suite's; rename one of them", r.group,
+            it->second.first, it->second.second, r.origin, r.line));
+      }
+    }
+    rows.insert(rows.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  }
+  return rows;
+}
+
+std::string PublisherOf(const SuiteRow& row) {
+  std::string_view s = row.source;
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  if (s.empty()) return "unknown";
+  if (s.starts_with("github:")) {
+    s.remove_prefix(7);
+    const size_t slash = s.find('/');
+    if (slash != std::string_view::npos && slash > 0) return std::string(s.substr(0, slash));
+  }
+  const std::string word(s.substr(0, s.find_first_of(" \t/,;:")));
+  return word.empty() ? "unknown" : word;
+}
+
+std::string RowPlace(const SuiteRow& row) {
+  if (row.origin.empty()) return fmt::format("line {}", row.line);
+  return fmt::format("{} line {}", std::filesystem::path(row.origin).filename().string(), row.line);
 }
 
 }  // namespace ditune

@@ -27,7 +27,8 @@ enum class SuiteScope { kE2e, kDit, kStep };
 enum class SuiteRole { kCalibrate, kPredict };
 
 struct SuiteRow {
-  int line = 0;  // in the CSV
+  std::string origin;  // the CSV it was read from, as named to ParseSuite
+  int line = 0;        // in the CSV
   std::string group;
   Workload workload;
   SuiteScope scope = SuiteScope::kE2e;
@@ -50,6 +51,20 @@ StatusOr<std::vector<SuiteRow>> ParseSuite(std::string_view text, std::string_vi
 
 // ParseSuite of a file; NotFound naming the path when it cannot be read.
 StatusOr<std::vector<SuiteRow>> LoadSuiteFile(const std::string& path, const Catalog& catalog);
+
+// LoadSuiteFile of each path, the rows in order. A group is one file's: a group named in two
+// files is InvalidArgument naming both (its calibrate row would calibrate the other's rows).
+StatusOr<std::vector<SuiteRow>> LoadSuiteFiles(const std::vector<std::string>& paths, const Catalog& catalog);
+
+// Who published a row: the owner of the repository its source names ("github:Wan-Video/
+// Wan2.1 README.md ..." -> "Wan-Video": Wan2.1's and Wan2.2's tables are one publisher's), or
+// else the source's first word ("xDiT docs/performance/flux.md" -> "xDiT"); "unknown" for an
+// empty source. Leave-one-source-out holds out every row of one publisher at once.
+std::string PublisherOf(const SuiteRow& row);
+
+// Where a row is from, for people: "FILE line N", the file without its folders ("line N"
+// where it has no origin).
+std::string RowPlace(const SuiteRow& row);
 
 std::string_view SuiteScopeName(SuiteScope s);
 

@@ -77,7 +77,8 @@ Runtime RowExecution(const SuiteRow& row, const Catalog& catalog, const ModelSpe
   const std::string rules = RowRules(row, catalog);
   if (rules.empty()) return row.config && row.config->compile != 0 ? Runtime::kCompiled : Runtime::kEager;
   auto spec = catalog.Runtime(rules);
-  return RuntimeCompiles(spec.ok() ? *spec : nullptr, model.runtime(rules), row.config && row.config->compile != 0)
+  return RuntimeCompiles(spec.ok() ? *spec : nullptr, model.runtime(rules), row.config && row.config->compile != 0,
+                         row.config && row.config->eager != 0)
              ? Runtime::kCompiled
              : Runtime::kEager;
 }
@@ -124,6 +125,7 @@ StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, con
     const std::string holder = !rules.empty() ? rules : row.runtime == "xdit" ? std::string("xdit") : std::string();
     if (const RuntimeSupport* entry = holder.empty() ? nullptr : model->runtime(holder)) {
       sim.memory.placement = entry->memory;
+      sim.tp_split = entry->tp_split;
     }
     DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, sim));
     const bool better = !best || (r.fits && !best->result.fits) ||
@@ -305,6 +307,9 @@ StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Cata
 ScoredRow Scored(const SuiteRowResult& r) {
   ScoredRow s;
   s.group = r.row->group;
+  s.publisher = PublisherOf(*r.row);
+  s.runtime = r.row->runtime;
+  s.origin = r.row->origin;
   s.line = r.row->line;
   s.gpus = r.row->cluster.gpus;
   s.config = r.config;

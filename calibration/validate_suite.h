@@ -53,6 +53,9 @@ struct SuiteSummary {
 // One row as scored: what was published against what was predicted.
 struct ScoredRow {
   std::string group;
+  std::string publisher;  // PublisherOf the row
+  std::string runtime;    // who ran it
+  std::string origin;     // the suite file
   int line = 0;
   int gpus = 0;
   std::string config;

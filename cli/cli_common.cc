@@ -179,8 +179,8 @@ StatusOr<cxxopts::ParseResult> Parse(cxxopts::Options& options, int argc, char**
     // A flag given twice would silently take its last value.
     std::map<std::string, int> times;
     for (const auto& kv : result.arguments()) {
-      // "files" collects positional arguments and "from" repeated files, one entry per file.
-      if (kv.key() != "files" && kv.key() != "from" && ++times[kv.key()] == 2) {
+      // "files" collects positional arguments, "from" and "suite" repeated files, one entry per file.
+      if (kv.key() != "files" && kv.key() != "from" && kv.key() != "suite" && ++times[kv.key()] == 2) {
         return Status::InvalidArgument(fmt::format("--{} is given more than once; give it once", kv.key()));
       }
     }

@@ -1,5 +1,6 @@
-// `ditune calibrate learn --suite FILE.csv [--out FILE.json] [--db PATH] [--json]`: the
-// global mechanism constants learned on a training suite (planner/learn.h).
+// `ditune calibrate learn --suite FILE.csv [--suite FILE2.csv ...] [--out FILE.json] [--db PATH]
+// [--json]`: the global mechanism constants learned on training suites, read as one
+// (calibration/learn.h).
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -23,32 +24,40 @@ int RunCalibrateLearn(int argc, char** argv) {
       "efficiency per link class, VAE scales) on every row of a training suite; never anything per group, row or "
       "model. Prints the constants and the suite's error before and after.");
   options.add_options()
-      ("suite", "training suite CSV (the validate format)", cxxopts::value<std::string>())
+      ("suite", "training suite CSV (the validate format); repeat it (or separate by commas) to learn on several "
+                "as one", cxxopts::value<std::vector<std::string>>())
       ("out", "write the factory calibration document (data/calibration/factory.json's format)",
        cxxopts::value<std::string>())
       ("db", "also record the constants and the suite's (GPU, model) scales in this store as active fits",
        cxxopts::value<std::string>())
       ("start", "start the search from these constants (a JSON object of them, e.g. a factory document's "
                 "\"mechanisms\"); default: the code's defaults", cxxopts::value<std::string>())
+      ("min-gain", "the least fraction of the loss a constant's move must gain to be taken (default 0.04: a "
+                   "constant the rows barely see stays at its default)", cxxopts::value<double>())
       ("json", "the factory calibration document on stdout");
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("calibrate learn", args.status());
   if (help) return 0;
   if (args->count("suite") == 0) return Fail("calibrate learn", Status::InvalidArgument("--suite FILE.csv is required"));
-  const std::string path = (*args)["suite"].as<std::string>();
+  const std::vector<std::string> paths = (*args)["suite"].as<std::vector<std::string>>();
   // A bad --out is refused before the search, not after it.
   if (args->count("out")) {
     if (Status st = CheckWritable((*args)["out"].as<std::string>(), "--out"); !st.ok()) return Fail("calibrate learn", st);
   }
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("calibrate learn", catalog.status());
-  auto rows = LoadSuiteFile(path, **catalog);
+  auto rows = LoadSuiteFiles(paths, **catalog);
   if (!rows.ok()) return Fail("calibrate learn", rows.status());
   std::vector<std::string> left_out;
   *rows = PricedRows(std::move(*rows), &left_out);
   for (const auto& line : left_out) std::cerr << "ditune calibrate learn: left out " << line << "\n";
   LearnOptions opt;
+  if (args->count("min-gain")) opt.min_gain = (*args)["min-gain"].as<double>();
+  if (!(opt.min_gain >= 0 && opt.min_gain < 1)) {
+    return Fail("calibrate learn", Status::InvalidArgument(fmt::format("--min-gain {}: expected a fraction in [0, 1)",
+                                                                       opt.min_gain)));
+  }
   if (args->count("start")) {
     const std::string start = (*args)["start"].as<std::string>();
     std::ifstream f(start, std::ios::binary);
@@ -65,7 +74,8 @@ int RunCalibrateLearn(int argc, char** argv) {
   // Learned on the catalog alone: constants that ship must not depend on one machine's store.
   auto learned = LearnMechanisms(*rows, **catalog, {}, opt);
   if (!learned.ok()) return Fail("calibrate learn", learned.status());
-  const std::string name = std::filesystem::path(path).filename().string();
+  std::string name;
+  for (const auto& p : paths) name += (name.empty() ? "" : " + ") + std::filesystem::path(p).filename().string();
   const nlohmann::json doc = FactoryCalibrationJson(*learned, name, *rows);
   if (args->count("out")) {
     const std::string out = (*args)["out"].as<std::string>();
@@ -96,9 +106,11 @@ int RunCalibrateLearn(int argc, char** argv) {
   };
   std::cout << line("before", learned->before, learned->loss_before);
   std::cout << line("after", learned->after, learned->loss_after);
-  std::cout << fmt::format("{} evaluations of the suite; in-sample figures: `ditune validate --suite {} "
-                           "--cross-validate` measures generalisation\n",
-                           learned->evaluations, path);
+  std::string suites;
+  for (const auto& p : paths) suites += " --suite " + p;
+  std::cout << fmt::format("{} evaluations of the suite; in-sample figures: `ditune validate{} --cross-validate` "
+                           "measures generalisation\n",
+                           learned->evaluations, suites);
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // `ditune validate --suite FILE.csv [--db PATH] [--json]`.
 #include <fstream>
 #include <optional>
+#include <set>
 #include <iostream>
 #include <sstream>
 
@@ -22,9 +23,21 @@ namespace {
 
 std::string Percent(double x) { return fmt::format("{:.1f}%", 100 * x); }
 
-// Leave-one-group-out over the suite: the constants the store may hold are not used (they
-// may have been learned on the held-out group); its other fits are.
+// Leave-one-source-out (or leave-one-group-out) over the suite: the constants the store may
+// hold are not used (they may have been learned on what is held out); its other fits are.
 int CrossValidateCmd(const cxxopts::ParseResult& args, const std::vector<SuiteRow>& rows, const Catalog& catalog) {
+  // By publisher where the rows have two or more: a publisher's groups share its runtime,
+  // machines and timing, and holding them out together is the test of tables never seen.
+  std::set<std::string> publishers;
+  for (const auto& r : rows) publishers.insert(PublisherOf(r));
+  HoldOutUnit unit = publishers.size() >= 2 ? HoldOutUnit::kSource : HoldOutUnit::kGroup;
+  if (args.count("by")) {
+    const std::string by = args["by"].as<std::string>();
+    if (by != "source" && by != "group") {
+      return Fail("validate", Status::InvalidArgument(fmt::format("--by '{}': expected source or group", by)));
+    }
+    unit = by == "source" ? HoldOutUnit::kSource : HoldOutUnit::kGroup;
+  }
   std::vector<Fit> base;
   if (args.count("db")) {
     auto store = OpenStore(args["db"].as<std::string>());
@@ -34,6 +47,11 @@ int CrossValidateCmd(const cxxopts::ParseResult& args, const std::vector<SuiteRo
     base = *fits;
   }
   LearnOptions options;
+  if (args.count("min-gain")) options.min_gain = args["min-gain"].as<double>();
+  if (!(options.min_gain >= 0 && options.min_gain < 1)) {
+    return Fail("validate", Status::InvalidArgument(fmt::format("--min-gain {}: expected a fraction in [0, 1)",
+                                                                options.min_gain)));
+  }
   if (isatty(STDERR_FILENO)) {
     options.progress = [](const std::string& group, int i, int n) {
       std::cerr << fmt::format("\r[{}/{}] learning without {}\x1b[K", i + 1, n, group) << std::flush;
@@ -41,38 +59,52 @@ int CrossValidateCmd(const cxxopts::ParseResult& args, const std::vector<SuiteRo
   }
   std::vector<std::string> hold_out;
   if (args.count("hold-out")) hold_out = args["hold-out"].as<std::vector<std::string>>();
-  auto cv = CrossValidate(rows, catalog, base, options, hold_out);
+  auto cv = CrossValidate(rows, catalog, base, options, hold_out, unit);
   if (isatty(STDERR_FILENO)) std::cerr << "\r\x1b[K";
   if (!cv.ok()) return Fail("validate", cv.status());
   const SuiteSummary& s = cv->summary;
   if (args.count("json")) {
     nlohmann::json groups = nlohmann::json::array(), out = nlohmann::json::array();
     for (const auto& g : cv->groups) {
-      groups.push_back({{"group", g.group}, {"summary", SuiteSummaryJson(g.summary)}, {"learned", MechanismsToJson(g.learned)}});
+      groups.push_back({{"held_out", g.group}, {"groups", g.groups}, {"summary", SuiteSummaryJson(g.summary)},
+                        {"learned", MechanismsToJson(g.learned)}});
     }
     for (const auto& r : cv->rows) {
-      out.push_back({{"group", r.group}, {"line", r.line}, {"gpus", r.gpus}, {"config", r.config},
+      out.push_back({{"group", r.group}, {"publisher", r.publisher}, {"line", r.line}, {"gpus", r.gpus},
+                     {"config", r.config}, {"runtime", r.runtime},
                      {"role", r.predict ? "predict" : "calibrate"},
                      {"published_s", r.published_s ? nlohmann::json(*r.published_s) : nlohmann::json("OOM")},
                      {"predicted_s", r.predicted_s ? nlohmann::json(*r.predicted_s) : nlohmann::json(nullptr)},
                      {"ape", r.ape ? nlohmann::json(*r.ape) : nlohmann::json(nullptr)}});
     }
-    std::cout << nlohmann::json{{"groups", groups}, {"rows", out}, {"summary", SuiteSummaryJson(s)}}.dump(2) << "\n";
+    std::cout << nlohmann::json{{"held_out_by", HoldOutUnitName(unit)},
+                                {"groups", groups},
+                                {"rows", out},
+                                {"summary", SuiteSummaryJson(s)}}
+                     .dump(2)
+              << "\n";
     return 0;
   }
   std::vector<std::vector<std::string>> table;
   for (const auto& g : cv->groups) {
     const SuiteSummary& t = g.summary;
-    table.push_back({g.group, std::to_string(t.rows), Percent(t.median_ape), Percent(t.p90_ape),
+    table.push_back({g.group, std::to_string(g.groups), std::to_string(t.rows), Percent(t.median_ape), Percent(t.p90_ape),
                      fmt::format("{}/{}", t.oom_agree, t.oom_rows), std::to_string(t.false_oom),
                      t.choice_sets > 0 ? fmt::format("{}/{}", t.choice_pass, t.choice_sets) : "-"});
   }
-  std::cout << "leave-one-group-out: each group predicted from its calibrate rows with constants learned on the "
-               "other groups\n";
-  std::cout << FormatTable({"held-out group", "rows", "median APE", "p90 APE", "OOM agreed", "no fit", "choice"},
+  if (unit == HoldOutUnit::kSource) {
+    std::cout << "leave-one-source-out: every group of one publisher predicted, each from its calibrate row, with "
+                 "constants learned on the other publishers' rows\n";
+  } else {
+    std::cout << "leave-one-group-out: each group predicted from its calibrate rows with constants learned on the "
+                 "other groups\n";
+  }
+  std::cout << FormatTable({unit == HoldOutUnit::kSource ? "held-out publisher" : "held-out group", "groups", "rows",
+                            "median APE", "p90 APE", "OOM agreed", "no fit", "choice"},
                            table);
-  std::cout << fmt::format("cross-validated: rows={} median_ape={:.3f} p90_ape={:.3f} oom_agree={}/{} choice={}/{}\n",
-                           s.rows, s.median_ape, s.p90_ape, s.oom_agree, s.oom_rows, s.choice_pass, s.choice_sets);
+  std::cout << fmt::format(
+      "cross-validated: by={} rows={} median_ape={:.3f} p90_ape={:.3f} oom_agree={}/{} choice={}/{}\n",
+      HoldOutUnitName(unit), s.rows, s.median_ape, s.p90_ape, s.oom_agree, s.oom_rows, s.choice_pass, s.choice_sets);
   return 0;
 }
 
@@ -83,26 +115,32 @@ int RunValidate(int argc, char** argv) {
                            "Calibrate on each group's calibrate row, predict the rest, report the error");
   options.add_options()
       ("suite", "suite CSV (group,model,height,width,frames,steps,scope,gpu,gpus,nodes,gpus_per_node,intra,"
-                "inter,config,role,latency_s,source)", cxxopts::value<std::string>())
+                "inter,config,role,latency_s,source); repeat it (or separate by commas) for several, read as one",
+       cxxopts::value<std::vector<std::string>>())
       ("db", "calibration database: its fits are used, and the calibrate rows and their fits are recorded "
              "in it (without --db, the default database is only read)", cxxopts::value<std::string>())
-      ("cross-validate", "leave-one-group-out: learn the global constants without each group in turn "
-                         "(calibrate learn) and predict that group from its calibrate rows")
-      ("hold-out", "with --cross-validate: hold out only these groups (comma-separated), each in turn",
+      ("cross-validate", "learn the global constants (calibrate learn) without each publisher (or group) in "
+                         "turn and predict its rows, each group from its calibrate row")
+      ("by", "with --cross-validate: hold out by 'source' (every group of one publisher at once; the default "
+             "where the suites hold two publishers or more) or by 'group'", cxxopts::value<std::string>())
+      ("hold-out", "with --cross-validate: hold out only these publishers or groups (comma-separated), each in turn",
        cxxopts::value<std::vector<std::string>>())
+      ("min-gain", "with --cross-validate: the least fraction of the loss a constant's move must gain (calibrate "
+                   "learn's; default 0.04)", cxxopts::value<double>())
       ("json", "one JSON document on stdout");
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("validate", args.status());
   if (help) return 0;
   if (args->count("suite") == 0) return Fail("validate", Status::InvalidArgument("--suite FILE.csv is required"));
-  const std::string path = (*args)["suite"].as<std::string>();
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("validate", catalog.status());
-  auto rows = LoadSuiteFile(path, **catalog);
+  auto rows = LoadSuiteFiles((*args)["suite"].as<std::vector<std::string>>(), **catalog);
   if (!rows.ok()) return Fail("validate", rows.status());
-  if (args->count("hold-out") && !args->count("cross-validate")) {
-    return Fail("validate", Status::InvalidArgument("--hold-out needs --cross-validate"));
+  for (const char* flag : {"hold-out", "by", "min-gain"}) {
+    if (args->count(flag) && !args->count("cross-validate")) {
+      return Fail("validate", Status::InvalidArgument(fmt::format("--{} needs --cross-validate", flag)));
+    }
   }
   if (args->count("cross-validate")) {
     std::vector<std::string> left_out;

@@ -459,6 +459,21 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
         }))
       return false;
   }
+  if (c.compile != 0 && c.eager != 0) {
+    if (!fail(kRuleCompile, [&] {
+          return std::string("compile=1 and eager=1 contradict: compile=1 asks for torch.compile, eager=1 for the "
+                             "runtime's eager mode (give one)");
+        }))
+      return false;
+  }
+  if (c.eager != 0 && !by_runtime) {
+    if (!fail(kRuleCompile, [&] {
+          return std::string(
+              "eager=1: ditune's engine has no eager mode to ask for, it runs one kernel per op; eager=1 is for the "
+              "PyTorch runtimes that compile by default (--runtime vllm-omni)");
+        }))
+      return false;
+  }
   if (c.compile != 0 && !by_runtime) {
     if (!fail(kRuleCompile, [&] {
           return std::string(

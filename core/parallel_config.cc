@@ -49,7 +49,7 @@ std::optional<int> ParseInt(std::string_view s) {
 }
 
 constexpr const char* kKeys =
-    "ulysses, ring, pipefusion, patches, warmup, cfg, dp, tp, distrifusion, fsdp, offload (0 or 1), compile (0 or 1), "
+    "ulysses, ring, pipefusion, patches, warmup, cfg, dp, tp, distrifusion, fsdp, offload (0 or 1), compile (0 or 1), eager (0 or 1), "
     "te (whole, parallel, fsdp or cpu), vae (whole, tiled or parallel; vae_tiling=1 is vae=tiled), order";
 constexpr const char* kXditFlags =
     "xDiT's --ulysses_degree, --ring_degree, --pipefusion_parallel_degree, --num_pipeline_patch, "
@@ -57,7 +57,7 @@ constexpr const char* kXditFlags =
     "--enable_model_cpu_offload, --use_torch_compile, --use_parallel_vae; Wan's --ulysses_size, --ring_size, "
     "--dit_fsdp, --t5_fsdp, --t5_cpu, --offload_model True|False; HunyuanVideo's --vae-tiling; SGLang's and HunyuanVideo's --ulysses-degree, --ring-degree, --tp-size, "
     "--enable-cfg-parallel, --use-fsdp-inference, --dit-cpu-offload, --use-cpu-offload, --enable-torch-compile; "
-    "vLLM-Omni's --usp, --cfg-parallel-size 2, --tensor-parallel-size, --use-hsdp, --enable-cpu-offload";
+    "vLLM-Omni's --usp, --cfg-parallel-size 2, --tensor-parallel-size, --use-hsdp, --enable-cpu-offload, --enforce-eager";
 
 struct Fields {
   ParallelConfig config;
@@ -79,6 +79,7 @@ Status SetField(Fields* f, std::string_view key, std::string_view value, std::st
       {"dp", &ParallelConfig::dp, 1}, {"tp", &ParallelConfig::tp, 1},
       {"distrifusion", &ParallelConfig::distrifusion, 1}, {"fsdp", &ParallelConfig::fsdp, 1},
       {"offload", &ParallelConfig::offload, 0}, {"compile", &ParallelConfig::compile, 0},
+      {"eager", &ParallelConfig::eager, 0},
   };
   for (const auto& e : kEntries) {
     if (key != e.key) continue;
@@ -87,7 +88,7 @@ Status SetField(Fields* f, std::string_view key, std::string_view value, std::st
       return Status::InvalidArgument(fmt::format("{}: '{}' is not an integer >= {}", shown,
                                                  Trim(value), e.min));
     }
-    if ((key == "offload" || key == "compile") && *v > 1) {
+    if ((key == "offload" || key == "compile" || key == "eager") && *v > 1) {
       return Status::InvalidArgument(fmt::format("{}: '{}' is 0 (off) or 1 (on)", shown, Trim(value)));
     }
     f->config.*e.field = *v;
@@ -181,7 +182,7 @@ Status ParseXdit(std::string_view text, Fields* f) {
       {"--t5_fsdp", "te_fsdp"},                  {"--use-hsdp", "fsdp"},
       {"--parallel-text-encoder", "te"},         {"--parallel-text", "te"},
       {"--t5_cpu", "te_cpu"},                    {"--use_parallel_vae", "vae_parallel"},
-      {"--vae-tiling", "vae_tiled"},
+      {"--vae-tiling", "vae_tiled"},             {"--enforce-eager", "eager"},
   };
   // Settings given as a boolean value (Wan's --offload_model True, SGLang's
   // --use-fsdp-inference true).
@@ -194,6 +195,7 @@ Status ParseXdit(std::string_view text, Fields* f) {
     if (key == "cfg") f->config.cfg = on ? 2 : 1;
     if (key == "offload") f->config.offload = on ? 1 : 0;
     if (key == "compile") f->config.compile = on ? 1 : 0;
+    if (key == "eager") f->config.eager = on ? 1 : 0;
     if (key == "fsdp") f->fsdp_all = on;
     if (key == "te") f->config.te = on ? TextEncoderPlacement::kParallel : TextEncoderPlacement::kWhole;
     if (key == "te_fsdp") f->config.te = on ? TextEncoderPlacement::kFsdp : TextEncoderPlacement::kWhole;
@@ -366,6 +368,7 @@ std::string ToString(const ParallelConfig& c) {
   add("fsdp", c.fsdp, 1);
   add("offload", c.offload, 0);
   add("compile", c.compile, 0);
+  add("eager", c.eager, 0);
   if (c.te != TextEncoderPlacement::kWhole) items.push_back(fmt::format("te={}", TextEncoderPlacementName(c.te)));
   if (c.vae != VaePlacement::kWhole) items.push_back(fmt::format("vae={}", VaePlacementName(c.vae)));
   if (c.order != kDefaultRankOrder) items.push_back("order=" + RankOrderToString(c.order));

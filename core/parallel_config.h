@@ -77,6 +77,9 @@ struct ParallelConfig {
   // torch.compile of the DiT (xDiT's --use_torch_compile, SGLang's --enable-torch-compile, ...):
   // priced without the eager host overhead where the runtime compiles the model. 0 or 1.
   int compile = 0;
+  // The runtime's eager mode where its entry point compiles by default (vLLM-Omni's
+  // --enforce-eager): priced eager. 0 or 1; never with compile=1.
+  int eager = 0;
   // Where the text encoders are while they encode ("te=..."; TextEncoderPlacement).
   TextEncoderPlacement te = TextEncoderPlacement::kWhole;
   // How the VAE decodes ("vae=..."; VaePlacement).

@@ -159,6 +159,16 @@ StatusOr<RuntimeSupport> ParseRuntimeSupport(const nlohmann::json& j, const std:
     s.stages = f.Enum("stage_partition", {"ceil", "balanced"}) == "balanced" ? StagePartition::kBalanced
                                                                              : StagePartition::kCeil;
   }
+  if (f.Has("tp_split")) {
+    if (const nlohmann::json* tp = f.Object("tp_split")) {
+      JsonFields tf(*tp, origin + ": tp_split");
+      s.tp_split = tf.Enum("split", {"megatron", "cross-whole"}) == "cross-whole" ? TpSplit::kCrossWhole
+                                                                                 : TpSplit::kMegatron;
+      s.tp_split_source = tf.String("source");
+      tf.RejectUnknownKeys();
+      if (!tf.status().ok()) return tf.status();
+    }
+  }
   if (f.Has("constraints")) {
     if (const nlohmann::json* cons = f.Array("constraints")) {
       int i = 0;
@@ -191,6 +201,7 @@ StatusOr<RuntimeSupport> ParseRuntimeSupport(const nlohmann::json& j, const std:
       }
     }
   }
+  if (f.Has("off_flags_source")) s.off_flags_source = f.String("off_flags_source");
   if (f.Has("config_file")) {
     if (const nlohmann::json* cfg = f.Object("config_file")) {
       JsonFields cf(*cfg, origin + ": config_file");
@@ -292,8 +303,8 @@ StatusOr<RuntimeSupport> ParseRuntimeSupport(const nlohmann::json& j, const std:
   return s;
 }
 
-bool RuntimeCompiles(const RuntimeSpec* spec, const RuntimeSupport* entry, bool asked) {
-  if (spec == nullptr || entry == nullptr) return false;
+bool RuntimeCompiles(const RuntimeSpec* spec, const RuntimeSupport* entry, bool asked, bool eager) {
+  if (spec == nullptr || entry == nullptr || eager) return false;
   return (asked || spec->compiled_by_default) && entry->runs(RuntimeMethod::kTorchCompile);
 }
 

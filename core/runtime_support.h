@@ -60,6 +60,13 @@ std::string_view SequenceSplitUnitName(SequenceSplitUnit u);
 // blocks % stages stages take one more (ditune's engine).
 enum class StagePartition { kCeil, kBalanced };
 
+// What tensor parallelism splits. kMegatron: every projection and the MLP (column-parallel
+// in, row-parallel out: one all-reduce per residual branch; PyTorch's DTensor plans, as
+// cache-dit's). kCrossWhole: the same but cross-attention, which stays whole on every rank
+// (xDiT's DiT TP of its published PixArt runs: self-attention by heads and the FeedForward
+// split, `if subname == "attn1"` only).
+enum class TpSplit { kMegatron, kCrossWhole };
+
 // Constraints beyond the methods' own rules (ids are stable: messages and tests name them).
 inline constexpr const char* kConstraintTpOnlyWithUlysses = "tp-only-with-ulysses";  // tp > 1: no other method but Ulysses
 // The entry point pads the head count up to a multiple of the Ulysses degree, so Ulysses
@@ -141,13 +148,18 @@ struct RuntimeSupport {
   SequenceSplitUnit split = SequenceSplitUnit::kRows;
   std::string split_source;
   StagePartition stages = StagePartition::kCeil;
+  TpSplit tp_split = TpSplit::kMegatron;
+  std::string tp_split_source;
   std::vector<RuntimeConstraint> constraints;
   // A frame count the entry point always generates (0: it takes the workload's).
   int fixed_frames = 0;
   std::string fixed_frames_source;
   // What the entry point is told when an option is NOT chosen, where its default is on (Wan's
   // generate.py offloads on one GPU unless given "--offload_model False"): option key -> flag.
+  // torch_compile's off flag is the runtime's eager mode where it compiles by default
+  // (vLLM-Omni's --enforce-eager), told only when eager=1 asks for it.
   std::map<std::string, std::string, std::less<>> off_flags;
+  std::string off_flags_source;  // where the off flags are from, where flags_source does not say
   // A file the launch writes beside the command (TensorRT-LLM VisualGen's YAML, a diffusers
   // script): its name (the command's {config_file}), its format ("yaml" or "python": how
   // booleans are written) and its text, with placeholders {model}, {height}, {width},
@@ -208,9 +220,10 @@ struct RuntimeSpec {
 };
 
 // Whether a runtime's run of a model is compiled: asked for (compile=1, --torch-compile) or
-// the runtime's default, where its entry point for the model compiles it. `spec` or `entry`
-// null: not compiled.
-bool RuntimeCompiles(const RuntimeSpec* spec, const RuntimeSupport* entry, bool asked);
+// the runtime's default, where its entry point for the model compiles it, unless its eager
+// mode is asked for (eager=1, vLLM-Omni's --enforce-eager). `spec` or `entry` null: not
+// compiled.
+bool RuntimeCompiles(const RuntimeSpec* spec, const RuntimeSupport* entry, bool asked, bool eager = false);
 
 // Parses a runtime file: the RuntimeSpec, and for each model id its support object (the
 // file's "defaults" with the model's entry merged over them: objects key by key, other

@@ -97,7 +97,7 @@ std::string_view OpClassName(OpClass c) { return NameIn(kOpClassNames, c); }
 StatusOr<OpClass> ParseOpClass(std::string_view name) { return ParseIn(kOpClassNames, name, "op"); }
 
 RankWork ComputeRankWork(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
-                         const ParallelConfig& c) {
+                         const ParallelConfig& c, TpSplit split) {
   RankWork w;
   const int64_t seq_split = static_cast<int64_t>(c.sp()) * c.distrifusion;
   const int patches = (c.pipefusion > 1 || c.patches > 1) ? c.patches : 1;
@@ -116,6 +116,7 @@ RankWork ComputeRankWork(const ModelSpec& model, const TokenGeometry& tokens, co
   w.txt_tokens = (txt_local + patches - 1) / patches;
   w.ulysses = c.ulysses;
   w.tp = c.tp;
+  w.cross_tp = split == TpSplit::kCrossWhole ? 1 : c.tp;
   // Heads per rank; an entry point that pads the heads to a multiple of the Ulysses degree
   // (Z-Image in xDiT) computes the padded ones.
   w.heads = (model.heads + c.ulysses * c.tp - 1) / (c.ulysses * c.tp);
@@ -144,6 +145,7 @@ std::vector<OpCost> BlockOps(const ModelSpec& m, BlockFamily family, const RankW
   const double H = m.hidden;
   const double M = m.mlp_hidden;
   const int tp = w.tp;
+  const int xtp = w.cross_tp;
   const double ni = b * static_cast<double>(w.img_tokens);
   const double nt = b * static_cast<double>(w.txt_tokens);
   // Queries per head after Ulysses gathers the sequence; keys/values: the whole sequence
@@ -172,21 +174,21 @@ std::vector<OpCost> BlockOps(const ModelSpec& m, BlockFamily family, const RankW
       }
       // Cross-attention to the text: local queries, all heads (text is on every rank).
       ops.push_back(Elementwise("norm2", ni, H, 2, 1, kernel_names::kNormModulate));
-      ops.push_back(Gemm("cross_q", ni, H, H / tp));
+      ops.push_back(Gemm("cross_q", ni, H, H / xtp));
       const double text_per_patch = b * static_cast<double>(w.seq_txt_tokens) / w.patches;
-      ops.push_back(Gemm("cross_kv", text_per_patch, H, 2.0 * H / tp));
+      ops.push_back(Gemm("cross_kv", text_per_patch, H, 2.0 * H / xtp));
       OpCost xattn = Attention("cross_attn", m, static_cast<double>(w.img_tokens),
-                               static_cast<double>(w.seq_txt_tokens), static_cast<double>(m.heads) / tp, b);
+                               static_cast<double>(w.seq_txt_tokens), static_cast<double>(m.heads) / xtp, b);
       if (xattn.cls == OpClass::kLinearAttention) {
         // SANA's cross-attention is softmax attention over the short text.
         xattn.cls = OpClass::kAttention;
         xattn.flops = Flops(4.0 * b * static_cast<double>(w.img_tokens) * static_cast<double>(w.seq_txt_tokens) *
-                            m.heads / tp * m.head_dim);
+                            m.heads / xtp * m.head_dim);
         xattn.kernels = 1;
         xattn.kernel = kernel_names::kAttention;
       }
       ops.push_back(xattn);
-      ops.push_back(Gemm("cross_out", ni, H / tp, H));
+      ops.push_back(Gemm("cross_out", ni, H / xtp, H));
       ops.push_back(Elementwise("residual2", ni, H, 3, 1, kernel_names::kGatedResidual));
       ops.push_back(Elementwise("norm3_mod", ni, H, 2, 4, kernel_names::kNormModulate));
       AddMlp(&ops, m, "", ni, H, M, tp);

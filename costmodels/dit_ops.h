@@ -73,7 +73,8 @@ struct RankWork {
   int64_t seq_txt_tokens = 0;  // the whole text sequence
   int ulysses = 1;             // Ulysses gathers this many ranks' tokens per head group
   int heads = 0;               // heads this rank computes in self/joint attention
-  int tp = 1;                  // projection and MLP widths are divided by tp
+  int tp = 1;                  // projection, self-attention and MLP widths are divided by tp
+  int cross_tp = 1;            // cross-attention's (1: whole on every rank, TpSplit::kCrossWhole)
   int batch = 1;               // sequences per forward: prompts x CFG branches on this rank
   int patches = 1;             // PipeFusion patches per step (text work is spread over them)
   int frames = 1;              // latent frames of the whole sequence (after the temporal patch)
@@ -81,8 +82,10 @@ struct RankWork {
 
 // The work of any rank per block forward (every rank's share has the same size: a valid
 // configuration's degrees divide evenly).
+// `split`: what the runtime's tensor parallelism splits.
 RankWork ComputeRankWork(const ModelSpec& model, const TokenGeometry& tokens,
-                         const Workload& workload, const ParallelConfig& config);
+                         const Workload& workload, const ParallelConfig& config,
+                         TpSplit split = TpSplit::kMegatron);
 
 // The operations of one block of `family` for `work`.
 std::vector<OpCost> BlockOps(const ModelSpec& model, BlockFamily family, const RankWork& work);

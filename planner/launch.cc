@@ -148,7 +148,14 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
     if (x.flag(RuntimeMethodKey(m)) == nullptr) return;  // set in the config file
     for (auto& w : spelled(*x.flag(RuntimeMethodKey(m)), "", false)) par.push_back(std::move(w));
   };
-  option(RuntimeMethod::kTorchCompile, options.torch_compile || config.compile != 0);
+  // A runtime that compiles by default is told to run eager by its off flag (vLLM-Omni's
+  // --enforce-eager), and only then.
+  const bool eager = options.eager || config.eager != 0;
+  if (eager) {
+    option(RuntimeMethod::kTorchCompile, false);
+  } else if (options.torch_compile || config.compile != 0) {
+    option(RuntimeMethod::kTorchCompile, true);
+  }
   option(RuntimeMethod::kCpuOffload, config.offload != 0);
   const bool parallel_vae = config.vae == VaePlacement::kParallel || (options.parallel_vae && config.world_size() > 1);
   option(RuntimeMethod::kParallelVae, parallel_vae);
@@ -178,7 +185,8 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
         {"cfg", degree_text(config.cfg)},
         {"tp", degree_text(config.tp)},
         {"fsdp", degree_text(config.fsdp)},
-        {"torch_compile", boolean((options.torch_compile || config.compile != 0) && x.runs(RuntimeMethod::kTorchCompile))},
+        {"torch_compile", boolean((options.torch_compile || config.compile != 0) && !eager &&
+                                  x.runs(RuntimeMethod::kTorchCompile))},
         {"cpu_offload", boolean(config.offload != 0)},
         {"text_encoder_parallel", boolean(config.te == TextEncoderPlacement::kParallel)},
         {"text_encoder_fsdp", boolean(config.te == TextEncoderPlacement::kFsdp)},

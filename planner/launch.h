@@ -21,6 +21,8 @@ namespace ditune {
 struct LaunchOptions {
   bool torch_compile = false;
   bool parallel_vae = false;
+  // The runtime's eager mode where it compiles by default (eager=1).
+  bool eager = false;
 };
 
 struct Launch {

@@ -403,6 +403,7 @@ struct PlanStart {
 PlanOptions ForRuntime(const ModelSpec& model, std::string_view rules, PlanOptions opt) {
   if (const RuntimeSupport* entry = rules.empty() ? nullptr : model.runtime(rules)) {
     opt.sim.stage_partition = entry->stages;
+    opt.sim.tp_split = entry->tp_split;
     opt.sim.parallel_vae = opt.launch.parallel_vae && entry->runs(RuntimeMethod::kParallelVae);
     opt.sim.memory.placement = entry->memory;
   }
@@ -415,7 +416,7 @@ Runtime PlanRuntime(const Catalog& catalog, const ModelSpec& model, const Cluste
                     const PlanOptions& opt) {
   if (rules.empty()) return cluster.gpu->is_cpu ? Runtime::kEager : Runtime::kEngine;
   auto spec = catalog.Runtime(rules);
-  return RuntimeCompiles(spec.ok() ? *spec : nullptr, model.runtime(rules), opt.launch.torch_compile)
+  return RuntimeCompiles(spec.ok() ? *spec : nullptr, model.runtime(rules), opt.launch.torch_compile, opt.launch.eager)
              ? Runtime::kCompiled
              : Runtime::kEager;
 }
@@ -658,6 +659,7 @@ StatusOr<SimResult> SimulateAsPlanned(const Catalog& catalog, const Workload& wo
   PlanOptions opt;
   PlanOptions asked = options;
   asked.launch.torch_compile |= config.compile != 0;  // compile=1 is priced as --torch-compile
+  asked.launch.eager |= config.eager != 0;            // eager=1 as the runtime's eager mode
   DITUNE_ASSIGN_OR_RETURN(PlanStart start, StartPlan(catalog, workload, cluster, fits, asked, &opt));
   ValidationContext ctx{start.model, start.tokens, workload.steps, workload.batch, cluster.gpus()};
   ctx.runtime = start.rules;
@@ -873,11 +875,11 @@ StatusOr<ParallelConfig> PlanConfigFromJson(std::string_view text, const std::st
 std::string PlanCacheKey(const Workload& w, const Cluster& c, const PlanOptions& o) {
   std::string warmups;
   for (int x : o.enumerate.warmups) warmups += fmt::format("{},", x);
-  return fmt::format("v4|{}|{}x{}x{}|s{}|b{}|{}|{}x{}|{}n|{}{}|{}|{}|k{}|p{}w{}d{}o{}|{}|tc{}pv{}|m{}", w.model_id, w.height,
+  return fmt::format("v4|{}|{}x{}x{}|s{}|b{}|{}|{}x{}|{}n|{}{}|{}|{}|k{}|p{}w{}d{}o{}|{}|tc{}pv{}e{}|m{}", w.model_id, w.height,
                      w.width, w.frames, w.steps, w.batch, OutputTypeName(w.output), c.spec.gpu_id, c.gpus(), c.nodes(),
                      c.spec.intra_id, TopologyKey(c), c.spec.inter_id, ObjectiveName(o.objective), o.top_k,
                      o.enumerate.vary_patches, warmups, o.enumerate.distrifusion, o.enumerate.vary_order,
-                     o.runtime, o.launch.torch_compile, o.launch.parallel_vae, fmt::join(o.methods, "+"));
+                     o.runtime, o.launch.torch_compile, o.launch.parallel_vae, o.launch.eager, fmt::join(o.methods, "+"));
 }
 
 }  // namespace ditune

@@ -534,7 +534,8 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, TaskSche
                                                in.config.world_size(), in.cluster->gpus()));
   }
   DITUNE_ASSIGN_OR_RETURN(RankLayout layout, RankLayout::Create(in.config, in.cluster->gpus_per_node()));
-  StageCosts costs(*in.model, tokens, in.workload, in.config, layout, *in.compute, *in.comm);
+  StageCosts costs(*in.model, tokens, in.workload, in.config, layout, *in.compute, *in.comm,
+                   /*kernel_breakdown=*/false, opt.tp_split);
 
   const int steps = in.workload.steps;
   const bool pipelined = in.config.pipefusion > 1 || in.config.distrifusion > 1;

@@ -49,6 +49,8 @@ struct SimOptions {
   bool parallel_vae = false;
   // How PipeFusion's blocks are split over the stages (xDiT: ceil per stage).
   StagePartition stage_partition = StagePartition::kBalanced;
+  // What the runtime's tensor parallelism splits (RuntimeSupport::tp_split).
+  TpSplit tp_split = TpSplit::kMegatron;
   // SimResult::ranks holds every rank; false: the first rank of each PipeFusion stage only
   // (every rank of a stage has its representative's figures). The planner keeps thousands of
   // candidates: on 4,096 GPUs a row per rank is most of its memory.

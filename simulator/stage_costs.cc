@@ -55,19 +55,20 @@ void KernelBreakdown::Add(const OpCost& op, Seconds device) {
 
 StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
                        const ParallelConfig& config, const RankLayout& layout, const ComputeModel& compute,
-                       const CommModel& comm, bool kernel_breakdown)
+                       const CommModel& comm, bool kernel_breakdown, TpSplit tp_split)
     : model_(model),
       tokens_(tokens),
       config_(config),
       layout_(layout),
       compute_(compute),
       comm_(comm),
-      kernel_breakdown_(kernel_breakdown) {
-  work_patched_ = ComputeRankWork(model, tokens, workload, config);
+      kernel_breakdown_(kernel_breakdown),
+      tp_split_(tp_split) {
+  work_patched_ = ComputeRankWork(model, tokens, workload, config, tp_split);
   ParallelConfig whole = config;
   whole.patches = 1;
   whole.pipefusion = 1;
-  work_full_ = ComputeRankWork(model, tokens, workload, whole);
+  work_full_ = ComputeRankWork(model, tokens, workload, whole, tp_split);
   // Rank 0 represents its groups, alike for every family: each axis's sharing once.
   for (Axis a : {Axis::kUlysses, Axis::kRing, Axis::kTp}) {
     if (layout.degree(a) > 1) share_[static_cast<int>(a)] = comm.Sharing(layout.GroupOf(0, a), layout, a);
@@ -226,9 +227,29 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   if (config_.tp > 1) {
     const auto group = layout_.GroupOf(rep, Axis::kTp);
     const double share = share_[static_cast<int>(Axis::kTp)];
-    const double n = w.batch * (static_cast<double>(w.img_tokens) +
-                                (AttendsOverText(family) ? static_cast<double>(w.txt_tokens) : 0.0));
-    c.tp = comm_.Time(Collective::kAllReduce, Bytes(kElementBytes * n * model_.hidden), group, share) * 2;
+    // Megatron's split: each residual branch ends in a row-parallel output projection, whose
+    // partial sums are all-reduced over the TP group (PyTorch's RowwiseParallel returns its
+    // output replicated). So a block all-reduces once per branch, each of that branch's
+    // tokens: a cross-attention block three times over the image tokens (self-attention,
+    // cross-attention, MLP; a temporal block has no cross-attention); a double-stream block
+    // four times, each stream's attention and MLP on their own (cache-dit's Flux plans:
+    // to_out, to_add_out, ff and ff_context row-parallel); a single-stream block once, its
+    // proj_out over the concatenated attention and MLP (cache-dit's Flux single-block plan).
+    // With cross-attention whole (xDiT's published TP), a cross-attention block all-reduces
+    // twice: after self-attention and after the MLP.
+    const double img = w.batch * static_cast<double>(w.img_tokens);
+    const double txt = w.batch * static_cast<double>(w.txt_tokens);
+    auto reduce = [&](double tokens) {
+      return comm_.Time(Collective::kAllReduce, Bytes(kElementBytes * tokens * model_.hidden), group, share);
+    };
+    const int cross_reduces = tp_split_ == TpSplit::kCrossWhole ? 2 : 3;
+    switch (family) {
+      case BlockFamily::kJoint: c.tp = (reduce(img) + reduce(txt)) * 2; break;
+      case BlockFamily::kSingle: c.tp = reduce(img + txt); break;
+      case BlockFamily::kTemporal: c.tp = reduce(img) * 2; break;
+      case BlockFamily::kCross:
+      case BlockFamily::kSpatial: c.tp = reduce(img) * cross_reduces; break;
+    }
   }
   if (config_.fsdp > 1) {
     // FSDP gathers each block's weights from the fsdp ranks (consecutive ranks) one block

@@ -59,7 +59,7 @@ class StageCosts {
  public:
   StageCosts(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
              const ParallelConfig& config, const RankLayout& layout, const ComputeModel& compute,
-             const CommModel& comm, bool kernel_breakdown = false);
+             const CommModel& comm, bool kernel_breakdown = false, TpSplit tp_split = TpSplit::kMegatron);
 
   // Cost of block `index` when the forward covers one of `patches` patches.
   const BlockCost& Block(int index, bool patched) const;
@@ -98,6 +98,7 @@ class StageCosts {
   Seconds overhead_full_, overhead_patched_;
   Seconds overhead_host_full_, overhead_host_patched_;
   bool kernel_breakdown_;
+  TpSplit tp_split_ = TpSplit::kMegatron;
   KernelBreakdown overhead_kernels_full_, overhead_kernels_patched_;
 };
 

@@ -1,6 +1,7 @@
 // The calibration wing: the refit of a whole store, and the engine's scale fitted on some
 // models predicting the others.
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,47 @@ TEST(PredictTest, EngineRunsOnSomeModelsCalibrateTheOthers) {
   EXPECT_EQ((*FitEngineScales(runs, Cat(), fits, &skipped)).size(), 3u);
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_NE(skipped[0].find("no-such-model"), std::string::npos) << skipped[0];
+}
+
+// Who published a row is its source's repository owner, or its first word; suites read
+// together keep each row's file, and a group may not span two files.
+TEST(SuiteTest, RowsKnowTheirPublisherAndFileAndAGroupIsOneFiles) {
+  SuiteRow r;
+  r.source = "github:Wan-Video/Wan2.2 README.md 'Computational Efficiency'";
+  EXPECT_EQ(PublisherOf(r), "Wan-Video");
+  r.source = "github:Wan-Video/Wan2.1 README.md";
+  EXPECT_EQ(PublisherOf(r), "Wan-Video");
+  r.source = "xDiT docs/performance/flux.md";
+  EXPECT_EQ(PublisherOf(r), "xDiT");
+  r.source = "  measured/ours.csv";
+  EXPECT_EQ(PublisherOf(r), "measured");
+  r.source = "";
+  EXPECT_EQ(PublisherOf(r), "unknown");
+  r.source = "github:";
+  EXPECT_EQ(PublisherOf(r), "unknown");
+
+  const std::string dir = ::testing::TempDir() + "/suite-files";
+  std::filesystem::create_directories(dir);
+  const std::string header =
+      "group,model,height,width,frames,steps,scope,gpu,gpus,nodes,gpus_per_node,intra,inter,config,role,latency_s,"
+      "source\n";
+  auto write = [&](const std::string& name, const std::string& group) {
+    std::ofstream(dir + "/" + name) << header << group
+                                    << ",flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,1,1,8,nvlink4,none,,calibrate,"
+                                       "6.71,xDiT docs\n";
+  };
+  write("a.csv", "one");
+  write("b.csv", "two");
+  write("c.csv", "one");
+  auto both = LoadSuiteFiles({dir + "/a.csv", dir + "/b.csv"}, Cat());
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  ASSERT_EQ(both->size(), 2u);
+  EXPECT_EQ(RowPlace((*both)[1]), "b.csv line 2");
+  auto clash = LoadSuiteFiles({dir + "/a.csv", dir + "/c.csv"}, Cat());
+  ASSERT_FALSE(clash.ok());
+  EXPECT_NE(clash.status().message().find("group 'one' is in"), std::string::npos) << clash.status().message();
+  EXPECT_FALSE(LoadSuiteFiles({}, Cat()).ok());
+  EXPECT_FALSE(LoadSuiteFiles({dir + "/a.csv", dir + "/missing.csv"}, Cat()).ok());
 }
 
 }  // namespace

@@ -97,15 +97,24 @@ TEST(LearnTest, TheShippedFactoryCalibrationIsReproducedFromTheSuite) {
   std::stringstream text;
   text << in.rdbuf();
   const nlohmann::json shipped = nlohmann::json::parse(text.str());
-  const auto rows = Suite();
+  // The suites it names ("a.csv + b.csv"), read as one, without the rows ditune cannot price.
+  std::vector<std::string> paths;
+  const std::string suite = shipped.value("suite", "");
+  for (size_t at = 0, end; at <= suite.size(); at = end + 3) {
+    end = suite.find(" + ", at);
+    if (end == std::string::npos) end = suite.size();
+    paths.push_back(std::string(DITUNE_TEST_DATA_DIR) + "/validation/" + suite.substr(at, end - at));
+  }
+  auto read = LoadSuiteFiles(paths, Cat());
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  const auto rows = PricedRows(*read);
   auto learned = LearnMechanisms(rows, Cat(), {});
   ASSERT_TRUE(learned.ok()) << learned.status().ToString();
   const nlohmann::json made = FactoryCalibrationJson(*learned, shipped.value("suite", ""), rows);
   for (const auto& p : MechanismParams()) {
     EXPECT_NEAR(made["mechanisms"][p.name].get<double>(), shipped["mechanisms"][p.name].get<double>(),
                 1e-9 * std::abs(shipped["mechanisms"][p.name].get<double>()))
-        << p.name << ": re-run `ditune calibrate learn --suite data/validation/xdit-published-dev.csv --out "
-                     "data/calibration/factory.json`";
+        << p.name << ": re-run `" << shipped.value("about", "") << "` with --out data/calibration/factory.json";
   }
   ASSERT_EQ(made["scales"].size(), shipped["scales"].size());
   for (size_t i = 0; i < made["scales"].size(); ++i) {
@@ -114,6 +123,7 @@ TEST(LearnTest, TheShippedFactoryCalibrationIsReproducedFromTheSuite) {
                 1e-9);
   }
   EXPECT_EQ(made["after"]["oom_agree"], shipped["after"]["oom_agree"]);
+  EXPECT_EQ(made["min_gain"], shipped["min_gain"]);
   // What it seeds: the constants and one scale per (GPU, model), each saying where it came from.
   auto fits = FactoryFits(shipped);
   ASSERT_TRUE(fits.ok()) << fits.status().ToString();
@@ -210,6 +220,48 @@ TEST(LearnTest, CrossValidationNeverSeesTheHeldOutGroup) {
   }
   EXPECT_TRUE(moved);
   EXPECT_EQ(clean->groups.size(), 3u);
+}
+
+// Leave-one-source-out holds out every group of one publisher at once: poisoning one
+// publisher's rows moves none of its own predictions, and its entry counts its groups.
+TEST(LearnTest, LeaveOneSourceOutHoldsOutEveryGroupOfAPublisher) {
+  auto beyond = LoadSuiteFile(std::string(DITUNE_TEST_DATA_DIR) + "/validation/published-beyond-xdit.csv", Cat());
+  ASSERT_TRUE(beyond.ok()) << beyond.status().ToString();
+  auto rows = Groups(Suite(), {"flux-dev-1024-h100", "consisid-h100"});
+  for (const auto& r : Groups(*beyond, {"cd-flux-1024-l20", "cd-flux-1008-l20", "vo-qwenimage-2048-h800"})) {
+    rows.push_back(r);
+  }
+  auto poisoned = rows;
+  for (auto& r : poisoned) {
+    if (PublisherOf(r) == "vipshop" && r.role == SuiteRole::kPredict && r.latency_s) *r.latency_s *= 5;
+  }
+  LearnOptions opt;
+  opt.steps = {2.0};
+  auto clean = CrossValidate(rows, Cat(), {}, opt, {}, HoldOutUnit::kSource);
+  auto bad = CrossValidate(poisoned, Cat(), {}, opt, {}, HoldOutUnit::kSource);
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  ASSERT_TRUE(bad.ok());
+  ASSERT_EQ(clean->groups.size(), 3u);
+  std::map<std::string, int> groups;
+  for (const auto& g : clean->groups) groups[g.group] = g.groups;
+  EXPECT_EQ(groups, (std::map<std::string, int>{{"xDiT", 2}, {"vipshop", 2}, {"vllm-project", 1}}));
+  int held = 0;
+  for (size_t i = 0; i < clean->rows.size(); ++i) {
+    if (clean->rows[i].publisher != "vipshop") continue;
+    ++held;
+    EXPECT_EQ(clean->rows[i].predicted_s, bad->rows[i].predicted_s) << "line " << clean->rows[i].line;
+  }
+  EXPECT_GT(held, 10);
+  // By group, vipshop's other group teaches the one held out: the poison reaches it.
+  auto by_group = CrossValidate(poisoned, Cat(), {}, opt, {"cd-flux-1008-l20"}, HoldOutUnit::kGroup);
+  auto by_group_clean = CrossValidate(rows, Cat(), {}, opt, {"cd-flux-1008-l20"}, HoldOutUnit::kGroup);
+  ASSERT_TRUE(by_group.ok() && by_group_clean.ok());
+  EXPECT_FALSE(by_group->groups[0].learned == by_group_clean->groups[0].learned);
+  // One publisher alone cannot be held out from itself.
+  auto alone = CrossValidate(Groups(Suite(), {"flux-dev-1024-h100", "consisid-h100"}), Cat(), {}, opt, {},
+                             HoldOutUnit::kSource);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_NE(alone.status().message().find("two publishers"), std::string::npos) << alone.status().message();
 }
 
 // --hold-out: only the named groups are held out, each in turn; a name the suite lacks is

@@ -371,9 +371,24 @@ expect validate-group-mixes-gpus 2 "mixed-gpus.csv:3: group 'flux-dev-1024-h100'
   -- validate --suite "$tmp/mixed-gpus.csv"
 head -11 "$suite" >"$tmp/two-groups.csv"
 head -7 "$suite" >"$tmp/only-flux.csv"
-expect cross-validate 0 "^cross-validated: rows=8 median_ape=" -- validate --suite "$tmp/two-groups.csv" --cross-validate
+expect cross-validate 0 "^cross-validated: by=group rows=8 median_ape=" -- validate --suite "$tmp/two-groups.csv" --cross-validate
 expect cross-validate-one-group 2 "two groups or more" -- validate --suite "$tmp/only-flux.csv" --cross-validate
-expect cross-validate-hold-out 0 "^cross-validated: rows=3 median_ape=" -- validate --suite "$tmp/two-groups.csv" --cross-validate --hold-out pixart-1024-a100
+expect cross-validate-hold-out 0 "^cross-validated: by=group rows=3 median_ape=" -- validate --suite "$tmp/two-groups.csv" --cross-validate --hold-out pixart-1024-a100
+# Two publishers' suites read as one: held out by publisher unless told otherwise.
+beyond="$DITUNE_DATA/validation/published-beyond-xdit.csv"
+{ head -1 "$beyond"; grep '^cd-flux-1008-l20,' "$beyond"; } >"$tmp/cache-dit-two-rows.csv"
+expect cross-validate-by-source 0 "^cross-validated: by=source rows=9 median_ape=" -- validate --suite "$tmp/two-groups.csv" \
+  --suite "$tmp/cache-dit-two-rows.csv" --cross-validate
+expect cross-validate-by-source-table 0 "^vipshop +1 +1 " -- validate --suite "$tmp/two-groups.csv" \
+  --suite "$tmp/cache-dit-two-rows.csv" --cross-validate
+expect cross-validate-one-publisher 2 "two publishers or more \(its rows are all xDiT's" -- validate \
+  --suite "$tmp/two-groups.csv" --cross-validate --by source
+expect cross-validate-by-bad 2 "\-\-by 'nope': expected source or group" -- validate --suite "$tmp/two-groups.csv" \
+  --cross-validate --by nope
+expect by-alone 2 "\-\-by needs \-\-cross-validate" -- validate --suite "$tmp/two-groups.csv" --by group
+expect validate-group-in-two-suites 2 "group 'flux-dev-1024-h100' is in .*two-groups.csv \(line 2\) and in .*only-flux.csv \(line 2\)" -- \
+  validate --suite "$tmp/two-groups.csv" --suite "$tmp/only-flux.csv"
+expect validate-two-suites 0 "^summary: rows=9 " -- validate --suite "$tmp/two-groups.csv,$tmp/cache-dit-two-rows.csv"
 expect cross-validate-hold-out-unknown 2 "no group 'nope' in the suite to hold out; its groups: " -- validate --suite "$tmp/two-groups.csv" --cross-validate --hold-out nope
 expect hold-out-alone 2 "\-\-hold-out needs \-\-cross-validate" -- validate --suite "$tmp/two-groups.csv" --hold-out pixart-1024-a100
 expect factory-explained 0 "compute scale of h100-sxm5-80gb/flux.1-dev: [0-9.]+, learned from published runs" -- \
@@ -680,7 +695,14 @@ expect doctor-topology 0 "8 GPUs on 2 CPU sockets \(0-3 \| 4-7\)" -- doctor --no
   --write-topology "$tmp/box.json" "$doc/topo.8gpu-two-socket-4-per-switch.txt"
 expect plan-topology 0 "pcie4 as laid out in .*box.json \(2 sockets, 4 GPUs a switch\).*
 1 +ulysses=4,pipefusion=2" -- plan --model flux.1-dev --gpu l20 --gpus 8 --topology "$tmp/box.json"
-expect plan-catalog-box 0 "1 +ulysses=2,ring=2,pipefusion=2" -- plan --model flux.1-dev --gpu l20 --gpus 8
+# The box's own layout (four GPUs a switch) prices the same configuration otherwise than the
+# catalog's (two a switch): its in-socket all-to-all loads no shared uplink.
+catalog_box=$("$bin" simulate --model flux.1-dev --gpu l20 --gpus 8 --config ulysses=4,pipefusion=2 --json 2>/dev/null |
+  grep -m1 '"latency_s"')
+own_box=$("$bin" simulate --model flux.1-dev --gpu l20 --gpus 8 --config ulysses=4,pipefusion=2 --json \
+  --topology "$tmp/box.json" 2>/dev/null | grep -m1 '"latency_s"')
+if [[ -n $catalog_box && -n $own_box && $catalog_box != "$own_box" ]]; then pass=$((pass + 1)); else
+  echo "FAIL plan-catalog-box: the box's layout did not change the price ($catalog_box vs $own_box)"; fail=$((fail + 1)); fi
 expect plan-topology-raw 0 "4 GPUs a switch" -- simulate --model flux.1-dev --gpu l20 --gpus 8 --config ulysses=4,ring=2 \
   --topology "$doc/topo.8gpu-two-socket-4-per-switch.txt"
 expect plan-topology-bad 2 "abbreviated" -- plan --model flux.1-dev --gpu l20 --gpus 8 --topology "$doc/topo.abbreviated.txt"

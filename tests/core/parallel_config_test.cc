@@ -130,6 +130,11 @@ TEST(ParallelConfigTest, EachRuntimesFlagsAreAConfig) {
   EXPECT_EQ(ToString(*compiled), "ulysses=4,compile=1");
   EXPECT_EQ(*ParseParallelConfig(ToString(*compiled)), *compiled);
   EXPECT_EQ(*ParseParallelConfig(ToXditFlags(*compiled)), *compiled);
+  auto eager = ParseParallelConfig("--usp 2 --enforce-eager");
+  ASSERT_TRUE(eager.ok()) << eager.status().ToString();
+  EXPECT_EQ(ToString(*eager), "ulysses=2,eager=1");
+  EXPECT_EQ(*ParseParallelConfig(ToString(*eager)), *eager);
+  EXPECT_FALSE(ParseParallelConfig("eager=2").ok());
   // What is not a parallel setting says so.
   auto gpus = ParseParallelConfig("--ulysses_size 2 --num-gpus 2");
   ASSERT_FALSE(gpus.ok());

@@ -105,6 +105,12 @@ TEST(RuntimesTest, EachRuntimeSpellsItsOwnFlagsOrWritesItsOwnFile) {
   auto vo = LaunchOf("vllm-omni", "qwen-image", q, "h200-sxm-141gb", 4, "ulysses=2,cfg=2");
   ASSERT_TRUE(vo.ok()) << vo.status().ToString();
   EXPECT_TRUE(Has(vo->command, "--ulysses-degree 2 --cfg-parallel-size 2")) << vo->command;
+  // vLLM-Omni compiles by default; eager=1 is its --enforce-eager, and only then said.
+  EXPECT_FALSE(Has(vo->command, "--enforce-eager")) << vo->command;
+  auto vo_eager = LaunchOf("vllm-omni", "qwen-image", q, "h200-sxm-141gb", 4, "ulysses=2,cfg=2,eager=1");
+  ASSERT_TRUE(vo_eager.ok()) << vo_eager.status().ToString();
+  EXPECT_TRUE(Has(vo_eager->command, "--enforce-eager")) << vo_eager->command;
+  EXPECT_FALSE(LaunchOf("vllm-omni", "qwen-image", q, "h200-sxm-141gb", 4, "ulysses=2,compile=1,eager=1").ok());
   auto trt = LaunchOf("trtllm-visualgen", "qwen-image", q, "h200-sxm-141gb", 2, "cfg=2");
   ASSERT_TRUE(trt.ok()) << trt.status().ToString();
   EXPECT_EQ(trt->config_name, "visual_gen.yaml");
@@ -184,6 +190,22 @@ TEST(RuntimesTest, SimulateReproducesEveryRuntimesPlanToTheDigit) {
       EXPECT_EQ(sim->total.value(), plan->ranked.front().result.total.value()) << r.id << " " << c.model;
     }
   }
+}
+
+// eager=1 prices a runtime that compiles by default as eager: slower, as its host time and
+// unfused kernels come back; on a runtime that never compiles it changes nothing.
+TEST(RuntimesTest, EagerModeOfARuntimeThatCompilesByDefaultIsPricedEager) {
+  const Workload q = At("qwen-image", 1024, 1024);
+  const Cluster cluster = *ResolveCluster({"a100-sxm4-80gb", 2}, Cat());
+  auto total = [&](const char* runtime, const char* config) {
+    PlanOptions opt;
+    opt.runtime = runtime;
+    auto sim = SimulateAsPlanned(Cat(), q, cluster, {}, opt, *ParseParallelConfig(config));
+    EXPECT_TRUE(sim.ok()) << runtime << " " << config << ": " << sim.status().ToString();
+    return sim.ok() ? sim->total.value() : 0.0;
+  };
+  EXPECT_GT(total("vllm-omni", "ring=2,eager=1"), 1.2 * total("vllm-omni", "ring=2"));
+  EXPECT_EQ(total("sglang", "ring=2,eager=1"), total("sglang", "ring=2"));
 }
 
 // FLUX.2-dev's 24 B-parameter text encoder does not fit whole beside the DiT on a 48 GB L20;

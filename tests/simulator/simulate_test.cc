@@ -104,6 +104,51 @@ TEST(SimulateTest, GoldenUlysses) {
   EXPECT_NEAR(r->steady.exposed_comm.value(), 57 * 4 * a2a, 1e-9);
 }
 
+// Tensor parallelism all-reduces once per residual branch: a double-stream block four times
+// (each stream's attention and MLP), a single-stream block once; a cross-attention block
+// three times, or twice where cross-attention stays whole (xDiT's published TP), whose
+// cross-attention is then not split either.
+TEST(SimulateTest, GoldenTensorParallelAllReducesPerBranch) {
+  Fixture f("flux.1-dev", "h100-sxm5-80gb", 2, "tp=2", 1024, 1024, 28);
+  f.compute = FlatCompute(*f.cluster.gpu);
+  const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
+  auto layout = *RankLayout::Create(f.config, 8);
+  StageCosts costs(*f.model, t, f.workload, f.config, layout, f.compute, f.comm);
+  const LinkSpec& nv = **Cat().Link("nvlink4");
+  // All-reduce of n tokens x 3072 x 2 bytes over 2 ranks: bus factor 2 (n - 1) / n = 1.
+  auto reduce = [&](double tokens) { return nv.latency.value() + 2.0 * 3072 * tokens / nv.busbw.value(); };
+  int joint = -1, single = -1;
+  for (int i = 0; i < f.model->num_blocks(); ++i) {
+    (f.model->family_of(i) == BlockFamily::kJoint ? joint : single) = i;
+  }
+  ASSERT_GE(joint, 0);
+  ASSERT_GE(single, 0);
+  EXPECT_NEAR(costs.Block(joint, false).tp.value(), 2 * (reduce(4096) + reduce(512)), 1e-12);
+  EXPECT_NEAR(costs.Block(single, false).tp.value(), reduce(4096 + 512), 1e-12);
+
+  Fixture p("pixart-alpha", "h100-sxm5-80gb", 2, "tp=2", 1024, 1024, 20);
+  p.compute = FlatCompute(*p.cluster.gpu);
+  const TokenGeometry pt = *ComputeTokenGeometry(*p.model, p.workload);
+  StageCosts megatron(*p.model, pt, p.workload, p.config, layout, p.compute, p.comm);
+  StageCosts whole(*p.model, pt, p.workload, p.config, layout, p.compute, p.comm, false, TpSplit::kCrossWhole);
+  auto preduce = [&](double tokens) { return nv.latency.value() + 2.0 * 1152 * tokens / nv.busbw.value(); };
+  // Guidance runs both branches on every rank: a batch of two.
+  EXPECT_NEAR(megatron.Block(0, false).tp.value(), 3 * preduce(2 * 4096), 1e-12);
+  EXPECT_NEAR(whole.Block(0, false).tp.value(), 2 * preduce(2 * 4096), 1e-12);
+  // Cross-attention whole: its projections are the full width on every rank.
+  const RankWork split = ComputeRankWork(*p.model, pt, p.workload, p.config);
+  const RankWork kept = ComputeRankWork(*p.model, pt, p.workload, p.config, TpSplit::kCrossWhole);
+  auto flops_of = [&](const RankWork& w, const std::string& name) {
+    for (const auto& op : BlockOps(*p.model, BlockFamily::kCross, w)) {
+      if (op.name == name) return op.flops.value();
+    }
+    return -1.0;
+  };
+  EXPECT_NEAR(flops_of(kept, "cross_q"), 2 * flops_of(split, "cross_q"), 1e-6);
+  EXPECT_NEAR(flops_of(kept, "qkv"), flops_of(split, "qkv"), 1e-6);
+  EXPECT_NEAR(flops_of(kept, "mlp_up"), flops_of(split, "mlp_up"), 1e-6);
+}
+
 // xDiT's Ring goes through the same hybrid layer as Ulysses: with a Ulysses group of one,
 // yunchang's all_to_all_4D skips the collective but still permutes Q, K, V and the output
 // into contiguous copies, around Mechanisms::ulysses_ops - 1 framework ops each. ditune's own
