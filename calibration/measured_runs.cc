@@ -256,6 +256,60 @@ std::vector<MeasuredRun> MeasuredXditRuns(const std::vector<Measurement>& measur
   return out;
 }
 
+QuarantineCheck CheckAgainstPrediction(const SuiteRow& row, double measured_s, double predicted_s,
+                                       const IntervalTable* bands) {
+  QuarantineCheck q;
+  const double r = std::log(measured_s / predicted_s);
+  const double ratio = std::log(kQuarantineRatio);
+  q.lo = -ratio;
+  q.hi = ratio;
+  if (bands != nullptr) {
+    const PredictionInterval band = IntervalFor(*bands, row.runtime, Provenance::kPublished, predicted_s);
+    q.lo = std::log(band.lo_s / predicted_s);
+    q.hi = std::log(band.hi_s / predicted_s);
+  }
+  if (std::abs(r) > ratio) {
+    q.verdict = QuarantineCheck::kQuarantined;
+    q.why = fmt::format("more than {}x apart", kQuarantineRatio);
+  } else if (bands != nullptr && (r > 2 * q.hi || r < 2 * q.lo)) {
+    q.verdict = QuarantineCheck::kQuarantined;
+    q.why = fmt::format("{:+.0f}%, beyond twice its 80% interval's {:+.0f}% .. {:+.0f}%", 100 * std::expm1(r),
+                        100 * std::expm1(q.lo), 100 * std::expm1(q.hi));
+  } else if (bands != nullptr && (r > q.hi || r < q.lo)) {
+    q.verdict = QuarantineCheck::kOutside;
+  }
+  return q;
+}
+
+StatusOr<std::string> LikelyCause(const SuiteRow& row, double measured_s, double predicted_s, const Catalog& catalog,
+                                  const std::vector<Fit>& fits) {
+  // The same run timed as the other scope: the DiT alone for a whole-pipeline run, or the
+  // whole pipeline for a DiT-only one.
+  if (row.scope == SuiteScope::kE2e || row.scope == SuiteScope::kDit) {
+    SuiteRow other = row;
+    other.scope = row.scope == SuiteScope::kE2e ? SuiteScope::kDit : SuiteScope::kE2e;
+    DITUNE_ASSIGN_OR_RETURN(std::optional<double> alt, PredictRowLatency(other, catalog, fits));
+    if (alt && *alt > 0 &&
+        std::abs(std::log(measured_s / *alt)) < 0.5 * std::abs(std::log(measured_s / predicted_s))) {
+      return row.scope == SuiteScope::kE2e
+                 ? fmt::format("the text encoding and VAE decode are not in the timing: the DiT alone is predicted "
+                               "at {:.3g} s (a latent-output run, or a timer around the denoising loop; record it "
+                               "with --output-type latent)",
+                               *alt)
+                 : fmt::format("the text encoding and VAE decode are in the timing: the whole pipeline is "
+                               "predicted at {:.3g} s",
+                               *alt);
+    }
+  }
+  if (measured_s > predicted_s) {
+    return std::string(
+        "a timed call without warm-up (the first call compiles kernels and autotunes), a GPU shared or "
+        "throttled while it ran, or a regression in the runtime or driver");
+  }
+  return std::string("a log of another configuration, step count or resolution than recorded, or a faster runtime "
+                     "version than the one ditune's constants describe");
+}
+
 StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measurements, const Catalog& catalog,
                                            const std::vector<Fit>& given, std::vector<std::string>* skipped) {
   auto note = [&](const Measurement& m, const std::string& why) {
@@ -273,23 +327,68 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
   }
   std::vector<SuiteRow> rows;
   std::vector<const Measurement*> used;
+  // Each run against its prediction's 80% interval (the shipped bands). Far outside it, the
+  // run is quarantined with its likely cause. A multi-GPU run refines its GPU's constants
+  // only beside a second run on that GPU that agrees. An accepted run (`ditune calibrate
+  // accept`) counts as it is.
+  DITUNE_ASSIGN_OR_RETURN(std::optional<IntervalTable> bands, ShippedIntervals(catalog.data_dir()));
+  struct Held {
+    SuiteRow row;
+    const Measurement* measurement;
+    double residual;  // ln(measured / predicted)
+    double lo, hi;    // the band's edges, in the same log terms
+  };
+  std::vector<Held> held;
+  // Every run not quarantined, held ones too: a peak memory needs no agreement on time.
+  std::vector<std::pair<SuiteRow, const Measurement*>> peaks;
   for (auto& run : MeasuredXditRuns(measurements, catalog)) {
     if (!run.row) {
       note(*run.measurement, run.skipped);
       continue;
     }
-    // Quarantine: a run far from what the current models predict is not trusted.
+    const bool accepted = run.measurement->params.is_object() && run.measurement->params.value("accepted", false);
     DITUNE_ASSIGN_OR_RETURN(std::optional<double> predicted, PredictRowLatency(*run.row, catalog, fits));
     const double measured = *run.row->latency_s;
-    if (predicted && (measured > kQuarantineRatio * *predicted || *predicted > kQuarantineRatio * measured)) {
-      note(*run.measurement,
-           fmt::format("quarantined: {:.3g} s measured against {:.3g} s predicted (more than {}x apart: a run "
-                       "without warm-up, a shared GPU, or a log of another configuration?)",
-                       measured, *predicted, kQuarantineRatio));
-      continue;
+    if (!accepted && predicted && *predicted > 0) {
+      const QuarantineCheck q = CheckAgainstPrediction(*run.row, measured, *predicted, bands ? &*bands : nullptr);
+      if (q.verdict == QuarantineCheck::kQuarantined) {
+        DITUNE_ASSIGN_OR_RETURN(std::string cause, LikelyCause(*run.row, measured, *predicted, catalog, fits));
+        note(*run.measurement, fmt::format("quarantined: {:.3g} s measured against {:.3g} s predicted ({}); likely "
+                                           "{}. `ditune calibrate accept {}` counts it",
+                                           measured, *predicted, q.why, cause, run.measurement->id));
+        continue;
+      }
+      if (run.row->role == SuiteRole::kPredict) {
+        held.push_back({*run.row, run.measurement, std::log(measured / *predicted), q.lo, q.hi});
+        peaks.emplace_back(*run.row, run.measurement);
+        continue;
+      }
     }
     rows.push_back(*run.row);
     used.push_back(run.measurement);
+    peaks.emplace_back(*run.row, run.measurement);
+  }
+  // A multi-GPU run counts once another on its GPU agrees: its deviation from the prediction
+  // within the band's width of this one's. One slow run alone (a regression the user is
+  // reporting, a shared GPU) refines nothing for everyone using the store; runs that agree
+  // count, each of them.
+  for (const Held& h : held) {
+    int agree = 0;
+    for (const Held& o : held) {
+      if (&o == &h || o.row.cluster.gpu_id != h.row.cluster.gpu_id) continue;
+      agree += std::abs(o.residual - h.residual) <= (h.hi - h.lo);
+    }
+    if (agree == 0) {
+      note(*h.measurement,
+           fmt::format("held: {:.3g} s measured is {:+.0f}% from its prediction (80% interval {:+.0f}% .. "
+                       "{:+.0f}%), and no other run on {} agrees; a run refines its GPU's constants beside one that "
+                       "does, or after `ditune calibrate accept {}`",
+                       *h.row.latency_s, 100 * std::expm1(h.residual), 100 * std::expm1(h.lo), 100 * std::expm1(h.hi),
+                       h.row.cluster.gpu_id, h.measurement->id));
+      continue;
+    }
+    rows.push_back(h.row);
+    used.push_back(h.measurement);
   }
   // One-GPU runs: the (GPU, model) compute scale, measured / modelled at scale 1 — a scale
   // of 1 present, so that the class efficiencies apply normalised, as beside the fitted one.
@@ -410,11 +509,11 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
   }
   // Peak memory printed by the run: the runtime overhead of its (GPU, model).
   std::map<std::string, std::pair<std::vector<double>, std::vector<int64_t>>> overheads;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto& p = used[i]->params;
+  for (const auto& [row, measurement] : peaks) {
+    const auto& p = measurement->params;
     if (!p.contains("peak_memory_gb") || !p["peak_memory_gb"].is_number()) continue;
-    const ModelSpec& model = **catalog.Model(rows[i].workload.model_id);
-    const GpuSpec& gpu = **catalog.Gpu(rows[i].cluster.gpu_id);
+    const ModelSpec& model = **catalog.Model(row.workload.model_id);
+    const GpuSpec& gpu = **catalog.Gpu(row.cluster.gpu_id);
     const double peak_gb = p["peak_memory_gb"].get<double>();
     if (!(peak_gb > 0) || peak_gb * 1e9 > gpu.memory.value()) {
       // A store written before ingest checked this: one impossible peak would price every
@@ -422,16 +521,16 @@ StatusOr<std::vector<Fit>> FitMeasuredRuns(const std::vector<Measurement>& measu
       if (skipped != nullptr) {
         skipped->push_back(fmt::format("measurement {} (xDiT run): peak memory {} GB is beyond {}'s {:.0f} GB; left "
                                        "out of the runtime overhead",
-                                       used[i]->id, peak_gb, gpu.id, gpu.memory.value() / 1e9));
+                                       measurement->id, peak_gb, gpu.id, gpu.memory.value() / 1e9));
       }
       continue;
     }
-    DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(model, rows[i].workload));
-    const MemoryBreakdown mb = RankMemory(model, tokens, rows[i].workload, *rows[i].config, gpu);
+    DITUNE_ASSIGN_OR_RETURN(TokenGeometry tokens, ComputeTokenGeometry(model, row.workload));
+    const MemoryBreakdown mb = RankMemory(model, tokens, row.workload, *row.config, gpu);
     const Bytes overhead = FitRuntimeOverhead(mb, Gigabytes(p["peak_memory_gb"].get<double>()));
-    auto& [v, ids] = overheads[E2eFitKey(rows[i].cluster.gpu_id, model.id)];
+    auto& [v, ids] = overheads[E2eFitKey(row.cluster.gpu_id, model.id)];
     v.push_back(overhead.value() / 1e9);
-    ids.push_back(used[i]->id);
+    ids.push_back(measurement->id);
   }
   for (const auto& [key, v] : overheads) {
     Fit f;

@@ -24,9 +24,11 @@
 //   step (no ProfilerStep windows, or no --steps) gives only the classes' proportions, so its
 //   scales are relative. Fit kFitKindKernelClass keyed "<gpu>" (the median over that GPU's traces).
 //   How they apply with the (GPU, model) compute scale: ModelsFor (predict.h).
-// A run measured more than kQuarantineRatio times slower or faster than predicted is
-// quarantined: stored, listed with the reason, and used by nothing (a run without warm-up, a
-// shared or throttled GPU, a log of another configuration).
+// A run far outside its prediction's 80% interval (CheckAgainstPrediction) is quarantined:
+// stored, listed with its likely cause (LikelyCause), and used by nothing until accepted
+// (`ditune calibrate accept ID`, Store::AcceptMeasurement). A multi-GPU run refines its
+// GPU's constants only once another run on that GPU agrees (its deviation from the
+// prediction within the interval's width of the other's), or once accepted.
 #ifndef DITUNE_CALIBRATION_MEASURED_RUNS_H_
 #define DITUNE_CALIBRATION_MEASURED_RUNS_H_
 
@@ -41,12 +43,33 @@
 #include "costmodels/dit_ops.h"
 #include "costmodels/measurement.h"
 #include "store/store.h"
+#include "calibration/intervals.h"
 #include "calibration/kernel_classes.h"
 #include "calibration/suite.h"
 
 namespace ditune {
 
+// Always quarantined beyond this ratio, whatever the interval.
 inline constexpr double kQuarantineRatio = 3.0;
+
+// A measured run against its prediction: inside the 80% interval, outside it, or far
+// outside (beyond the interval stretched twice in log terms on its side, or
+// kQuarantineRatio apart). `bands` null: only the ratio applies. `lo`, `hi`: the interval's
+// edges as ln(bound / predicted); `why` says which limit a quarantined run passed.
+struct QuarantineCheck {
+  enum Verdict { kInside, kOutside, kQuarantined } verdict = kInside;
+  double lo = 0, hi = 0;
+  std::string why;
+};
+QuarantineCheck CheckAgainstPrediction(const SuiteRow& row, double measured_s, double predicted_s,
+                                       const IntervalTable* bands);
+
+// What most likely made a run differ from its prediction: the text encoding and VAE decode
+// left out of (or counted in) the timing, where the other scope's prediction explains the
+// run; else a slower run's usual causes (no warm-up, a shared or throttled GPU, a
+// regression) or a faster one's (another configuration or step count).
+StatusOr<std::string> LikelyCause(const SuiteRow& row, double measured_s, double predicted_s, const Catalog& catalog,
+                                  const std::vector<Fit>& fits);
 // The fit kind of a (GPU, model)'s measured memory overhead: params {"runtime_overhead_gb"}.
 inline constexpr const char* kFitKindMemory = "memory";
 // One stored xDiT run as a suite row (group "<gpu>/<model>/<h>x<w>[x<frames>]/<steps>"), or

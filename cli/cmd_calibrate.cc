@@ -37,7 +37,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: ditune calibrate ingest FILE [options] | fit | show | compute | comm | learn --suite FILE | factory | "
-    "intervals --from FILE.json...   "
+    "intervals --from FILE.json... | accept ID   "
     "(ditune calibrate SUB --help)";
 
 }  // namespace
@@ -147,6 +147,37 @@ int FitCmd(int argc, char** argv) {
     std::cout << nlohmann::json{{"fits", out}, {"skipped", skipped}}.dump(2) << "\n";
     return 0;
   }
+  PrintFits(*fits);
+  for (const auto& s : skipped) std::cerr << "not fitted: " << s << "\n";
+  return 0;
+}
+
+// `ditune calibrate accept ID`: a run the refits quarantined or held counts after all (it
+// was right: a new driver, a faster runtime), and the store is refitted with it.
+int AcceptCmd(int argc, char** argv) {
+  cxxopts::Options options("ditune calibrate accept",
+                           "Count a quarantined or held run after all, then refit (the run's id is in `calibrate fit`'s "
+                           "\"not fitted\" lines)");
+  options.add_options()("id", "the measurement's id", cxxopts::value<int64_t>())
+      ("db", "calibration database", cxxopts::value<std::string>());
+  options.parse_positional({"id"});
+  bool help = false;
+  auto args = Parse(options, argc, argv, &help);
+  if (!args.ok()) return Fail("calibrate accept", args.status());
+  if (help) return 0;
+  if (args->count("id") == 0) {
+    return Fail("calibrate accept", Status::InvalidArgument("give the measurement's id: ditune calibrate accept ID"));
+  }
+  const int64_t id = (*args)["id"].as<int64_t>();
+  auto store = OpenStoreFromArgs(*args);
+  if (!store.ok()) return Fail("calibrate accept", store.status());
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("calibrate accept", catalog.status());
+  if (Status st = (*store)->AcceptMeasurement(id); !st.ok()) return Fail("calibrate accept", st);
+  std::vector<std::string> skipped;
+  auto fits = RecalibrateAll(store->get(), **catalog, &skipped);
+  if (!fits.ok()) return Fail("calibrate accept", fits.status());
+  std::cout << fmt::format("measurement {} accepted; refitted:\n", id);
   PrintFits(*fits);
   for (const auto& s : skipped) std::cerr << "not fitted: " << s << "\n";
   return 0;
@@ -280,6 +311,7 @@ int RunCalibrate(int argc, char** argv) {
   if (sub == "ingest") return CalibrateIngest(argc - 1, argv + 1);
   if (sub == "fit") return FitCmd(argc - 1, argv + 1);
   if (sub == "show") return Show(argc - 1, argv + 1);
+  if (sub == "accept") return AcceptCmd(argc - 1, argv + 1);
   if (sub == "compute") return CalibrateCompute(argc - 1, argv + 1);
   if (sub == "comm") return CalibrateComm(argc - 1, argv + 1);
   if (sub == "learn") return RunCalibrateLearn(argc - 1, argv + 1);

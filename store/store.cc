@@ -426,6 +426,27 @@ Status Store::InsertRun(const RunRecord& run, const std::pair<std::string, std::
   return s.Run();
 }
 
+Status Store::AcceptMeasurement(int64_t id) {
+  const std::string doing = fmt::format("accepting measurement {}", id);
+  DITUNE_RETURN_IF_ERROR(CheckWritable(doing));
+  DITUNE_ASSIGN_OR_RETURN(WriteTransaction txn, WriteTransaction::Begin(db_, path_, doing));
+  DITUNE_ASSIGN_OR_RETURN(Statement read,
+                          Statement::Prepare(db_, path_, "SELECT params FROM measurements WHERE id = ?", doing));
+  read.BindInt(1, id);
+  DITUNE_ASSIGN_OR_RETURN(bool found, read.Step());
+  if (!found) return Status::NotFound(fmt::format("{}: no measurement {}", path_, id));
+  nlohmann::json params = nlohmann::json::parse(read.Text(0), nullptr, /*allow_exceptions=*/false);
+  if (!params.is_object()) return BadColumn(path_, "measurements", id, "params", "is not a JSON object");
+  params["accepted"] = true;
+  DITUNE_ASSIGN_OR_RETURN(std::string text, DumpJson(params, fmt::format("measurement {} params", id)));
+  DITUNE_ASSIGN_OR_RETURN(Statement write,
+                          Statement::Prepare(db_, path_, "UPDATE measurements SET params = ? WHERE id = ?", doing));
+  write.BindText(1, text);
+  write.BindInt(2, id);
+  DITUNE_RETURN_IF_ERROR(write.Run());
+  return txn.Commit();
+}
+
 Status Store::AddRun(const RunRecord& run) { return RecordRuns({run}, {}).status(); }
 
 StatusOr<std::vector<int64_t>> Store::RecordRuns(const std::vector<RunRecord>& runs,

@@ -94,6 +94,9 @@ class Store {
   StatusOr<std::vector<Measurement>> Measurements(const MeasurementFilter& filter = {}) const;
   // In the order of `ids`; NotFound naming the ids that are absent.
   StatusOr<std::vector<Measurement>> MeasurementsById(const std::vector<int64_t>& ids) const;
+  // Marks measurement `id` accepted (params "accepted": true): a run the refits quarantined
+  // or held counts after all. One transaction; NotFound naming the id when it is absent.
+  Status AcceptMeasurement(int64_t id);
 
   // Deactivates the active fit with the same (kind, key) and inserts `fit` as active, in one
   // transaction. Returns the new fit's id.

@@ -506,6 +506,90 @@ TEST(MeasuredRunsTest, MultiGpuRunsRefineTheConstantsOfTheirGpuAndPeaksTheMemory
   EXPECT_EQ(**a100, *MechanismsIn(*factory).value());
 }
 
+// A multi-GPU run refines its GPU's constants only beside another that agrees: one 20%-slow
+// run alone (a regression the user is reporting) moves nothing for everyone using the store;
+// a second run as slow does; an accepted run counts alone.
+TEST(MeasuredRunsTest, ALoneRunRefinesNothingUntilAnotherAgreesOrItIsAccepted) {
+  auto factory = LoadFactoryFits(Cat());
+  ASSERT_TRUE(factory.ok());
+  auto predicted = [&](const Measurement& m) {
+    auto rows = MeasuredXditRuns({m}, Cat());
+    EXPECT_TRUE(rows[0].row.has_value()) << rows[0].skipped;
+    auto p = PredictRowLatency(*rows[0].row, Cat(), *factory);
+    EXPECT_TRUE(p.ok() && p->has_value());
+    return **p;
+  };
+  Measurement slow_u4 = XditRun(2, 4, "ulysses=4", 1.0);
+  slow_u4.median = slow_u4.p10 = slow_u4.p90 = Seconds(1.2 * predicted(slow_u4));
+  Measurement slow_ring = XditRun(3, 4, "ring=4", 1.0);
+  slow_ring.median = slow_ring.p10 = slow_ring.p90 = Seconds(1.2 * predicted(slow_ring));
+  auto mechanisms_ids = [&](const std::vector<Measurement>& runs, std::vector<std::string>* skipped) {
+    auto fits = FitMeasuredRuns(runs, Cat(), *factory, skipped);
+    EXPECT_TRUE(fits.ok()) << fits.status().ToString();
+    std::vector<int64_t> ids;
+    for (const auto& f : *fits) {
+      if (f.kind == kFitKindMechanisms) ids = f.measurement_ids;
+    }
+    return ids;
+  };
+  std::vector<std::string> skipped;
+  EXPECT_TRUE(mechanisms_ids({XditRun(1, 1, "", 6.71), slow_u4}, &skipped).empty());
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("measurement 2 (xDiT run): held: "), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[0].find("+20% from its prediction"), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[0].find("ditune calibrate accept 2"), std::string::npos) << skipped[0];
+  // A second run as slow agrees: both count.
+  const auto both = mechanisms_ids({XditRun(1, 1, "", 6.71), slow_u4, slow_ring}, nullptr);
+  EXPECT_NE(std::find(both.begin(), both.end(), 2), both.end());
+  EXPECT_NE(std::find(both.begin(), both.end(), 3), both.end());
+  // Accepted, the lone run counts.
+  Measurement accepted = slow_u4;
+  accepted.params["accepted"] = true;
+  const auto alone = mechanisms_ids({XditRun(1, 1, "", 6.71), accepted}, nullptr);
+  EXPECT_NE(std::find(alone.begin(), alone.end(), 2), alone.end());
+}
+
+// Far outside the interval is quarantined; the likely cause names the part of the pipeline
+// the timing left out where the other scope's prediction explains it.
+TEST(MeasuredRunsTest, FarOutsideTheIntervalIsQuarantinedWithItsLikelyCause) {
+  IntervalTable bands;
+  bands.bands = {{"all", 100, std::log(0.9), std::log(1.25)}};
+  SuiteRow row;
+  row.runtime = "xdit";
+  EXPECT_EQ(CheckAgainstPrediction(row, 10.0, 10.0, &bands).verdict, QuarantineCheck::kInside);
+  EXPECT_EQ(CheckAgainstPrediction(row, 13.0, 10.0, &bands).verdict, QuarantineCheck::kOutside);
+  const QuarantineCheck far = CheckAgainstPrediction(row, 16.0, 10.0, &bands);  // beyond 1.25^2
+  EXPECT_EQ(far.verdict, QuarantineCheck::kQuarantined);
+  EXPECT_NE(far.why.find("+60%, beyond twice its 80% interval's -10% .. +25%"), std::string::npos) << far.why;
+  EXPECT_EQ(CheckAgainstPrediction(row, 7.0, 10.0, &bands).verdict, QuarantineCheck::kQuarantined);  // below 0.81
+  EXPECT_EQ(CheckAgainstPrediction(row, 31.0, 10.0, nullptr).verdict, QuarantineCheck::kQuarantined);
+  EXPECT_EQ(CheckAgainstPrediction(row, 20.0, 10.0, nullptr).verdict, QuarantineCheck::kInside);
+
+  // HunyuanVideo 720p on 8 H100s timed without its VAE decode: the DiT alone explains it.
+  auto factory = LoadFactoryFits(Cat());
+  ASSERT_TRUE(factory.ok());
+  Measurement m = XditRun(5, 8, "ulysses=8", 1.0);
+  m.params["model"] = "hunyuanvideo";
+  m.params["height"] = 720;
+  m.params["width"] = 1280;
+  m.params["frames"] = 129;
+  m.params["steps"] = 50;
+  auto runs = MeasuredXditRuns({m}, Cat());
+  ASSERT_TRUE(runs[0].row.has_value()) << runs[0].skipped;
+  SuiteRow dit = *runs[0].row;
+  dit.scope = SuiteScope::kDit;
+  auto e2e_s = PredictRowLatency(*runs[0].row, Cat(), *factory);
+  auto dit_s = PredictRowLatency(dit, Cat(), *factory);
+  ASSERT_TRUE(e2e_s.ok() && e2e_s->has_value() && dit_s.ok() && dit_s->has_value());
+  ASSERT_LT(**dit_s, 0.95 * **e2e_s);  // the decode is a part worth naming
+  auto cause = LikelyCause(*runs[0].row, **dit_s, **e2e_s, Cat(), *factory);
+  ASSERT_TRUE(cause.ok()) << cause.status().ToString();
+  EXPECT_NE(cause->find("the text encoding and VAE decode are not in the timing"), std::string::npos) << *cause;
+  auto slow = LikelyCause(*runs[0].row, 3 * **e2e_s, **e2e_s, Cat(), *factory);
+  ASSERT_TRUE(slow.ok());
+  EXPECT_NE(slow->find("without warm-up"), std::string::npos) << *slow;
+}
+
 // A profiler trace's host time per launch is that GPU's eager per-op host time.
 TEST(MeasuredRunsTest, ATracesLaunchTimeIsTheGpusEagerHostTime) {
   auto factory = LoadFactoryFits(Cat());
@@ -536,8 +620,9 @@ TEST(MeasuredRunsTest, ATracesLaunchTimeIsTheGpusEagerHostTime) {
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_NE(skipped[0].find("measurement 2 (profiler trace): 500.0 µs per kernel launch"), std::string::npos) << skipped[0];
   // With runs beside it, the runs refine the other constants and leave the measured one.
+  // Two multi-GPU runs that agree: a run alone refines nothing.
   std::vector<Measurement> both = {launch(1, "h100-sxm5-80gb", 0.030), XditRun(3, 1, "", 6.71),
-                                   XditRun(4, 4, "ulysses=4", 4.24)};
+                                   XditRun(4, 4, "ulysses=4", 4.24), XditRun(5, 2, "ulysses=2", 4.38)};
   auto refined = FitMeasuredRuns(both, Cat(), *factory);
   ASSERT_TRUE(refined.ok()) << refined.status().ToString();
   for (const auto& f : *refined) {
@@ -545,7 +630,7 @@ TEST(MeasuredRunsTest, ATracesLaunchTimeIsTheGpusEagerHostTime) {
     auto m = MechanismsFromJson(f.params);
     ASSERT_TRUE(m.ok());
     EXPECT_NEAR(m->eager_op_us, 30.0, 1e-9);
-    EXPECT_EQ(f.measurement_ids.size(), 3u);
+    EXPECT_EQ(f.measurement_ids.size(), 4u);
   }
 }
 

@@ -119,6 +119,15 @@ expect ingest-unknown-link 2 "unknown link 'nvlnk4'" -- calibrate ingest "$data/
 sed 's/   187.78 /   18x.78 /' "$data/all_reduce_perf.txt" >"$tmp/all_reduce_perf.txt"
 expect ingest-bad-line 2 "all_reduce_perf.txt:17:" -- calibrate ingest "$tmp/all_reduce_perf.txt" --gpu h100-sxm5-80gb \
   --link nvlink4 --db "$db"
+# One multi-GPU run alone refines nothing (it may be the regression its user is reporting)
+# until another agrees or the user accepts it.
+expect ingest-lone-run 0 "ingested 1 measurements" -- calibrate ingest "$data/xdit_flux_4gpu.log" \
+  --gpu h100-sxm5-80gb --model flux.1-dev --config ulysses=4 --db "$tmp/lone.db"
+expect lone-run-held 0 "measurement 1 \(xDiT run\): held: .* no other run on h100-sxm5-80gb agrees.*calibrate accept 1" \
+  -- calibrate fit --db "$tmp/lone.db"
+expect accept-run 0 "measurement 1 accepted; refitted" -- calibrate accept 1 --db "$tmp/lone.db"
+expect accept-unknown 2 "no measurement 99" -- calibrate accept 99 --db "$tmp/lone.db"
+expect accept-no-id 2 "give the measurement's id" -- calibrate accept --db "$tmp/lone.db"
 # Collectives far below their link's figure (NCCL's P2P off on an NVLink box: 2.3 GB/s bus
 # bandwidth over nvlink4) are not stored unless the user says the machine is that slow.
 printf 'source,kind,op,backend,device,ranks,link,bytes,flops,median_s,p10_s,p90_s,samples,params,run_id\n%s\n' \

@@ -224,6 +224,23 @@ void ExpectSameMeasurement(const Measurement& got, const Measurement& want) {
   EXPECT_EQ(got.unix_time, want.unix_time);
 }
 
+// Accepting a run sets its params' "accepted" and keeps the rest; an absent id is NotFound.
+TEST_F(StoreTest, AcceptingAMeasurementMarksOnlyIt) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto ids = store->AddMeasurements({MakeMeasurement("gemm"), MakeMeasurement("attention")});
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  ASSERT_TRUE(store->AcceptMeasurement((*ids)[1]).ok());
+  auto all = store->Measurements();
+  ASSERT_TRUE(all.ok());
+  EXPECT_FALSE((*all)[0].params.contains("accepted"));
+  EXPECT_EQ((*all)[1].params.value("accepted", false), true);
+  EXPECT_EQ((*all)[1].params["m"], 4096);
+  const Status absent = store->AcceptMeasurement(12345);
+  EXPECT_EQ(absent.code(), Status::Code::kNotFound);
+  EXPECT_NE(absent.message().find("no measurement 12345"), std::string::npos) << absent.message();
+}
+
 TEST_F(StoreTest, MeasurementsRoundTripWithFilters) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
