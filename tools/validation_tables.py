@@ -30,7 +30,7 @@ def main(argv):
     with open(cv_path) as f:
         cv = json.load(f)
     held = {r["line"]: r for r in cv["rows"]}
-    held_groups = {g["group"]: g["summary"] for g in cv["groups"]}
+    held_groups = {g.get("held_out", g.get("group")): g["summary"] for g in cv["groups"]}
 
     order = []
     for line, row in sorted(suite.items()):
