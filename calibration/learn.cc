@@ -47,6 +47,9 @@ std::vector<Fit> With(const std::vector<Fit>& base, const Mechanisms& m, bool ke
 StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const Catalog& catalog,
                                       const std::vector<Fit>& base, const LearnOptions& options) {
   if (rows.empty()) return Status::InvalidArgument("learning needs a suite with rows");
+  if (!(options.min_gain >= 0 && options.min_gain < 1)) {
+    return Status::InvalidArgument(fmt::format("--min-gain {}: expected a fraction in [0, 1)", options.min_gain));
+  }
   // Without a published latency to predict every constant's loss is the same: the search
   // would return its start as if it had learned it.
   const bool predicts = std::any_of(rows.begin(), rows.end(), [](const SuiteRow& r) {

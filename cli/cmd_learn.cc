@@ -54,10 +54,6 @@ int RunCalibrateLearn(int argc, char** argv) {
   for (const auto& line : left_out) std::cerr << "ditune calibrate learn: left out " << line << "\n";
   LearnOptions opt;
   if (args->count("min-gain")) opt.min_gain = (*args)["min-gain"].as<double>();
-  if (!(opt.min_gain >= 0 && opt.min_gain < 1)) {
-    return Fail("calibrate learn", Status::InvalidArgument(fmt::format("--min-gain {}: expected a fraction in [0, 1)",
-                                                                       opt.min_gain)));
-  }
   if (args->count("start")) {
     const std::string start = (*args)["start"].as<std::string>();
     std::ifstream f(start, std::ios::binary);

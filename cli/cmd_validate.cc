@@ -48,10 +48,6 @@ int CrossValidateCmd(const cxxopts::ParseResult& args, const std::vector<SuiteRo
   }
   LearnOptions options;
   if (args.count("min-gain")) options.min_gain = args["min-gain"].as<double>();
-  if (!(options.min_gain >= 0 && options.min_gain < 1)) {
-    return Fail("validate", Status::InvalidArgument(fmt::format("--min-gain {}: expected a fraction in [0, 1)",
-                                                                options.min_gain)));
-  }
   if (isatty(STDERR_FILENO)) {
     options.progress = [](const std::string& group, int i, int n) {
       std::cerr << fmt::format("\r[{}/{}] learning without {}\x1b[K", i + 1, n, group) << std::flush;
