@@ -117,10 +117,10 @@ void AddRuntimeOptions(cxxopts::Options& options, bool any_allowed) {
   options.add_options()(
       "runtime",
       any_allowed ? "who runs it, which sets its rules, its price and its launch line: xdit (default), wan-generate, "
-                    "hunyuan-sample, sglang, vllm-omni, diffusers, trtllm-visualgen, ditune (our engine), or any "
+                    "hunyuan-sample, sglang, vllm-omni, diffusers, trtllm-visualgen, open-sora, ditune (our engine), or any "
                     "(rank every runtime that runs the model; `ditune runtimes` lists them)"
                   : "who runs it, which sets its rules, its price and its launch line: xdit (default), wan-generate, "
-                    "hunyuan-sample, sglang, vllm-omni, diffusers, trtllm-visualgen, ditune (our engine); "
+                    "hunyuan-sample, sglang, vllm-omni, diffusers, trtllm-visualgen, open-sora, ditune (our engine); "
                     "`ditune runtimes` lists them",
       cxxopts::value<std::string>())("executor", "the older name of --runtime", cxxopts::value<std::string>());
 }

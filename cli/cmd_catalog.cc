@@ -99,7 +99,7 @@ int RunModels(int argc, char** argv) {
                      {"patch", {{"spatial", m.patch_spatial}, {"temporal", m.patch_temporal}}},
                      {"latent_channels", m.latent_channels},
                      {"vae", {{"spatial", m.vae_spatial}, {"temporal", m.vae_temporal}}},
-                     {"uses_cfg", m.uses_cfg}, {"attention", m.attention == AttentionKind::kLinear ? "linear" : "softmax"},
+                     {"uses_cfg", m.uses_cfg}, {"guidance_branches", m.GuidanceBranches()}, {"attention", m.attention == AttentionKind::kLinear ? "linear" : "softmax"},
                      {"published_params", m.published_params}, {"default_steps", m.default_steps},
                      {"default_resolution", {{"height", m.default_height}, {"width", m.default_width}, {"frames", m.default_frames}}},
                      {"source", m.source}, {"notes", m.notes}, {"xdit", SupportJson(m.runtime("xdit"))}});
@@ -114,7 +114,7 @@ int RunModels(int argc, char** argv) {
   for (const auto& m : (*catalog)->models()) {
     rows.push_back({m.id, BlocksText(m), fmt::format("{} = {}x{}", m.hidden, m.heads, m.head_dim),
                     std::to_string(m.mlp_hidden), std::to_string(m.text_tokens),
-                    m.uses_cfg ? "yes" : "no", Compact(m.published_params / 1e9),
+                    m.uses_cfg ? (m.GuidanceBranches() == 2 ? "yes" : fmt::format("yes ({} branches)", m.GuidanceBranches())) : "no", Compact(m.published_params / 1e9),
                     fmt::format("{}x{}{}", m.default_height, m.default_width,
                                 m.modality == Modality::kVideo ? fmt::format("x{}", m.default_frames) : ""),
                     std::to_string(m.default_steps), XditText(m), OtherRuntimesText(m)});

@@ -117,7 +117,7 @@ bool CheckRuntime(const ValidationContext& ctx, const ParallelConfig& c, std::ve
   for (const Use& u : uses) {
     if (u.degree <= 1 || x.runs(u.method)) continue;
     // cfg=2 on a model without guidance is the cfg rule's to name.
-    if (u.method == RuntimeMethod::kCfg && !m.uses_cfg) continue;
+    if (u.method == RuntimeMethod::kCfg && m.GuidanceBranches() != 2) continue;
     if (!fail(kRuleRuntimeMethod, [&] {
           std::string msg = fmt::format("{} has no {} for {} ({})", who, RuntimeMethodPhrase(u.method), m.id,
                                         x.method(u.method).source);
@@ -136,6 +136,7 @@ bool CheckRuntime(const ValidationContext& ctx, const ParallelConfig& c, std::ve
       {RuntimeMethod::kTextEncoderCpu, c.te == TextEncoderPlacement::kCpu},
       {RuntimeMethod::kVaeTiling, c.vae == VaePlacement::kTiled},
       {RuntimeMethod::kParallelVae, c.vae == VaePlacement::kParallel},
+      {RuntimeMethod::kControlNetParallel, c.controlnet == ControlNetPlacement::kParallel},
   };
   for (const auto& placement : placements) {
     const RuntimeMethod method = placement.first;
@@ -195,6 +196,20 @@ bool CheckRuntime(const ValidationContext& ctx, const ParallelConfig& c, std::ve
       what = fmt::format("on {} GPUs every rank is a sequence-parallel rank: ulysses x ring must be {} (got {} x {})",
                          ctx.gpus, ctx.gpus, c.ulysses, c.ring);
       move = &ParallelConfig::ulysses;
+    }
+    if (k.rule == kConstraintSquareSize) {
+      const int height = ctx.tokens.latent_height * m.vae_spatial;
+      const int width = ctx.tokens.latent_width * m.vae_spatial;
+      if (height != width || height % 16 != 0) {
+        broken = true;
+        what = fmt::format("the size is {}x{}: it is launched square, height = width, a multiple of 16", height, width);
+      }
+    }
+    if (k.rule == kConstraintTpOrRingIsWorld && ctx.gpus > 1 && c.tp != ctx.gpus && c.ring != ctx.gpus) {
+      broken = true;
+      what = fmt::format("on {} GPUs one method spans every rank: tp {} or ring {} (got tp {} x ring {})", ctx.gpus,
+                         ctx.gpus, ctx.gpus, c.tp, c.ring);
+      move = c.tp > 1 ? &ParallelConfig::tp : &ParallelConfig::ring;
     }
     if (k.rule == kConstraintOffloadAlone && c.offload != 0 && c.sp() > 1) {
       broken = true;
@@ -322,6 +337,9 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
               xdit_split && entry->split == SequenceSplitUnit::kTokens
                   ? fmt::format("the {} image tokens, which {} splits as one flattened sequence ({})",
                                 t.image_tokens(), entry->runtime_name, entry->split_source)
+              : xdit_split && entry->split == SequenceSplitUnit::kAllTokens
+                  ? fmt::format("the {} text and {} image tokens, which {} splits as one sequence in equal chunks ({})",
+                                t.text_tokens, t.image_tokens(), entry->runtime_name, entry->split_source)
               : xdit_split && entry->split == SequenceSplitUnit::kRowsOrColumns
                   ? fmt::format("the {} patch rows nor the {} patch columns, which {} splits ({})", t.patch_rows,
                                 t.patch_cols, entry->runtime_name, entry->split_source)
@@ -400,16 +418,19 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
       return false;
   }
 
-  if (c.cfg > 2 || (c.cfg == 2 && !m.uses_cfg)) {
+  if (c.cfg > 2 || (c.cfg == 2 && m.GuidanceBranches() != 2)) {
     if (!fail(kRuleCfg, [&] {
           if (c.cfg > 2) {
             return fmt::format("cfg {}: classifier-free guidance has two branches; cfg is 1 or 2",
                                c.cfg);
           }
-          std::string msg = fmt::format(
-              "cfg 2: {} runs no classifier-free guidance (guidance-distilled), so there is no "
-              "second branch to split; use cfg=1",
-              m.id);
+          std::string msg =
+              m.uses_cfg ? fmt::format("cfg 2: {} runs {} guidance branches batched in one forward, which CFG "
+                                       "parallelism's two ranks do not split; use cfg=1",
+                                       m.id, m.GuidanceBranches())
+                         : fmt::format("cfg 2: {} runs no classifier-free guidance (guidance-distilled), so there is "
+                                       "no second branch to split; use cfg=1",
+                                       m.id);
           if (suggest) {
             std::vector<std::string> fixes;
             for (int ParallelConfig::*field :
@@ -523,6 +544,19 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
         }))
       return false;
   }
+
+  if ((c.controlnet == ControlNetPlacement::kParallel && m.control.blocks == 0) ||
+      (m.control.blocks > 0 && (c.pipefusion > 1 || c.distrifusion > 1))) {
+    if (!fail(kRuleControlNet, [&] {
+          if (m.control.blocks == 0) {
+            return fmt::format("controlnet=parallel: {} has no ControlNet; drop controlnet=", m.id);
+          }
+          return fmt::format("{} runs a ControlNet beside the whole DiT every step: no PipeFusion or DistriFusion "
+                             "(got '{}'); use ulysses, ring, tp or cfg",
+                             m.id, ToString(c));
+        }))
+      return false;
+  }
   return ok;
 }
 
@@ -550,6 +584,7 @@ bool SequenceSplitsBy(const TokenGeometry& t, int sp, SequenceSplitUnit unit) {
     case SequenceSplitUnit::kTokens: return t.image_tokens() % sp == 0;
     case SequenceSplitUnit::kPadded: return t.image_tokens() >= sp;
     case SequenceSplitUnit::kRowsOrColumns: return t.patch_rows % sp == 0 || t.patch_cols % sp == 0;
+    case SequenceSplitUnit::kAllTokens: return (t.image_tokens() + t.text_tokens) % sp == 0;
   }
   return false;
 }

@@ -42,6 +42,9 @@ inline constexpr const char* kRuleDp = "batch-divisible-by-dp";
 inline constexpr const char* kRuleDistriFusion = "distrifusion-alone";
 inline constexpr const char* kRuleFsdp = "fsdp-divides-gpus";
 inline constexpr const char* kRuleOffload = "offload-is-xdits";
+// controlnet=parallel needs a model with a ControlNet; a ControlNet runs beside the whole DiT
+// every step, never across PipeFusion's stages or DistriFusion's stale patches.
+inline constexpr const char* kRuleControlNet = "controlnet-beside-the-whole-dit";
 inline constexpr const char* kRuleCompile = "compile-is-the-runtimes";
 // te=... and vae=... other than whole: a runtime's memory placements, on more than one GPU
 // where they split over the ranks.

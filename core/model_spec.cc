@@ -181,7 +181,34 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
       m.text_encoders.push_back(std::move(t));
     }
   }
+  if (const nlohmann::json* cn = f.Has("control") ? f.Object("control") : nullptr) {
+    JsonFields cf(*cn, origin + ": control");
+    const std::string fam = cf.Enum("family", {"cross", "joint", "single", "spatial", "temporal"});
+    for (BlockFamily bfam : kAllBlockFamilies) {
+      if (fam == BlockFamilyName(bfam)) m.control.family = bfam;
+    }
+    m.control.blocks = static_cast<int>(cf.Int("blocks", 1, 1000));
+    m.control.hints = static_cast<int>(cf.Int("hints", 1, 1000));
+    m.control.gathers = static_cast<int>(cf.Int("gathers", 0, 1000));
+    m.control.params = cf.Number("params", 1, 1e13);
+    m.control.source = cf.String("source");
+    cf.RejectUnknownKeys();
+    if (!cf.status().ok()) return cf.status();
+    if (m.control.gathers > m.num_blocks()) {
+      return Status::InvalidArgument(fmt::format("{}: control.gathers {} exceeds the DiT's {} blocks", origin,
+                                                 m.control.gathers, m.num_blocks()));
+    }
+  }
   m.uses_cfg = f.Bool("uses_cfg");
+  if (f.Has("guidance_branches")) {
+    m.guidance_branches = static_cast<int>(f.Int("guidance_branches", 2, 3));
+    if (!m.uses_cfg && f.status().ok()) {
+      return Status::InvalidArgument(
+          fmt::format("{}: guidance_branches is given but uses_cfg is false: a model without classifier-free "
+                      "guidance runs one forward a step; drop guidance_branches or set uses_cfg true",
+                      origin));
+    }
+  }
   m.skip_connections = f.Bool("skip_connections");
   m.joint_shared_weights = f.OptionalBool("joint_shared_weights", false);
   m.encoders_remote = f.OptionalBool("encoders_remote", false);

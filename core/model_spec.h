@@ -111,6 +111,27 @@ struct ModelSpec {
   VaeDecodeMemory vae_decode_memory;
   std::vector<TextEncoderSpec> text_encoders;
   bool uses_cfg = true;
+  // Forwards classifier-free guidance runs per step where uses_cfg: 2 (conditional and
+  // unconditional), 3 where an image guidance branch joins them (Open-Sora 2.0's
+  // [text, negative, negative] with the image condition zeroed in the third, batched in one
+  // forward). Read it through GuidanceBranches().
+  int guidance_branches = 2;
+  int GuidanceBranches() const { return uses_cfg ? guidance_branches : 1; }
+  // A ControlNet run beside the DiT every step (Z-Image-Turbo-Fun-ControlNet-Union): `blocks`
+  // blocks of `family` over the DiT's tokens, whose outputs ("hints") are added to the DiT's
+  // stream. A runtime splits them over the sequence ranks only where asked
+  // (ParallelConfig::controlnet); otherwise every rank runs them whole. Where the DiT's
+  // sequence is split, the runtime gathers the DiT's stream after `gathers` of its blocks to
+  // add the whole-sequence hints (cache-dit's ControlNet plans). count 0: no ControlNet.
+  struct ControlBranch {
+    BlockFamily family = BlockFamily::kSingle;
+    int blocks = 0;
+    int hints = 0;        // whole-sequence outputs held until the DiT adds them
+    int gathers = 0;      // DiT blocks after which the split stream is all-gathered
+    double params = 0;    // the ControlNet's own weights
+    std::string source;
+  };
+  ControlBranch control;
   bool skip_connections = false;
   // Joint blocks whose text and image tokens share one set of attention and MLP weights
   // (CogVideoX's expert adaptive LayerNorm): same FLOPs, half the parameters.

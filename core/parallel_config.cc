@@ -23,7 +23,13 @@ constexpr EnumName<VaePlacement> kVaePlacements[] = {
     {VaePlacement::kParallel, "parallel"},
 };
 
+constexpr EnumName<ControlNetPlacement> kControlNetPlacements[] = {
+    {ControlNetPlacement::kWhole, "whole"},
+    {ControlNetPlacement::kParallel, "parallel"},
+};
+
 std::string_view TextEncoderPlacementName(TextEncoderPlacement p) { return NameIn(kTextEncoderPlacements, p); }
+std::string_view ControlNetPlacementName(ControlNetPlacement p) { return NameIn(kControlNetPlacements, p); }
 std::string_view VaePlacementName(VaePlacement p) { return NameIn(kVaePlacements, p); }
 
 namespace {
@@ -50,14 +56,16 @@ std::optional<int> ParseInt(std::string_view s) {
 
 constexpr const char* kKeys =
     "ulysses, ring, pipefusion, patches, warmup, cfg, dp, tp, distrifusion, fsdp, offload (0 or 1), compile (0 or 1), eager (0 or 1), "
-    "te (whole, parallel, fsdp or cpu), vae (whole, tiled or parallel; vae_tiling=1 is vae=tiled), order";
+    "te (whole, parallel, fsdp or cpu), vae (whole, tiled or parallel; vae_tiling=1 is vae=tiled), controlnet (whole or "
+    "parallel), order";
 constexpr const char* kXditFlags =
     "xDiT's --ulysses_degree, --ring_degree, --pipefusion_parallel_degree, --num_pipeline_patch, "
     "--warmup_steps, --use_cfg_parallel, --data_parallel_degree, --tensor_parallel_degree, --fully_shard_degree, "
     "--enable_model_cpu_offload, --use_torch_compile, --use_parallel_vae; Wan's --ulysses_size, --ring_size, "
     "--dit_fsdp, --t5_fsdp, --t5_cpu, --offload_model True|False; HunyuanVideo's --vae-tiling; SGLang's and HunyuanVideo's --ulysses-degree, --ring-degree, --tp-size, "
     "--enable-cfg-parallel, --use-fsdp-inference, --dit-cpu-offload, --use-cpu-offload, --enable-torch-compile; "
-    "vLLM-Omni's --usp, --cfg-parallel-size 2, --tensor-parallel-size, --use-hsdp, --enable-cpu-offload, --enforce-eager";
+    "vLLM-Omni's --usp, --cfg-parallel-size 2, --tensor-parallel-size, --use-hsdp, --enable-cpu-offload, --enforce-eager; "
+    "cache-dit's --parallel-controlnet";
 
 struct Fields {
   ParallelConfig config;
@@ -132,6 +140,10 @@ Status ParseDitune(std::string_view text, Fields* f) {
       DITUNE_ASSIGN_OR_RETURN(f->config.vae, ParseIn(kVaePlacements, value, "vae"));
       continue;
     }
+    if (key == "controlnet") {
+      DITUNE_ASSIGN_OR_RETURN(f->config.controlnet, ParseIn(kControlNetPlacements, value, "controlnet"));
+      continue;
+    }
     if (key == "vae_tiling") {
       if (value != "0" && value != "1") {
         return Status::InvalidArgument(fmt::format("vae_tiling: '{}' is 0 (off) or 1 (on: vae=tiled)", value));
@@ -183,6 +195,7 @@ Status ParseXdit(std::string_view text, Fields* f) {
       {"--parallel-text-encoder", "te"},         {"--parallel-text", "te"},
       {"--t5_cpu", "te_cpu"},                    {"--use_parallel_vae", "vae_parallel"},
       {"--vae-tiling", "vae_tiled"},             {"--enforce-eager", "eager"},
+      {"--parallel-controlnet", "controlnet"},
   };
   // Settings given as a boolean value (Wan's --offload_model True, SGLang's
   // --use-fsdp-inference true).
@@ -202,6 +215,7 @@ Status ParseXdit(std::string_view text, Fields* f) {
     if (key == "te_cpu") f->config.te = on ? TextEncoderPlacement::kCpu : TextEncoderPlacement::kWhole;
     if (key == "vae_parallel") f->config.vae = on ? VaePlacement::kParallel : VaePlacement::kWhole;
     if (key == "vae_tiled") f->config.vae = on ? VaePlacement::kTiled : VaePlacement::kWhole;
+    if (key == "controlnet") f->config.controlnet = on ? ControlNetPlacement::kParallel : ControlNetPlacement::kWhole;
   };
   for (size_t i = 0; i < tokens.size(); ++i) {
     std::string_view flag = tokens[i];
@@ -371,6 +385,9 @@ std::string ToString(const ParallelConfig& c) {
   add("eager", c.eager, 0);
   if (c.te != TextEncoderPlacement::kWhole) items.push_back(fmt::format("te={}", TextEncoderPlacementName(c.te)));
   if (c.vae != VaePlacement::kWhole) items.push_back(fmt::format("vae={}", VaePlacementName(c.vae)));
+  if (c.controlnet != ControlNetPlacement::kWhole) {
+    items.push_back(fmt::format("controlnet={}", ControlNetPlacementName(c.controlnet)));
+  }
   if (c.order != kDefaultRankOrder) items.push_back("order=" + RankOrderToString(c.order));
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : ",") + i;

@@ -56,6 +56,13 @@ std::string_view TextEncoderPlacementName(TextEncoderPlacement p);
 enum class VaePlacement { kWhole, kTiled, kParallel };
 std::string_view VaePlacementName(VaePlacement p);
 
+// Where a model's ControlNet (ModelSpec::control) runs:
+//   kWhole     whole on every rank, over the whole sequence (the default);
+//   kParallel  split over the sequence ranks like the DiT (cache-dit's --parallel-controlnet):
+//              "controlnet=parallel".
+enum class ControlNetPlacement { kWhole, kParallel };
+std::string_view ControlNetPlacementName(ControlNetPlacement p);
+
 struct ParallelConfig {
   int ulysses = 1;
   int ring = 1;
@@ -84,6 +91,8 @@ struct ParallelConfig {
   TextEncoderPlacement te = TextEncoderPlacement::kWhole;
   // How the VAE decodes ("vae=..."; VaePlacement).
   VaePlacement vae = VaePlacement::kWhole;
+  // Where the ControlNet runs ("controlnet=..."; ControlNetPlacement).
+  ControlNetPlacement controlnet = ControlNetPlacement::kWhole;
   RankOrder order = kDefaultRankOrder;
 
   int sp() const { return ulysses * ring; }

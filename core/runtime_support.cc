@@ -14,7 +14,7 @@ constexpr RuntimeMethod kAllMethods[kNumRuntimeMethods] = {
     RuntimeMethod::kTp,          RuntimeMethod::kDp,         RuntimeMethod::kDistriFusion, RuntimeMethod::kParallelVae,
     RuntimeMethod::kFullyShard,  RuntimeMethod::kTorchCompile, RuntimeMethod::kFp8Gemms,   RuntimeMethod::kCpuOffload,
     RuntimeMethod::kTextEncoderParallel, RuntimeMethod::kTextEncoderFsdp, RuntimeMethod::kTextEncoderCpu,
-    RuntimeMethod::kVaeTiling,
+    RuntimeMethod::kVaeTiling,   RuntimeMethod::kControlNetParallel,
 };
 
 // Workload keys a flag may set besides the methods.
@@ -49,6 +49,7 @@ constexpr EnumName<RuntimeMethod> kRuntimeMethodKeys[] = {
     {RuntimeMethod::kTextEncoderFsdp, "text_encoder_fsdp"},
     {RuntimeMethod::kTextEncoderCpu, "text_encoder_cpu"},
     {RuntimeMethod::kVaeTiling, "vae_tiling"},
+    {RuntimeMethod::kControlNetParallel, "controlnet_parallel"},
 };
 
 std::string_view RuntimeMethodKey(RuntimeMethod m) { return NameIn(kRuntimeMethodKeys, m); }
@@ -70,6 +71,7 @@ constexpr EnumName<RuntimeMethod> kRuntimeMethodPhrases[] = {
     {RuntimeMethod::kTextEncoderFsdp, "text encoders sharded over the ranks"},
     {RuntimeMethod::kTextEncoderCpu, "text encoders on the CPU"},
     {RuntimeMethod::kVaeTiling, "tiled VAE decode"},
+    {RuntimeMethod::kControlNetParallel, "ControlNet split over the sequence ranks"},
 };
 
 std::string_view RuntimeMethodPhrase(RuntimeMethod m) { return NameIn(kRuntimeMethodPhrases, m); }
@@ -79,6 +81,7 @@ constexpr EnumName<SequenceSplitUnit> kSequenceSplitUnitNames[] = {
     {SequenceSplitUnit::kTokens, "tokens"},
     {SequenceSplitUnit::kPadded, "padded"},
     {SequenceSplitUnit::kRowsOrColumns, "rows-or-columns"},
+    {SequenceSplitUnit::kAllTokens, "all-tokens"},
 };
 
 std::string_view SequenceSplitUnitName(SequenceSplitUnit u) { return NameIn(kSequenceSplitUnitNames, u); }
@@ -146,10 +149,11 @@ StatusOr<RuntimeSupport> ParseRuntimeSupport(const nlohmann::json& j, const std:
   }
   if (const nlohmann::json* split = f.Object("sequence_split")) {
     JsonFields sf(*split, origin + ": sequence_split");
-    const std::string unit = sf.Enum("unit", {"rows", "tokens", "padded", "rows-or-columns"});
+    const std::string unit = sf.Enum("unit", {"rows", "tokens", "padded", "rows-or-columns", "all-tokens"});
     s.split = unit == "tokens"            ? SequenceSplitUnit::kTokens
               : unit == "padded"          ? SequenceSplitUnit::kPadded
               : unit == "rows-or-columns" ? SequenceSplitUnit::kRowsOrColumns
+              : unit == "all-tokens"      ? SequenceSplitUnit::kAllTokens
                                           : SequenceSplitUnit::kRows;
     s.split_source = sf.String("source");
     sf.RejectUnknownKeys();
@@ -176,7 +180,8 @@ StatusOr<RuntimeSupport> ParseRuntimeSupport(const nlohmann::json& j, const std:
         JsonFields cf(c, fmt::format("{}: constraints[{}]", origin, i++));
         RuntimeConstraint x;
         x.rule = cf.Enum("rule", {kConstraintTpOnlyWithUlysses, kConstraintHeadsPadded, kConstraintSpIsWorld,
-                                  kConstraintFsdpIsWorld, kConstraintOffloadAlone});
+                                  kConstraintFsdpIsWorld, kConstraintOffloadAlone, kConstraintTpOrRingIsWorld,
+                                  kConstraintSquareSize});
         x.source = cf.String("source");
         cf.RejectUnknownKeys();
         if (!cf.status().ok()) return cf.status();
@@ -236,7 +241,10 @@ StatusOr<RuntimeSupport> ParseRuntimeSupport(const nlohmann::json& j, const std:
       bytes("residual_bytes", &s.memory.residual_bytes);
       s.memory.cfg_sequential = mf.OptionalBool("cfg_sequential", false);
       s.memory.vae_tiled_by_default = mf.OptionalBool("vae_tiled_by_default", false);
+      s.memory.vae_parallel_by_default = mf.OptionalBool("vae_parallel_by_default", false);
+      bytes("load_copy_bytes_per_param", &s.memory.load_copy_bytes_per_param);
       if (mf.Has("rope_bytes")) s.memory.rope_bytes = mf.Number("rope_bytes", 0, 8);
+      s.memory.modulation_per_token = mf.OptionalBool("modulation_per_token", false);
       if (mf.Has("vae_decode")) {
         s.memory.vae_decode_first_rank = mf.Enum("vae_decode", {"every-rank", "first-rank"}) == "first-rank";
       }

@@ -39,8 +39,10 @@ enum class RuntimeMethod {
   kTextEncoderFsdp,
   kTextEncoderCpu,
   kVaeTiling,
+  // The ControlNet split over the sequence ranks (ParallelConfig::controlnet).
+  kControlNetParallel,
 };
-inline constexpr int kNumRuntimeMethods = 16;
+inline constexpr int kNumRuntimeMethods = 17;
 // The key in the JSON ("ulysses", "parallel_vae", ...).
 std::string_view RuntimeMethodKey(RuntimeMethod m);
 // A phrase for messages ("Ulysses sequence parallelism", "tensor parallelism", ...).
@@ -52,7 +54,9 @@ std::string_view RuntimeMethodPhrase(RuntimeMethod m);
 //   (HunyuanVideo, Step-Video): it must divide the token count. kPadded: the sequence is
 //   padded to a multiple of the degree (Wan): any degree. kRowsOrColumns: whole patch rows,
 //   else whole patch columns (HunyuanVideo's sample_video.py): the degree divides either.
-enum class SequenceSplitUnit { kRows, kTokens, kPadded, kRowsOrColumns };
+//   kAllTokens: the text and image tokens concatenated, in equal chunks, unpadded (Open-Sora
+//   2.0's ColossalAI sequence parallelism): the degree divides text + image tokens.
+enum class SequenceSplitUnit { kRows, kTokens, kPadded, kRowsOrColumns, kAllTokens };
 std::string_view SequenceSplitUnitName(SequenceSplitUnit u);
 
 // How the entry point assigns blocks to PipeFusion stages. kCeil: ceil(blocks / stages) to
@@ -80,6 +84,13 @@ inline constexpr const char* kConstraintFsdpIsWorld = "fsdp-is-world";
 // Model CPU offload runs on one GPU only, never with sequence parallelism (HunyuanVideo's
 // sample_video.py refuses the two together).
 inline constexpr const char* kConstraintOffloadAlone = "offload-without-sp";
+// On more than one GPU one method spans every rank, tensor parallelism or Ring, never both
+// (Open-Sora 2.0's ColossalAI plugin: "if tp_size > 1: assert sp_size == 1", its sequence
+// group is the whole world).
+inline constexpr const char* kConstraintTpOrRingIsWorld = "tp-or-ring-is-world";
+// The entry point is launched at square sizes only, height = width a multiple of 16 (Open-Sora
+// 2.0 takes an area class "Npx" and an aspect ratio; ditune writes 1:1).
+inline constexpr const char* kConstraintSquareSize = "square-size";
 
 struct RuntimeFact {
   bool runs = false;
@@ -102,21 +113,36 @@ struct RuntimeMemory {
   double fsdp_shard_bytes_per_param = 2;
   // Bytes per value of the VAE's weights and decode activations (fp32 VAE: 4).
   double vae_bytes_per_value = 2;
-  // Bytes per value of the DiT's residual stream and its normalised copy (Wan keeps them in
-  // fp32: 4), and of the rotary embedding's temporaries, two of one head-split tensor at a
-  // time (Wan applies it in complex float64: 8; 0 where it is applied in place).
   // The entry point runs classifier-free guidance's two branches one after the other (Wan's
   // generate.py: the conditional forward, then the unconditional one), not as a batch of two:
   // a forward holds one branch's activations.
   bool cfg_sequential = false;
+  // Bytes per value of the DiT's residual stream and its normalised copy (Wan keeps them in
+  // fp32: 4), and of the rotary embedding's temporaries, two of one head-split tensor at a
+  // time (Wan applies it in complex float64: 8; 0 where it is applied in place). Where they
+  // are wider, the attention's peak is the rotation of K: Q, K (the norms' output, in the
+  // weights' precision) and V, the rotated Q and the rotated K in fp32, and the temporaries.
   double residual_bytes = 2;
   double rope_bytes = 0;
+  // The timestep's modulation is computed per token in fp32 (Wan2.2's model.py expands t
+  // over the sequence): the six-way modulation held through the forward, each block's sum
+  // with its own, and the embedding, 13 fp32 values per hidden unit and token.
+  bool modulation_per_token = false;
   // Only the first rank decodes (the others wait): the decode's memory is counted on rank 0
   // alone, which is then the largest rank.
   bool vae_decode_first_rank = false;
   // The entry point always decodes tile by tile (HunyuanVideo's sample_video.py sets
   // --vae-tiling by default): vae=whole decodes as vae=tiled.
   bool vae_tiled_by_default = false;
+  // On more than one GPU the entry point always decodes over every rank (Open-Sora 2.0's
+  // VAE booster, tensor parallel over the convolutions' channels): vae=whole decodes as
+  // vae=parallel there.
+  bool vae_parallel_by_default = false;
+  // Bytes per DiT parameter of the checkpoint's tensors the entry point reads onto the GPU
+  // beside the model while loading it (Open-Sora 2.0 until 2025-03-26: safetensors'
+  // load_file to the current CUDA device, bf16: 2); 0 where it reads them in host memory.
+  // Loading comes before any split: the whole DiT is held.
+  double load_copy_bytes_per_param = 0;
   // Model CPU offload as the entry point does it. Absent: diffusers' enable_model_cpu_offload
   // (each part on the GPU only while it runs). Wan's generate.py keeps the VAE on the GPU
   // throughout (vae_stays) and, for text-to-video, loads the DiT before the text encoder

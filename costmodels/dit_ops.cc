@@ -120,7 +120,8 @@ RankWork ComputeRankWork(const ModelSpec& model, const TokenGeometry& tokens, co
   // Heads per rank; an entry point that pads the heads to a multiple of the Ulysses degree
   // (Z-Image in xDiT) computes the padded ones.
   w.heads = (model.heads + c.ulysses * c.tp - 1) / (c.ulysses * c.tp);
-  const int branches = model.uses_cfg ? (c.cfg == 2 ? 1 : 2) : 1;
+  // CFG parallel gives each rank one of the two branches; otherwise every branch is batched.
+  const int branches = c.cfg == 2 ? 1 : model.GuidanceBranches();
   w.batch = std::max(1, workload.batch / c.dp) * branches;
   return w;
 }

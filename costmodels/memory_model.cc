@@ -17,6 +17,7 @@ constexpr EnumName<MemoryPhase> kMemoryPhaseNames[] = {
     {MemoryPhase::kTextEncode, "text encoding"},
     {MemoryPhase::kDenoise, "denoising"},
     {MemoryPhase::kVaeDecode, "VAE decode"},
+    {MemoryPhase::kLoad, "loading the checkpoint"},
 };
 
 // The compute precision of weights gathered or split for use, and of the encoders.
@@ -79,7 +80,9 @@ EncoderBytes Encoders(const ModelSpec& m, const ParallelConfig& c) {
 std::string_view MemoryPhaseName(MemoryPhase p) { return NameIn(kMemoryPhaseNames, p); }
 
 VaePlacement EffectiveVae(const ParallelConfig& c, const RuntimeMemory& place) {
-  return c.vae == VaePlacement::kWhole && place.vae_tiled_by_default ? VaePlacement::kTiled : c.vae;
+  if (c.vae != VaePlacement::kWhole) return c.vae;
+  if (place.vae_parallel_by_default && c.world_size() > 1) return VaePlacement::kParallel;
+  return place.vae_tiled_by_default ? VaePlacement::kTiled : c.vae;
 }
 
 Bytes MemoryBreakdown::tensors_peak() const { return *std::max_element(phases.begin(), phases.end()); }
@@ -157,7 +160,7 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
   const double H = m.hidden;
   const double M = m.mlp_hidden;
   const int tp = c.tp;
-  mb.weights = DitWeightBytes(m, c, place);
+  mb.weights = DitWeightBytes(m, c, place) + Bytes(m.control.params * kComputeBytes);
   const bool local_parts = opt.encoders_resident && !m.encoders_remote;
   const EncoderBytes enc = local_parts ? Encoders(m, c) : EncoderBytes{};
   mb.vae_weights = Bytes(local_parts ? m.vae_decoder_params * place.vae_bytes_per_value : 0.0);
@@ -168,7 +171,8 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
   const RankWork w = ComputeRankWork(m, tokens, workload, c);
   // Tokens resident per forward on this rank: one patch with PipeFusion.
   // One branch at a time where the runtime runs classifier-free guidance's branches in turn.
-  const int batch = place.cfg_sequential && m.uses_cfg && c.cfg == 1 && w.batch > 1 ? w.batch / 2 : w.batch;
+  const int branches = m.GuidanceBranches();
+  const int batch = place.cfg_sequential && c.cfg == 1 && branches > 1 && w.batch >= branches ? w.batch / branches : w.batch;
   const double n = static_cast<double>(batch) * static_cast<double>(w.img_tokens + w.txt_tokens);
   // Live at a block's peak: the residual stream and its normalised copy (full width), and
   // the larger of the attention phase (Q, K, V and the output, split by tp) and the MLP
@@ -178,9 +182,26 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
   // The runtime may keep the residual stream wider (residual_bytes) and apply the rotary
   // embedding through temporaries (rope_bytes: two of one head-split tensor at a time).
   const double a2a = c.ulysses > 1 ? 4.0 * H / tp : 0.0;
-  const double attn_phase = B * (4.0 * H / tp + a2a) + place.rope_bytes * 2.0 * H / tp;
+  double attn_phase = B * (4.0 * H / tp + a2a);
+  if (place.rope_bytes > 0) {
+    // The rotation of K is the attention's peak: Q and K out of their norms in the weights'
+    // precision (FSDP's gathered blocks compute in bf16), V, the rotated Q and the rotated K
+    // in fp32, and the rotation's two wide temporaries.
+    const double qk_bytes = c.fsdp > 1 ? B : std::max(B, place.dit_bytes_per_param);
+    attn_phase = (2.0 * qk_bytes + B + 4.0 + 4.0 + 2.0 * place.rope_bytes) * H / tp + B * a2a;
+  }
+  // fp32 timestep modulation per token: 13 values per hidden unit.
+  const double modulation = place.modulation_per_token ? 13.0 * 4.0 * H : 0.0;
   const double mlp_phase = B * (m.mlp_gated ? 3.0 : 2.0) * M / tp;
-  mb.activations = Bytes(n * (place.residual_bytes * 2.0 * H + std::max(attn_phase, mlp_phase)));
+  const double per_token = place.residual_bytes * 2.0 * H + modulation + std::max(attn_phase, mlp_phase);
+  mb.activations = Bytes(n * per_token);
+  if (m.control.blocks > 0) {
+    // The ControlNet runs first, whole on every rank unless split like the DiT; its hints,
+    // over the whole sequence, stay until the DiT adds them.
+    const double whole = static_cast<double>(w.batch) * static_cast<double>(tokens.image_tokens() + tokens.text_tokens);
+    const double control_tokens = c.controlnet == ControlNetPlacement::kParallel ? n : whole;
+    mb.activations = Bytes(std::max(n, control_tokens) * per_token + m.control.hints * whole * B * H);
+  }
   // Ring keeps two K/V blocks in flight besides its own.
   const double ring = c.ring > 1 ? 2.0 * 2.0 * H / tp : 0.0;
   // Softmax statistics: fp32 max and sum per query and head.
@@ -206,14 +227,28 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
   ParallelConfig decode = c;
   decode.vae = EffectiveVae(c, place);
   mb.vae_decode = local_parts ? VaeDecodeBytes(m, workload, decode, place.vae_bytes_per_value) : Bytes(0);
+  if (local_parts && decode.vae == VaePlacement::kParallel && place.vae_tiled_by_default && c.world_size() > 1) {
+    // A runtime that tiles and splits each tile over the ranks (Open-Sora's tensor-parallel
+    // decoder): a tile's working set, shared out as the parallel decode shares a frame.
+    ParallelConfig tiled = decode;
+    tiled.vae = VaePlacement::kTiled;
+    mb.vae_decode = VaeDecodeBytes(m, workload, tiled, place.vae_bytes_per_value) * (1.25 / c.world_size());
+  }
   mb.runtime = opt.runtime_overhead;
   mb.capacity = gpu.memory * opt.usable_fraction;
 
+  // A runtime that reads the checkpoint onto the GPU holds the whole DiT (before any split
+  // or shard: those come after loading) and the checkpoint's tensors at once.
+  if (place.load_copy_bytes_per_param > 0 && !m.encoders_remote) {
+    const double params = m.experts * (m.published_params > 0 ? m.published_params : DitParams(m));
+    mb.loading = Bytes(params * (place.dit_bytes_per_param + place.load_copy_bytes_per_param));
+  }
   const Bytes dit_work = mb.kv_buffers + mb.activations + mb.attention + mb.comm_buffers;
   auto& phase = mb.phases;
   constexpr int kText = static_cast<int>(MemoryPhase::kTextEncode);
   constexpr int kDenoise = static_cast<int>(MemoryPhase::kDenoise);
   constexpr int kDecode = static_cast<int>(MemoryPhase::kVaeDecode);
+  phase[static_cast<int>(MemoryPhase::kLoad)] = mb.loading;
   if (!mb.offloaded) {
     // Everything loaded stays: each phase adds its own working set.
     const Bytes resident = mb.weights + enc.resident + mb.vae_weights;
@@ -236,6 +271,7 @@ MemoryPhasesGb PhasesGb(const MemoryBreakdown& mb) {
   g.text_encoding = mb.phases[static_cast<int>(MemoryPhase::kTextEncode)].value() / 1e9;
   g.denoising = mb.phases[static_cast<int>(MemoryPhase::kDenoise)].value() / 1e9;
   g.vae_decode = mb.phases[static_cast<int>(MemoryPhase::kVaeDecode)].value() / 1e9;
+  g.loading = mb.phases[static_cast<int>(MemoryPhase::kLoad)].value() / 1e9;
   g.runtime = mb.runtime.value() / 1e9;
   g.peak_phase = MemoryPhaseName(mb.peak_phase());
   return g;
@@ -243,8 +279,9 @@ MemoryPhasesGb PhasesGb(const MemoryBreakdown& mb) {
 
 std::string MemoryPhasesText(const MemoryBreakdown& mb) {
   const MemoryPhasesGb g = PhasesGb(mb);
-  return fmt::format("text encoding {:.1f} GB, denoising {:.1f} GB, VAE decode {:.1f} GB (+ runtime {:.1f} GB; peak: {})",
-                     g.text_encoding, g.denoising, g.vae_decode, g.runtime, g.peak_phase);
+  const std::string loading = g.loading > 0 ? fmt::format(", loading the checkpoint {:.1f} GB", g.loading) : "";
+  return fmt::format("text encoding {:.1f} GB, denoising {:.1f} GB, VAE decode {:.1f} GB{} (+ runtime {:.1f} GB; peak: {})",
+                     g.text_encoding, g.denoising, g.vae_decode, loading, g.runtime, g.peak_phase);
 }
 
 Bytes FitRuntimeOverhead(const MemoryBreakdown& modelled, Bytes measured_peak) {
@@ -258,6 +295,11 @@ std::string MemoryBlocker(const ParallelConfig& c, const MemoryBreakdown& mb,
   auto can = [&](RuntimeMethod m) { return runtime != nullptr && runtime->runs(m); };
   const bool several = c.world_size() > 1;
   const MemoryPhase phase = mb.peak_phase();
+  if (phase == MemoryPhase::kLoad) {
+    return fmt::format("loading the DiT: its checkpoint is read onto the GPU beside the whole model ({}), before any "
+                       "split; no placement the runtime has shrinks it (a release that loads on the CPU does)",
+                       gb(mb.loading));
+  }
   // The parts on the GPU at the peak phase; the largest is named, with the first knob that
   // removes or shrinks it and is not in the configuration already.
   const bool dit_here = phase == MemoryPhase::kDenoise || !mb.offloaded;

@@ -40,9 +40,12 @@ struct MemoryOptions {
   RuntimeMemory placement;
 };
 
-enum class MemoryPhase { kTextEncode, kDenoise, kVaeDecode };
-inline constexpr int kNumMemoryPhases = 3;
-std::string_view MemoryPhaseName(MemoryPhase p);  // "text encoding", "denoising", "VAE decode"
+// kLoad: the DiT's checkpoint read onto the GPU beside the model it fills, where the runtime
+// loads it there (RuntimeMemory::load_copy_bytes_per_param); 0 elsewhere.
+enum class MemoryPhase { kTextEncode, kDenoise, kVaeDecode, kLoad };
+inline constexpr int kNumMemoryPhases = 4;
+// "text encoding", "denoising", "VAE decode", "loading the checkpoint"
+std::string_view MemoryPhaseName(MemoryPhase p);
 
 struct MemoryBreakdown {
   // Components (bytes on this rank while they are on the GPU).
@@ -56,6 +59,7 @@ struct MemoryBreakdown {
   Bytes kv_buffers;     // PipeFusion's stale K/V for its layers; DistriFusion's for all layers
   Bytes comm_buffers;   // all-to-all staging, patch receive buffers, communicators
   Bytes vae_decode;     // the VAE decoder's working set on this rank (0 where it does not decode)
+  Bytes loading;        // the whole DiT and its checkpoint's copy while it loads (0: loaded elsewhere)
   Bytes runtime;        // context and workspaces
   Bytes capacity;       // usable device memory
   // The tensors on the GPU at each phase's peak (runtime excluded), by MemoryPhase.
@@ -104,11 +108,12 @@ OffloadTraffic OffloadMoves(const ModelSpec& model, const ParallelConfig& config
 Bytes FitRuntimeOverhead(const MemoryBreakdown& modelled, Bytes measured_peak);
 
 // "text encoding 12.3 GB, denoising 40.1 GB, VAE decode 20.5 GB (+ runtime 1.5 GB; peak:
-// denoising)": the per-phase peaks in one line.
+// denoising)": the per-phase peaks in one line; the loading phase where it is priced.
 std::string MemoryPhasesText(const MemoryBreakdown& memory);
-// {"text_encoding": GB, "denoising": GB, "vae_decode": GB, "runtime": GB, "peak_phase": name}.
+// {"text_encoding": GB, "denoising": GB, "vae_decode": GB, "loading": GB, "runtime": GB,
+// "peak_phase": name}.
 struct MemoryPhasesGb {
-  double text_encoding = 0, denoising = 0, vae_decode = 0, runtime = 0;
+  double text_encoding = 0, denoising = 0, vae_decode = 0, loading = 0, runtime = 0;
   std::string_view peak_phase;
 };
 MemoryPhasesGb PhasesGb(const MemoryBreakdown& memory);

@@ -6,7 +6,8 @@
 namespace ditune {
 
 OpCost TextEncodeOp(const ModelSpec& m, const Workload& w) {
-  const double prompts = static_cast<double>(w.batch) * (m.uses_cfg ? 2.0 : 1.0);
+  // Each guidance branch's prompt is encoded (the negative prompt once per branch that takes it).
+  const double prompts = static_cast<double>(w.batch) * m.GuidanceBranches();
   const double tokens = prompts * m.text_tokens;
   const double params = m.text_encoder_params();
   // One encoder layer is a few kernels; a 24-layer encoder ~ 24 x 10 launches.

@@ -6,6 +6,7 @@
 
 #include "core/config_rules.h"
 #include "core/names.h"
+#include "costmodels/memory_model.h"
 
 namespace ditune {
 namespace {
@@ -157,12 +158,15 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
     option(RuntimeMethod::kTorchCompile, true);
   }
   option(RuntimeMethod::kCpuOffload, config.offload != 0);
-  const bool parallel_vae = config.vae == VaePlacement::kParallel || (options.parallel_vae && config.world_size() > 1);
+  // A runtime that always decodes over every rank on more than one GPU decodes so unasked.
+  const bool parallel_vae = EffectiveVae(config, x.memory) == VaePlacement::kParallel ||
+                            (options.parallel_vae && config.world_size() > 1);
   option(RuntimeMethod::kParallelVae, parallel_vae);
   option(RuntimeMethod::kVaeTiling, config.vae == VaePlacement::kTiled);
   option(RuntimeMethod::kTextEncoderParallel, config.te == TextEncoderPlacement::kParallel);
   option(RuntimeMethod::kTextEncoderFsdp, config.te == TextEncoderPlacement::kFsdp);
   option(RuntimeMethod::kTextEncoderCpu, config.te == TextEncoderPlacement::kCpu);
+  option(RuntimeMethod::kControlNetParallel, config.controlnet == ControlNetPlacement::kParallel);
 
   if (!x.config_text.empty()) {
     const bool py = x.config_format == "python";
@@ -193,6 +197,7 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
         {"text_encoder_cpu", boolean(config.te == TextEncoderPlacement::kCpu)},
         {"vae_tiling", boolean(config.vae == VaePlacement::kTiled)},
         {"parallel_vae", boolean(parallel_vae && x.runs(RuntimeMethod::kParallelVae))},
+        {"controlnet_parallel", boolean(config.controlnet == ControlNetPlacement::kParallel)},
     };
     for (const auto& [name, value] : values) text = Substitute(text, name, value);
     out.config_name = x.config_name;

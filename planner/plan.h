@@ -137,7 +137,7 @@ StatusOr<Plan> MakePlanAny(const Catalog& catalog, const Workload& workload, con
 
 // A launch as JSON: {"command", "flags", "notes", "config_file": {"name", "text"} or null}.
 // The per-phase peaks of one rank, GB: {"text_encoding", "denoising", "vae_decode",
-// "runtime", "peak_phase"}.
+// "loading", "runtime", "peak_phase"}.
 nlohmann::json MemoryPhasesJson(const MemoryBreakdown& memory);
 nlohmann::json LaunchToJson(const Launch& launch);
 // The user's topology as the plan priced it: {"source", "link", "layout", "sockets",

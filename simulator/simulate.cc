@@ -71,7 +71,8 @@ class GraphBuilder {
       final_latent = Add(comm_.back(), t, {final_latent}, TaskKind::kComm, "gather_latent", -1);
     }
     dit_end_ = final_latent;
-    const int parallel = opt_.parallel_vae || c_.vae == VaePlacement::kParallel ? layout_.world_size() : 1;
+    const int parallel =
+        opt_.parallel_vae || EffectiveVae(c_, opt_.memory.placement) == VaePlacement::kParallel ? layout_.world_size() : 1;
     // Tiles overlap (vae=tiled): the overlaps are decoded twice. A runtime that always tiles
     // has its tiling in the decode's calibrated scale already, as its published runs had it.
     const double tiled = c_.vae == VaePlacement::kTiled && !opt_.memory.placement.vae_tiled_by_default
@@ -149,6 +150,12 @@ class GraphBuilder {
     if (s == 0) {
       compute += costs_.Overhead(patched);  // embeddings
       host += costs_.OverheadHost(patched);
+      // A ControlNet runs first, over the whole forward's tokens; the DiT's stream is then
+      // gathered wherever its hints are added.
+      const BlockCost& control = costs_.Control();
+      compute += control.compute();
+      comm += control.comm() + costs_.ControlGathers();
+      host += control.pre_host + control.attn_host + control.post_host;
     }
     // A patch's forward is short and a step holds many: one chunk each keeps the task count
     // down while the host still overlaps with the previous patch's forward.

@@ -75,8 +75,34 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
   }
   for (BlockFamily f : kAllBlockFamilies) {
     if (model.num_blocks(f) == 0) continue;
-    full_[static_cast<int>(f)] = Cost(f, work_full_);
-    patched_[static_cast<int>(f)] = Cost(f, work_patched_);
+    full_[static_cast<int>(f)] = Cost(f, work_full_, config);
+    patched_[static_cast<int>(f)] = Cost(f, work_patched_, config);
+  }
+  if (model.control.blocks > 0) {
+    // The ControlNet: split like the DiT (controlnet=parallel) or whole on every rank, with
+    // no collective of its own; its blocks' costs for one forward, and the all-gathers of the
+    // DiT's split stream that adding its whole-sequence hints takes.
+    ParallelConfig alone = config;
+    if (config.controlnet != ControlNetPlacement::kParallel) alone.ulysses = alone.ring = alone.tp = 1;
+    alone.pipefusion = alone.patches = 1;
+    const RankWork work = alone == config ? work_full_ : ComputeRankWork(model, tokens, workload, alone, tp_split);
+    const BlockCost one = Cost(model.control.family, work, alone);
+    control_.pre = one.pre * model.control.blocks;
+    control_.attn = one.attn * model.control.blocks;
+    control_.post = one.post * model.control.blocks;
+    control_.a2a_in = one.a2a_in * model.control.blocks;
+    control_.a2a_out = one.a2a_out * model.control.blocks;
+    control_.ring_exposed = one.ring_exposed * model.control.blocks;
+    control_.tp = one.tp * model.control.blocks;
+    control_.pre_host = one.pre_host * model.control.blocks;
+    control_.attn_host = one.attn_host * model.control.blocks;
+    control_.post_host = one.post_host * model.control.blocks;
+    if (config.sp() > 1) {
+      const auto group = layout.GroupOf(0, Axis::kSp);
+      const Bytes whole(kElementBytes * work_full_.batch *
+                        static_cast<double>(tokens.image_tokens() + tokens.text_tokens) * model.hidden);
+      control_gather_ = comm.Time(Collective::kAllGather, whole, group) * model.control.gathers;
+    }
   }
   // torch.compile fuses the eager DiT's kernels (Mechanisms::compiled_device_scale): the
   // blocks' and the step's own device time, not the methods' copies and collectives.
@@ -110,7 +136,7 @@ Bytes StageCosts::Latent(bool patched) const {
   return Bytes(kElementBytes * w.batch * static_cast<double>(w.img_tokens) * per_token);
 }
 
-BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
+BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w, const ParallelConfig& config) const {
   BlockCost c;
   const Mechanisms& mech = compute_.mechanisms();
   // A temporal block attends over one spatial position's frames, which the sequence split
@@ -120,14 +146,14 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   KernelBreakdown* kernels = kernel_breakdown_ ? &c.kernels : nullptr;
   const std::vector<OpCost> ops = BlockOps(model_, family, w);
   bool done = false;
-  if (config_.ring > 1 && sequence_parallel) {
+  if (config.ring > 1 && sequence_parallel) {
     // Ring runs the attention as r blockwise kernels and merges their partial outputs
     // (fp32 output and log-sum-exp rescaling) after each.
     for (size_t i = 0; i < ops.size(); ++i) {
       if (ops[i].name != "attn") continue;
       OpCost chunk = ops[i];
-      chunk.flops = chunk.flops / config_.ring;
-      chunk.bytes = chunk.bytes / config_.ring;
+      chunk.flops = chunk.flops / config.ring;
+      chunk.bytes = chunk.bytes / config.ring;
       const double q = static_cast<double>(w.ulysses) * static_cast<double>(w.img_tokens + w.txt_tokens);
       // The merge rescales the fp32 running output by the new log-sum-exp: about ten
       // elementwise passes over the output in fp32 and Mechanisms::ring_merge_ops framework ops.
@@ -135,7 +161,7 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
                    Bytes(10.0 * 4.0 * w.batch * q * w.heads * model_.head_dim), FrameworkOps(mech.ring_merge_ops)};
       merge.kernel = kernel_names::kAttentionMerge;
       std::vector<OpCost> expanded;
-      for (int k = 0; k < config_.ring; ++k) {
+      for (int k = 0; k < config.ring; ++k) {
         expanded.push_back(chunk);
         if (k > 0) expanded.push_back(merge);
       }
@@ -168,10 +194,10 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
     c.pre_host = c.pre_host * k;
     c.post_host = c.post_host * k;
   }
-  if (config_.pipefusion > 1) {
+  if (config.pipefusion > 1) {
     // PipeFusion's attention writes the patch's fresh K and V into the stale full-sequence
     // buffer and reads it back: a copy of the patch's K/V and a handful of framework ops.
-    const double width = static_cast<double>(model_.hidden) / (config_.tp * w.ulysses);
+    const double width = static_cast<double>(model_.hidden) / (config.tp * w.ulysses);
     OpCost kv{"kv_buffer", OpClass::kElementwise, Flops(0),
               Bytes(2.0 * 2.0 * kElementBytes * w.batch * static_cast<double>(w.img_tokens) * width), 8};
     kv.kernel = kernel_names::kCopy;
@@ -182,12 +208,12 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
   // Tokens that take part in attention on this rank (text joins it in joint and single blocks).
   const double tokens = static_cast<double>(w.img_tokens) +
                         (AttendsOverText(family) ? static_cast<double>(w.txt_tokens) : 0.0);
-  const double width = static_cast<double>(model_.hidden) / config_.tp;
+  const double width = static_cast<double>(model_.hidden) / config.tp;
   const double qkv_one = kElementBytes * w.batch * tokens * width;  // one of Q, K, V on this rank
   const int rep = 0;  // rank 0 represents its groups: every group of a dimension is alike
   // ditune's own engine runs Ring without the library's wrapper: it permutes only for an
   // all-to-all.
-  const bool usp_wrapper = config_.ulysses > 1 || (config_.ring > 1 && compute_.runtime() != Runtime::kEngine);
+  const bool usp_wrapper = config.ulysses > 1 || (config.ring > 1 && compute_.runtime() != Runtime::kEngine);
   if (usp_wrapper && sequence_parallel) {
     // Each all-to-all needs its tensor permuted into contiguous per-rank chunks before and
     // after: two memory-bound copies, and in an eager framework Mechanisms::ulysses_ops
@@ -198,7 +224,7 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
     // (xFuserLongContextAttention: SeqAllToAll4D on Q, K, V, the ring, SeqAllToAll4D on the
     // output), Ring alone included: with a Ulysses group of one, yunchang's all_to_all_4D
     // skips only the collective and still makes both contiguous copies and the reshapes.
-    const int a2a_ops = FrameworkOps(mech.ulysses_ops) - (config_.ulysses > 1 ? 0 : 1);
+    const int a2a_ops = FrameworkOps(mech.ulysses_ops) - (config.ulysses > 1 ? 0 : 1);
     OpCost qkv_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * 3.0 * qkv_one), 3 * a2a_ops};
     OpCost out_copies{"a2a_copies", OpClass::kElementwise, Flops(0), Bytes(2.0 * 2.0 * qkv_one), a2a_ops};
     qkv_copies.kernel = out_copies.kernel = kernel_names::kCopy;
@@ -209,22 +235,22 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
     AddByKernel(qkv_copies, compute_.DeviceTime(qkv_copies), kernels);
     AddByKernel(out_copies, compute_.DeviceTime(out_copies), kernels);
   }
-  if (config_.ulysses > 1 && sequence_parallel) {
+  if (config.ulysses > 1 && sequence_parallel) {
     const auto group = layout_.GroupOf(rep, Axis::kUlysses);
     const double share = share_[static_cast<int>(Axis::kUlysses)];
     c.a2a_in = comm_.Time(Collective::kAllToAll, Bytes(qkv_one), group, share) * 3;
     c.a2a_out = comm_.Time(Collective::kAllToAll, Bytes(qkv_one), group, share);
   }
-  if (config_.ring > 1 && sequence_parallel) {
+  if (config.ring > 1 && sequence_parallel) {
     // r - 1 passes of this rank's K and V (after Ulysses: u x tokens, heads / u) around the
     // ring, each overlapped with the attention over the block already held.
     const auto group = layout_.GroupOf(rep, Axis::kRing);
     const double share = share_[static_cast<int>(Axis::kRing)];
     const Seconds pass = comm_.Time(Collective::kSendRecv, Bytes(2 * qkv_one), {group[0], group[1]}, share);
-    const Seconds chunk = c.attn / config_.ring;
-    if (pass > chunk) c.ring_exposed = (pass - chunk) * (config_.ring - 1);
+    const Seconds chunk = c.attn / config.ring;
+    if (pass > chunk) c.ring_exposed = (pass - chunk) * (config.ring - 1);
   }
-  if (config_.tp > 1) {
+  if (config.tp > 1) {
     const auto group = layout_.GroupOf(rep, Axis::kTp);
     const double share = share_[static_cast<int>(Axis::kTp)];
     // Megatron's split: each residual branch ends in a row-parallel output projection, whose
@@ -251,14 +277,14 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w) const {
       case BlockFamily::kSpatial: c.tp = reduce(img) * cross_reduces; break;
     }
   }
-  if (config_.fsdp > 1) {
+  if (config.fsdp > 1) {
     // FSDP gathers each block's weights from the fsdp ranks (consecutive ranks) one block
     // ahead, on its own stream: only what the block's compute does not cover is exposed.
-    std::vector<int> group(static_cast<size_t>(config_.fsdp));
-    for (int r = 0; r < config_.fsdp; ++r) group[static_cast<size_t>(r)] = r;
-    const double share = static_cast<double>(layout_.world_size()) / config_.fsdp;
+    std::vector<int> group(static_cast<size_t>(config.fsdp));
+    for (int r = 0; r < config.fsdp; ++r) group[static_cast<size_t>(r)] = r;
+    const double share = static_cast<double>(layout_.world_size()) / config.fsdp;
     const double scale = model_.published_params > 0 ? model_.published_params / DitParams(model_) : 1.0;
-    const Bytes weights(kElementBytes * BlockParams(model_, family) * scale / config_.tp);
+    const Bytes weights(kElementBytes * BlockParams(model_, family) * scale / config.tp);
     const Seconds gather = comm_.Time(Collective::kAllGather, weights, group, share);
     if (gather > c.compute()) c.fsdp = gather - c.compute();
   }

@@ -63,6 +63,10 @@ class StageCosts {
 
   // Cost of block `index` when the forward covers one of `patches` patches.
   const BlockCost& Block(int index, bool patched) const;
+  // A model's ControlNet for one whole forward (all its blocks; zero without one), and the
+  // all-gathers of the DiT's split stream its hints take (ModelSpec::control).
+  const BlockCost& Control() const { return control_; }
+  Seconds ControlGathers() const { return control_gather_; }
   // Work outside the blocks (embeddings, final layer), per forward.
   Seconds Overhead(bool patched) const { return patched ? overhead_patched_ : overhead_full_; }
   Seconds OverheadHost(bool patched) const { return patched ? overhead_host_patched_ : overhead_host_full_; }
@@ -78,7 +82,7 @@ class StageCosts {
   Bytes Latent(bool patched) const;
 
  private:
-  BlockCost Cost(BlockFamily family, const RankWork& work) const;
+  BlockCost Cost(BlockFamily family, const RankWork& work, const ParallelConfig& config) const;
 
   const ModelSpec& model_;
   const TokenGeometry& tokens_;
@@ -95,6 +99,8 @@ class StageCosts {
   }();
   // Per family (indexed by BlockFamily), for full and patched forwards.
   BlockCost full_[kNumBlockFamilies], patched_[kNumBlockFamilies];
+  BlockCost control_;
+  Seconds control_gather_;
   Seconds overhead_full_, overhead_patched_;
   Seconds overhead_host_full_, overhead_host_patched_;
   bool kernel_breakdown_;

@@ -34,7 +34,7 @@ StatusOr<EngineWork> EngineWorkFor(const ModelSpec& model, const Workload& workl
   }
   w.first_block = s.first_block;
   w.blocks = s.blocks;
-  w.branches = model.uses_cfg ? (config.cfg == 2 ? 1 : 2) : 1;
+  w.branches = config.cfg == 2 ? 1 : model.GuidanceBranches();
   w.prompts = w.steady.batch / w.branches;
   w.exact = config.world_size() == 1 && !pipelined;
   w.config = config;

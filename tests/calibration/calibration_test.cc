@@ -238,7 +238,7 @@ TEST(SuiteTest, RowsThatCannotBePricedAreRefusedAndTheRestPredicted) {
       "s,f,flux.1-dev,1024,1024,1,28,e2e,h100-sxm5-80gb,2,1,8,nvlink4,none,ulysses=2,predict,4.0,torchtitan,\n"
       "s,w,wan2.1-14b,720,1280,81,50,e2e,h100-sxm5-80gb,1,1,8,nvlink4,none,,calibrate,900,wan-generate,\n"
       "s,w,wan2.1-14b,720,1280,81,50,e2e,h100-sxm5-80gb,2,1,8,nvlink4,none,ulysses=2,predict,450,,\n"
-      "s,u,hpcai-tech/Open-Sora-v2,768,768,129,50,e2e,h100-sxm5-80gb,1,1,8,nvlink4,none,,calibrate,900,,\n"
+      "s,u,acme/Imaginary-DiT,768,768,129,50,e2e,h100-sxm5-80gb,1,1,8,nvlink4,none,,calibrate,900,,\n"
       "s,g,sd3-medium,1024,1024,1,28,e2e,h100-sxm5-80gb,1,1,8,nvlink4,none,,calibrate,3.0,torchtitan,\n"
       "s,g,sd3-medium,1024,1024,1,28,e2e,h100-sxm5-80gb,2,1,8,nvlink4,none,cfg=2,predict,1.6,,\n";
   auto rows = ParseSuite(suite, "t.csv", Cat());

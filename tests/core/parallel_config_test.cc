@@ -103,6 +103,14 @@ TEST(ParallelConfigTest, MemoryPlacementsParseAndPrint) {
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("not both"), std::string::npos) << both.status().ToString();
   EXPECT_FALSE(ParseParallelConfig("vae_tiling=2").ok());
+  // A ControlNet split like the DiT, in ditune's syntax and cache-dit's flag.
+  EXPECT_EQ(ParseParallelConfig("ulysses=4,controlnet=parallel")->controlnet, ControlNetPlacement::kParallel);
+  EXPECT_EQ(ToString(*ParseParallelConfig("ulysses=4,controlnet=parallel")), "ulysses=4,controlnet=parallel");
+  EXPECT_EQ(ToString(*ParseParallelConfig("ulysses=4,controlnet=whole")), "ulysses=4");
+  EXPECT_EQ(ToString(*ParseParallelConfig("--ulysses_degree 4 --parallel-controlnet")), "ulysses=4,controlnet=parallel");
+  auto bad_cn = ParseParallelConfig("controlnet=split");
+  ASSERT_FALSE(bad_cn.ok());
+  EXPECT_NE(bad_cn.status().message().find("whole, parallel"), std::string::npos) << bad_cn.status().ToString();
 }
 
 // The runtimes' own spellings of a configuration, pasted from their launch lines.

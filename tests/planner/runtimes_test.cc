@@ -1,6 +1,7 @@
 // The runtimes beyond xDiT (data/runtimes): their rules, their launch lines, and that every
 // command prices a runtime's configuration as its plan does.
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include "planner/launch.h"
 #include "planner/plan.h"
 #include "costmodels/memory_model.h"
+#include "costmodels/pipeline_terms.h"
 
 namespace ditune {
 namespace {
@@ -242,6 +244,106 @@ TEST(RuntimesTest, Flux2OnEightL20sFitsWhereTheRuntimeSplitsItsTextEncoder) {
   auto ranked = MakePlanAny(Cat(), w, eight, {}, any);
   ASSERT_TRUE(ranked.ok()) << ranked.status().ToString();
   EXPECT_EQ(ranked->ranked.front().config.te, TextEncoderPlacement::kParallel);
+}
+
+// Open-Sora 2.0's inference script: ColossalAI's Ring or tensor parallelism over every rank
+// (never both), three guidance branches in one batch, the text and image tokens split as one
+// sequence, a config file ditune writes over the shipped 256px.py; until 2025-03-26 it read
+// the checkpoint onto the GPU beside the model, which is the floor of its published peaks
+// (44.3 GiB on 2 to 8 GPUs with either method).
+TEST(RuntimesTest, OpenSoraRunsRingOrTpOverEveryRankFromItsOwnConfig) {
+  const Workload w = At("open-sora-v2", 768, 768, 129);
+  auto ring = LaunchOf("open-sora", "open-sora-v2", w, "h800-sxm5-80gb", 8, "ring=8");
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  EXPECT_TRUE(Has(ring->command, "torchrun --nproc_per_node 8 scripts/diffusion/inference.py ditune_opensora.py"))
+      << ring->command;
+  EXPECT_TRUE(Has(ring->config_text, "_base_ = [\"configs/diffusion/inference/256px.py\"]")) << ring->config_text;
+  EXPECT_TRUE(Has(ring->config_text, "resolution=\"768px\", aspect_ratio=\"1:1\", num_frames=129, num_steps=50"))
+      << ring->config_text;
+  EXPECT_TRUE(Has(ring->config_text, "_ring = 8 or 1")) << ring->config_text;
+  EXPECT_TRUE(Has(ring->config_text, "_tp = None or 1")) << ring->config_text;
+  EXPECT_TRUE(Has(ring->config_text, "plugin_config_ae = dict(tp_size=8")) << ring->config_text;
+  EXPECT_TRUE(Has(ring->config_text, "vae=parallel True")) << ring->config_text;
+  EXPECT_TRUE(LaunchOf("open-sora", "open-sora-v2", At("open-sora-v2", 256, 256, 129), "h800-sxm5-80gb", 4, "tp=4").ok());
+  // Both methods at once, a method short of the world, CFG parallel over three branches,
+  // a size it is not launched at, a sequence that does not split in equal chunks: refused.
+  for (const auto& [gpus, config, rule] : std::vector<std::tuple<int, const char*, const char*>>{
+           {4, "ring=2,tp=2", "one method spans every rank"},
+           {8, "ring=4,dp=2", "one method spans every rank"},
+           {2, "cfg=2", "3 guidance branches"},
+           {3, "ring=3", "text and image tokens"}}) {
+    auto refused = LaunchOf("open-sora", "open-sora-v2", w, "h800-sxm5-80gb", gpus, config);
+    ASSERT_FALSE(refused.ok()) << config;
+    EXPECT_TRUE(Has(refused.status().message(), rule)) << config << ": " << refused.status().message();
+  }
+  auto wide = LaunchOf("open-sora", "open-sora-v2", At("open-sora-v2", 576, 1024, 129), "h800-sxm5-80gb", 8, "ring=8");
+  ASSERT_FALSE(wide.ok());
+  EXPECT_TRUE(Has(wide.status().message(), "launched square")) << wide.status().message();
+  // The load is the floor: the whole bf16 DiT and its bf16 checkpoint, on any split.
+  const ModelSpec& m = **Cat().Model("open-sora-v2");
+  EXPECT_EQ(m.GuidanceBranches(), 3);
+  MemoryOptions opt;
+  opt.placement = m.runtime("open-sora")->memory;
+  const TokenGeometry t = *ComputeTokenGeometry(m, w);
+  const GpuSpec& gpu = **Cat().Gpu("h800-sxm5-80gb");
+  for (const char* config : {"ring=4", "ring=8", "tp=4"}) {
+    const MemoryBreakdown mb = RankMemory(m, t, w, *ParseParallelConfig(config), gpu, opt);
+    EXPECT_EQ(mb.peak_phase(), MemoryPhase::kLoad) << config << ": " << MemoryPhasesText(mb);
+    EXPECT_NEAR(mb.tensors_peak().value() / (44.3 * 1024 * 1024 * 1024), 1.0, 0.03) << config;
+  }
+  // Every branch's prompt is encoded, in one batch with the DiT's three.
+  EXPECT_NEAR(TextEncodeOp(m, w).flops.value() / TextEncodeOp(**Cat().Model("flux.1-dev"), w).flops.value(),
+              3.0 * 512 / (1.0 * (**Cat().Model("flux.1-dev")).text_tokens), 1e-9);
+}
+
+// Z-Image-Turbo with its Fun-ControlNet-Union 2.1 under cache-dit: the plain Ulysses rows
+// split the DiT only, so every rank runs the ControlNet's 19 blocks whole; --parallel-
+// controlnet splits them too. The DiT's split stream is gathered after each of its layers
+// to add the ControlNet's whole-sequence hints, in both.
+TEST(RuntimesTest, ZImageControlNetRunsWholeOnEveryRankUnlessSplit) {
+  const char* id = "z-image-turbo-controlnet-union-2.1";
+  const Workload w = At(id, 1728, 992);
+  const Cluster four = *ResolveCluster({"l20-48gb", 4}, Cat());
+  PlanOptions opt;
+  opt.runtime = "diffusers";
+  auto sim = [&](const char* model, const char* config) {
+    auto r = SimulateAsPlanned(Cat(), At(model, 1728, 992), four, {}, opt, *ParseParallelConfig(config));
+    EXPECT_TRUE(r.ok()) << config << ": " << r.status().ToString();
+    return r.ok() ? r->total.value() : 0.0;
+  };
+  const double whole = sim(id, "ulysses=4");
+  const double split = sim(id, "ulysses=4,controlnet=parallel");
+  const double bare = sim("z-image-turbo", "ulysses=4");
+  EXPECT_LT(split, whole);
+  EXPECT_GT(split, bare);  // the split ControlNet and the gathers still cost
+  // Whole on every rank, the ControlNet's 19 blocks cost about as much as 19 / 32 of the
+  // undivided DiT: more than the split DiT's share of its 32.
+  EXPECT_GT(whole - bare, 1.5 * (split - bare));
+  auto launch = LaunchOf("diffusers", id, w, "l20-48gb", 4, "ulysses=4,controlnet=parallel");
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  EXPECT_TRUE(Has(launch->config_text, "if True:\n        modules.append(pipe.controlnet)")) << launch->config_text;
+  EXPECT_TRUE(Has(launch->config_text, "ZImageControlNetPipeline.from_pretrained(\"Tongyi-MAI/Z-Image-Turbo\""));
+  auto plain = LaunchOf("diffusers", id, w, "l20-48gb", 4, "ulysses=4");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(Has(plain->config_text, "if False:\n        modules.append(pipe.controlnet)")) << plain->config_text;
+  // No ControlNet to split; a ControlNet beside PipeFusion's stages: refused.
+  auto none = LaunchOf("diffusers", "z-image-turbo", At("z-image-turbo", 1024, 1024), "l20-48gb", 4,
+                       "ulysses=4,controlnet=parallel");
+  ASSERT_FALSE(none.ok());
+  EXPECT_TRUE(Has(none.status().message(), "has no ControlNet")) << none.status().message();
+  const ModelSpec& m = **Cat().Model(id);
+  ValidationContext ctx{&m, *ComputeTokenGeometry(m, w), w.steps, 1, 4, ""};
+  const std::vector<Violation> why = CheckConfig(ctx, *ParseParallelConfig("pipefusion=4"));
+  bool named = false;
+  for (const auto& v : why) named |= v.rule == std::string(kRuleControlNet);
+  EXPECT_TRUE(named);
+  // Its weights and its hints are counted; the whole ControlNet's activations too.
+  const TokenGeometry t = *ComputeTokenGeometry(m, w);
+  const MemoryBreakdown with = RankMemory(m, t, w, *ParseParallelConfig("ulysses=4"), *four.gpu);
+  const ModelSpec& z = **Cat().Model("z-image-turbo");
+  const MemoryBreakdown without = RankMemory(z, *ComputeTokenGeometry(z, w), w, *ParseParallelConfig("ulysses=4"), *four.gpu);
+  EXPECT_NEAR((with.weights - without.weights).value(), m.control.params * 2, 1e6);
+  EXPECT_GT(with.activations.value(), 3 * without.activations.value());
 }
 
 TEST(RuntimesTest, UnknownRuntimesAreNamedWithTheValidOnes) {
