@@ -38,8 +38,15 @@ Provenance ComputeProvenance(const std::vector<Fit>& fits, const std::string& gp
 std::string RuntimeClass(std::string_view runtime) { return runtime == "xdit" ? "xdit" : "other"; }
 
 IntervalTable LearnIntervals(const std::vector<Residual>& residuals, const std::vector<Fit>& fits,
-                             std::vector<std::string> sources) {
+                             std::vector<std::string> sources, const std::vector<MemoryResidual>& memory) {
   IntervalTable t;
+  std::vector<double> peaks;
+  for (const auto& m : memory) {
+    if (m.published_gb > 0 && m.predicted_gb > 0) peaks.push_back(std::log(m.published_gb / m.predicted_gb));
+  }
+  if (static_cast<int>(peaks.size()) >= kMinIntervalResiduals) {
+    t.memory = IntervalBand{"memory", static_cast<int>(peaks.size()), Quantile(peaks, 0.1), Quantile(peaks, 0.9)};
+  }
   t.sources = std::move(sources);
   std::map<std::string, std::vector<double>> by_class;
   for (const auto& r : residuals) {
@@ -67,17 +74,34 @@ IntervalTable LearnIntervals(const std::vector<Residual>& residuals, const std::
   return t;
 }
 
-StatusOr<std::vector<Residual>> ResidualsFromValidateJson(const nlohmann::json& doc, std::string_view origin) {
+namespace {
+
+// The rows of a `ditune validate --json` document, each an object; InvalidArgument naming
+// `origin` otherwise.
+StatusOr<const nlohmann::json*> ValidateRows(const nlohmann::json& doc, std::string_view origin) {
   if (!doc.is_object() || !doc.contains("rows") || !doc["rows"].is_array()) {
     return Status::InvalidArgument(
         fmt::format("{}: not a `ditune validate --json` document (an object with a \"rows\" array)", origin));
   }
-  std::vector<Residual> out;
   for (const auto& row : doc["rows"]) {
     if (!row.is_object()) return Status::InvalidArgument(fmt::format("{}: a row is not an object", origin));
-    if (row.value("role", "predict") != "predict") continue;
-    if (!row.contains("published_s") || !row["published_s"].is_number()) continue;
-    if (!row.contains("predicted_s") || !row["predicted_s"].is_number()) continue;
+  }
+  return &doc["rows"];
+}
+
+// Both numbers of a row, where both are there.
+bool Pair(const nlohmann::json& row, const char* published, const char* predicted) {
+  return row.contains(published) && row[published].is_number() && row.contains(predicted) &&
+         row[predicted].is_number();
+}
+
+}  // namespace
+
+StatusOr<std::vector<Residual>> ResidualsFromValidateJson(const nlohmann::json& doc, std::string_view origin) {
+  DITUNE_ASSIGN_OR_RETURN(const nlohmann::json* rows, ValidateRows(doc, origin));
+  std::vector<Residual> out;
+  for (const auto& row : *rows) {
+    if (row.value("role", "predict") != "predict" || !Pair(row, "published_s", "predicted_s")) continue;
     Residual r;
     r.runtime = row.contains("runtime") && row["runtime"].is_string() ? row["runtime"].get<std::string>() : "xdit";
     r.published_s = row["published_s"].get<double>();
@@ -90,12 +114,27 @@ StatusOr<std::vector<Residual>> ResidualsFromValidateJson(const nlohmann::json& 
   return out;
 }
 
+StatusOr<std::vector<MemoryResidual>> MemoryResidualsFromValidateJson(const nlohmann::json& doc,
+                                                                      std::string_view origin) {
+  DITUNE_ASSIGN_OR_RETURN(const nlohmann::json* rows, ValidateRows(doc, origin));
+  std::vector<MemoryResidual> out;
+  for (const auto& row : *rows) {
+    if (!Pair(row, "published_memory_gb", "predicted_memory_gb")) continue;
+    MemoryResidual m{row["published_memory_gb"].get<double>(), row["predicted_memory_gb"].get<double>()};
+    if (m.published_gb > 0 && m.predicted_gb > 0) out.push_back(m);
+  }
+  if (out.empty()) {
+    return Status::InvalidArgument(fmt::format("{}: no row with a published and a predicted peak memory", origin));
+  }
+  return out;
+}
+
 nlohmann::json IntervalTableJson(const IntervalTable& t) {
   nlohmann::json bands = nlohmann::json::array();
   for (const auto& b : t.bands) {
     bands.push_back({{"runtime_class", b.runtime_class}, {"n", b.n}, {"lo", b.lo}, {"hi", b.hi}});
   }
-  return {{"about",
+  nlohmann::json out = {{"about",
            "80% intervals: the 10th and 90th percentiles of ln(published / predicted) over held-out predictions, by "
            "runtime class; scale_spread, the 80th percentile of |ln(compute scale)| over the published (GPU, model) "
            "scales, widens predictions that have no scale. Written by `ditune calibrate intervals`."},
@@ -103,6 +142,8 @@ nlohmann::json IntervalTableJson(const IntervalTable& t) {
           {"scale_spread", t.scale_spread},
           {"scales", t.scales},
           {"sources", t.sources}};
+  if (t.memory) out["memory"] = {{"n", t.memory->n}, {"lo", t.memory->lo}, {"hi", t.memory->hi}};
+  return out;
 }
 
 StatusOr<IntervalTable> IntervalTableFromJson(const nlohmann::json& j, std::string_view origin) {
@@ -113,6 +154,16 @@ StatusOr<IntervalTable> IntervalTableFromJson(const nlohmann::json& j, std::stri
   t.scales = static_cast<int>(f.Int("scales", 0, 1000000));
   t.sources = f.StringArray("sources");
   const nlohmann::json* bands = f.Array("bands");
+  if (f.Has("memory")) {
+    if (const nlohmann::json* m = f.Object("memory")) {
+      JsonFields mf(*m, fmt::format("{}: memory", origin));
+      IntervalBand band{"memory", static_cast<int>(mf.Int("n", 1, 1000000)), mf.Number("lo", -5, 5), mf.Number("hi", -5, 5)};
+      mf.RejectUnknownKeys();
+      if (!mf.status().ok()) return mf.status();
+      if (band.lo > band.hi) return Status::InvalidArgument(fmt::format("{}: memory's lo is above its hi", origin));
+      t.memory = band;
+    }
+  }
   f.RejectUnknownKeys();
   if (!f.status().ok()) return f.status();
   for (const auto& b : *bands) {
@@ -194,6 +245,11 @@ PredictionInterval IntervalFor(const IntervalTable& t, std::string_view runtime,
   out.lo_s = predicted_s * std::exp(lo);
   out.hi_s = predicted_s * std::exp(hi);
   return out;
+}
+
+std::optional<MemoryInterval> MemoryIntervalFor(const IntervalTable& t, double predicted_gb) {
+  if (!t.memory || !(predicted_gb > 0)) return std::nullopt;
+  return MemoryInterval{predicted_gb * std::exp(t.memory->lo), predicted_gb * std::exp(t.memory->hi), t.memory->n};
 }
 
 }  // namespace ditune

@@ -41,6 +41,9 @@ struct IntervalBand {
 
 struct IntervalTable {
   std::vector<IntervalBand> bands;
+  // Peak memory per GPU: ln(published / predicted) of the published peaks (runtime_class
+  // "memory"); absent where none were learned.
+  std::optional<IntervalBand> memory;
   // The 80th percentile of |ln(scale)| over the published (GPU, model) compute scales.
   double scale_spread = 0;
   int scales = 0;
@@ -54,17 +57,31 @@ struct Residual {
   double predicted_s = 0;
 };
 
+// One predicted peak per GPU against a published one (what the table states: allocated
+// tensors, `torch.cuda.max_memory_allocated` as most print it).
+struct MemoryResidual {
+  double published_gb = 0;
+  double predicted_gb = 0;
+};
+
 // A class needs this many residuals of its own; below it the pooled band serves.
 inline constexpr int kMinIntervalResiduals = 10;
 
 // The bands of `residuals` (each runtime class with enough of them, and "all"), and the
 // spread of the compute scales among `fits` (e2e fits with a compute_scale).
+// With `memory` (at least kMinIntervalResiduals of them), the memory band too.
 IntervalTable LearnIntervals(const std::vector<Residual>& residuals, const std::vector<Fit>& fits,
-                             std::vector<std::string> sources);
+                             std::vector<std::string> sources, const std::vector<MemoryResidual>& memory = {});
 
 // The residuals of a `ditune validate --json` document: predict rows with a published and a
 // predicted latency. InvalidArgument naming `origin` for anything else.
 StatusOr<std::vector<Residual>> ResidualsFromValidateJson(const nlohmann::json& doc, std::string_view origin);
+
+// The peaks of a `ditune validate --json` document: rows, of either role, with a published
+// and a predicted peak memory (the memory model learns nothing from a suite's rows, so every
+// one is a prediction). InvalidArgument naming `origin` where there are none.
+StatusOr<std::vector<MemoryResidual>> MemoryResidualsFromValidateJson(const nlohmann::json& doc,
+                                                                      std::string_view origin);
 
 nlohmann::json IntervalTableJson(const IntervalTable& t);
 StatusOr<IntervalTable> IntervalTableFromJson(const nlohmann::json& j, std::string_view origin);
@@ -83,6 +100,14 @@ struct PredictionInterval {
 
 PredictionInterval IntervalFor(const IntervalTable& t, std::string_view runtime, Provenance provenance,
                                double predicted_s);
+
+// The 80% interval of a predicted peak per GPU (GB), or nullopt where the table has no memory
+// band.
+struct MemoryInterval {
+  double lo_gb = 0, hi_gb = 0;
+  int n = 0;  // the published peaks it was learned from
+};
+std::optional<MemoryInterval> MemoryIntervalFor(const IntervalTable& t, double predicted_gb);
 
 }  // namespace ditune
 

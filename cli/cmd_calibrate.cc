@@ -259,6 +259,10 @@ int IntervalsCmd(int argc, char** argv) {
       "whose constants never saw the rows (the training suite with --cross-validate; other tables as they are)");
   options.add_options()("from", "a validate --json document (repeat the flag for several)",
                         cxxopts::value<std::vector<std::string>>())(
+      "memory-from",
+      "a validate --json document whose rows carry published peak memory (repeat the flag for several): the "
+      "memory band",
+      cxxopts::value<std::vector<std::string>>())(
       "out", "write the interval table here (data/calibration/intervals.json's format); default: stdout",
       cxxopts::value<std::string>());
   bool help = false;
@@ -271,18 +275,28 @@ int IntervalsCmd(int argc, char** argv) {
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("calibrate intervals", catalog.status());
   std::vector<Residual> residuals;
+  std::vector<MemoryResidual> peaks;
   std::vector<std::string> sources;
-  for (const auto& path : (*args)["from"].as<std::vector<std::string>>()) {
-    auto j = ReadJsonFile(path);
-    if (!j.ok()) return Fail("calibrate intervals", j.status());
-    auto r = ResidualsFromValidateJson(*j, path);
-    if (!r.ok()) return Fail("calibrate intervals", r.status());
-    residuals.insert(residuals.end(), r->begin(), r->end());
-    sources.push_back(fmt::format("{} ({} residuals)", std::filesystem::path(path).filename().string(), r->size()));
+  // Each file of `flag`, read by `take` into `into`, named in the sources with its count.
+  auto read_all = [&](const char* flag, auto take, auto& into, const char* what) -> Status {
+    if (args->count(flag) == 0) return Status::Ok();
+    for (const auto& path : (*args)[flag].as<std::vector<std::string>>()) {
+      DITUNE_ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(path));
+      DITUNE_ASSIGN_OR_RETURN(auto got, take(j, path));
+      into.insert(into.end(), got.begin(), got.end());
+      sources.push_back(fmt::format("{} ({} {})", std::filesystem::path(path).filename().string(), got.size(), what));
+    }
+    return Status::Ok();
+  };
+  if (Status s = read_all("from", ResidualsFromValidateJson, residuals, "residuals"); !s.ok()) {
+    return Fail("calibrate intervals", s);
+  }
+  if (Status s = read_all("memory-from", MemoryResidualsFromValidateJson, peaks, "peaks"); !s.ok()) {
+    return Fail("calibrate intervals", s);
   }
   auto factory = LoadFactoryFits(**catalog);
   if (!factory.ok()) return Fail("calibrate intervals", factory.status());
-  const IntervalTable table = LearnIntervals(residuals, *factory, sources);
+  const IntervalTable table = LearnIntervals(residuals, *factory, sources, peaks);
   const std::string text = IntervalTableJson(table).dump(2) + "\n";
   if (args->count("out")) {
     if (Status s = WriteOutputFile("out", (*args)["out"].as<std::string>(), text); !s.ok()) {
@@ -294,6 +308,14 @@ int IntervalsCmd(int argc, char** argv) {
     }
     std::cout << fmt::format("no compute scale: widened by x{:.2f} either way ({} published scales)\n",
                              std::exp(table.scale_spread), table.scales);
+    if (table.memory) {
+      std::cout << fmt::format("memory: n={} 80% of published peaks within {:+.1f}% .. {:+.1f}% of the prediction\n",
+                               table.memory->n, 100 * (std::exp(table.memory->lo) - 1),
+                               100 * (std::exp(table.memory->hi) - 1));
+    } else if (!peaks.empty()) {
+      std::cout << fmt::format("memory: {} peaks, fewer than {}: no memory band\n", peaks.size(),
+                               kMinIntervalResiduals);
+    }
   } else {
     std::cout << text;
   }

@@ -6,6 +6,7 @@
 
 #include "core/json_fields.h"
 #include "core/workload.h"
+#include "costmodels/dit_ops.h"
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
@@ -106,6 +107,11 @@ int RunModels(int argc, char** argv) {
       nlohmann::json runtimes = nlohmann::json::object();
       for (const auto& [id, support] : m.runtimes) runtimes[id] = SupportJson(&support);
       out.back()["runtimes"] = runtimes;
+      if (m.control.blocks > 0) {
+        out.back()["control"] = {{"family", BlockFamilyName(m.control.family)}, {"blocks", m.control.blocks},
+                                 {"hints", m.control.hints},           {"gathers", m.control.gathers},
+                                 {"params", m.control.params},         {"source", m.control.source}};
+      }
     }
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -114,7 +120,8 @@ int RunModels(int argc, char** argv) {
   for (const auto& m : (*catalog)->models()) {
     rows.push_back({m.id, BlocksText(m), fmt::format("{} = {}x{}", m.hidden, m.heads, m.head_dim),
                     std::to_string(m.mlp_hidden), std::to_string(m.text_tokens),
-                    m.uses_cfg ? (m.GuidanceBranches() == 2 ? "yes" : fmt::format("yes ({} branches)", m.GuidanceBranches())) : "no", Compact(m.published_params / 1e9),
+                    m.uses_cfg ? (m.GuidanceBranches() == 2 ? "yes" : fmt::format("yes ({} branches)", m.GuidanceBranches())) : "no",
+                    m.published_params > 0 ? Compact(m.published_params / 1e9) : Compact(DitParams(m) / 1e9) + " (shapes)",
                     fmt::format("{}x{}{}", m.default_height, m.default_width,
                                 m.modality == Modality::kVideo ? fmt::format("x{}", m.default_frames) : ""),
                     std::to_string(m.default_steps), XditText(m), OtherRuntimesText(m)});

@@ -120,6 +120,9 @@ int RunSimulate(int argc, char** argv) {
     out["topology"] = TopologyJson(*cluster);
     out["predicted_lo_s"] = interval ? nlohmann::json(interval->lo_s) : nlohmann::json(nullptr);
     out["predicted_hi_s"] = interval ? nlohmann::json(interval->hi_s) : nlohmann::json(nullptr);
+    const std::optional<MemoryInterval> mem = *intervals ? PeakMemoryInterval(**intervals, *r) : std::nullopt;
+    out["peak_memory_gb_lo"] = mem ? nlohmann::json(mem->lo_gb) : nlohmann::json(nullptr);
+    out["peak_memory_gb_hi"] = mem ? nlohmann::json(mem->hi_gb) : nlohmann::json(nullptr);
     out["provenance"] = interval ? nlohmann::json{{"compute", ProvenanceName(interval->provenance)},
                                                   {"interval", interval->basis}}
                                  : nlohmann::json(nullptr);

@@ -204,6 +204,10 @@ int RunValidate(int argc, char** argv) {
       out.back()["predicted_hi_s"] = b ? nlohmann::json(b->hi_s) : nlohmann::json(nullptr);
       out.back()["provenance"] = b ? nlohmann::json{{"compute", ProvenanceName(b->provenance)}, {"interval", b->basis}}
                                    : nlohmann::json(nullptr);
+      const std::optional<MemoryInterval> mb =
+          *intervals && r.predicted_memory_gb ? MemoryIntervalFor(**intervals, *r.predicted_memory_gb) : std::nullopt;
+      out.back()["predicted_memory_lo_gb"] = mb ? nlohmann::json(mb->lo_gb) : nlohmann::json(nullptr);
+      out.back()["predicted_memory_hi_gb"] = mb ? nlohmann::json(mb->hi_gb) : nlohmann::json(nullptr);
     }
     nlohmann::json summary = SuiteSummaryJson(s);
     summary["interval_rows"] = judged;

@@ -451,6 +451,14 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
       return false;
   }
 
+  if (m.control.blocks > 0 && !by_runtime) {
+    if (!fail(kRuleControlNet, [&] {
+          return fmt::format("{} runs a ControlNet beside its DiT; ditune's engine runs the DiT alone: price and "
+                             "launch it with a runtime that runs the ControlNet (--runtime diffusers)",
+                             m.id);
+        }))
+      return false;
+  }
   if (c.te != TextEncoderPlacement::kWhole && !by_runtime) {
     if (!fail(kRulePlacement, [&] {
           return fmt::format(

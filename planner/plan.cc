@@ -226,12 +226,28 @@ std::string ProvenanceText(Provenance p) {
   return "";
 }
 
+std::optional<MemoryInterval> PeakMemoryInterval(const IntervalTable& table, const SimResult& result) {
+  if (result.ranks.empty()) return std::nullopt;
+  // The band is of the tensors' peak (what the tables publish) on the rank that holds the
+  // most; the runtime's overhead is added.
+  const auto largest = std::max_element(result.ranks.begin(), result.ranks.end(), [](const auto& a, const auto& b) {
+    return a.memory.peak() < b.memory.peak();
+  });
+  const MemoryBreakdown& m = largest->memory;
+  std::optional<MemoryInterval> band = MemoryIntervalFor(table, m.tensors_peak().value() / 1e9);
+  if (!band) return std::nullopt;
+  band->lo_gb += m.runtime.value() / 1e9;
+  band->hi_gb += m.runtime.value() / 1e9;
+  return band;
+}
+
 Status AttachIntervals(const Catalog& catalog, const std::vector<Fit>& fits, Plan* plan) {
   DITUNE_ASSIGN_OR_RETURN(std::optional<IntervalTable> table, ShippedIntervals(catalog.data_dir()));
   if (!table) return Status::Ok();
   const Provenance provenance = ComputeProvenance(fits, plan->cluster.gpu->id, plan->workload.model_id);
   auto attach = [&](Candidate& c) {
     c.interval = IntervalFor(*table, c.runtime, provenance, c.result.total.value());
+    c.memory_interval = PeakMemoryInterval(*table, c.result);
   };
   for (auto& c : plan->ranked) attach(c);
   if (plan->single_gpu) attach(*plan->single_gpu);
@@ -240,6 +256,13 @@ Status AttachIntervals(const Catalog& catalog, const std::vector<Fit>& fits, Pla
     plan->explanation.push_back(fmt::format(
         "80% interval of the winner's figure: {:.3f} to {:.3f} s, from {}; its compute figure is {}", i.lo_s, i.hi_s,
         i.basis, ProvenanceText(i.provenance)));
+  }
+  if (!plan->ranked.empty() && plan->ranked.front().memory_interval) {
+    const MemoryInterval& m = *plan->ranked.front().memory_interval;
+    plan->explanation.push_back(fmt::format(
+        "80% interval of the winner's peak memory: {:.1f} to {:.1f} GB per GPU, from {} published peaks against the "
+        "memory model",
+        m.lo_gb, m.hi_gb, m.n));
   }
   return Status::Ok();
 }
@@ -812,6 +835,8 @@ nlohmann::json PlanToJson(const Plan& plan) {
     j["runtime"] = c.runtime;
     j["predicted_lo_s"] = c.interval ? nlohmann::json(c.interval->lo_s) : nlohmann::json(nullptr);
     j["predicted_hi_s"] = c.interval ? nlohmann::json(c.interval->hi_s) : nlohmann::json(nullptr);
+    j["memory_gb_lo"] = c.memory_interval ? nlohmann::json(c.memory_interval->lo_gb) : nlohmann::json(nullptr);
+    j["memory_gb_hi"] = c.memory_interval ? nlohmann::json(c.memory_interval->hi_gb) : nlohmann::json(nullptr);
     j["provenance"] = c.interval ? nlohmann::json{{"compute", ProvenanceName(c.interval->provenance)},
                                                   {"interval", c.interval->basis}}
                                  : nlohmann::json(nullptr);

@@ -74,6 +74,9 @@ struct Candidate {
   // The 80% interval of result.total and where its compute figure comes from (absent where
   // no interval table is shipped).
   std::optional<PredictionInterval> interval;
+  // The 80% interval of the peak memory per GPU (GB, runtime overhead included), where the
+  // shipped intervals have a memory band.
+  std::optional<MemoryInterval> memory_interval;
 };
 
 struct Plan {
@@ -139,6 +142,9 @@ StatusOr<Plan> MakePlanAny(const Catalog& catalog, const Workload& workload, con
 // The per-phase peaks of one rank, GB: {"text_encoding", "denoising", "vae_decode",
 // "loading", "runtime", "peak_phase"}.
 nlohmann::json MemoryPhasesJson(const MemoryBreakdown& memory);
+// The 80% interval of a simulated peak memory per GPU (the band on the tensors' peak, the
+// runtime overhead added), or nullopt where the table has no memory band.
+std::optional<MemoryInterval> PeakMemoryInterval(const IntervalTable& table, const SimResult& result);
 nlohmann::json LaunchToJson(const Launch& launch);
 // The user's topology as the plan priced it: {"source", "link", "layout", "sockets",
 // "gpus_per_switch", "box_gpus", "notes"}; null without one.

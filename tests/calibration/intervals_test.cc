@@ -51,6 +51,45 @@ TEST(IntervalsTest, BandsAreTheHeldOutResidualsPercentiles) {
   EXPECT_DOUBLE_EQ(back->scale_spread, t.scale_spread);
 }
 
+// Peaks per GPU: the memory band is their residuals' 10th-90th percentile, read from a
+// validate document's rows with both peaks, kept through the file, and absent with too few.
+TEST(IntervalsTest, PeakMemoryHasItsOwnBand) {
+  nlohmann::json doc = {{"rows", nlohmann::json::array()}};
+  for (int i = 0; i < 21; ++i) {
+    doc["rows"].push_back({{"role", i % 2 ? "predict" : "calibrate"},
+                           {"published_memory_gb", 40.0 * std::exp(-0.2 + 0.02 * i)},
+                           {"predicted_memory_gb", 40.0}});
+  }
+  doc["rows"].push_back({{"role", "predict"}, {"published_memory_gb", nullptr}, {"predicted_memory_gb", 30.0}});
+  auto peaks = MemoryResidualsFromValidateJson(doc, "v.json");
+  ASSERT_TRUE(peaks.ok()) << peaks.status().ToString();
+  EXPECT_EQ(peaks->size(), 21u);
+  const std::vector<Residual> rs(12, Residual{"xdit", 1.0, 1.0});
+  const IntervalTable t = LearnIntervals(rs, {}, {"cv.json", "v.json"}, *peaks);
+  ASSERT_TRUE(t.memory.has_value());
+  EXPECT_EQ(t.memory->n, 21);
+  EXPECT_NEAR(t.memory->lo, -0.16, 1e-9);
+  EXPECT_NEAR(t.memory->hi, 0.16, 1e-9);
+  const std::optional<MemoryInterval> m = MemoryIntervalFor(t, 50);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_NEAR(m->lo_gb, 50 * std::exp(-0.16), 1e-9);
+  EXPECT_NEAR(m->hi_gb, 50 * std::exp(0.16), 1e-9);
+  auto back = IntervalTableFromJson(IntervalTableJson(t), "round-trip");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_TRUE(back->memory.has_value());
+  EXPECT_DOUBLE_EQ(back->memory->hi, t.memory->hi);
+  // Too few peaks: no band, and no interval.
+  const IntervalTable few = LearnIntervals(rs, {}, {}, std::vector<MemoryResidual>(5, MemoryResidual{40, 40}));
+  EXPECT_FALSE(few.memory.has_value());
+  EXPECT_FALSE(MemoryIntervalFor(few, 50).has_value());
+  EXPECT_FALSE(IntervalTableFromJson(IntervalTableJson(few), "no-memory")->memory.has_value());
+  // A document without peaks is refused by name.
+  nlohmann::json none = {{"rows", nlohmann::json::array({{{"role", "predict"}, {"published_s", 1.0}}})}};
+  auto missing = MemoryResidualsFromValidateJson(none, "lat.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("lat.json"), std::string::npos);
+}
+
 TEST(IntervalsTest, ProvenanceOfTheComputeFigure) {
   const std::vector<Fit> fits = {Scale("h100-sxm5-80gb", "flux.1-dev", 1.1, true),
                                  Scale("l40-48gb", "flux.1-dev", 0.9, false)};
