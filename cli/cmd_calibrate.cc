@@ -37,7 +37,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: ditune calibrate ingest FILE [options] | fit | show | compute | comm | learn --suite FILE | factory | "
-    "intervals --from FILE.json... | accept ID   "
+    "intervals --from FILE.json... [--memory-from FILE.json...] | accept ID   "
     "(ditune calibrate SUB --help)";
 
 }  // namespace
@@ -249,9 +249,10 @@ int FactoryCmd(int argc, char** argv) {
   return 0;
 }
 
-// `calibrate intervals --from V.json [--from ...] --out intervals.json`: the 80% interval bands
-// from the held-out residuals of `ditune validate --json` documents (the training suite's with
-// --cross-validate; other tables as they are), and the spread of the factory's compute scales.
+// `calibrate intervals --from V.json [--from ...] [--memory-from V.json ...] --out intervals.json`:
+// the 80% interval bands from the held-out residuals of `ditune validate --json` documents (the
+// training suite's with --cross-validate; other tables as they are), the spread of the
+// factory's compute scales, and the memory band from the published peaks.
 int IntervalsCmd(int argc, char** argv) {
   cxxopts::Options options(
       "ditune calibrate intervals",

@@ -188,8 +188,8 @@ int CalibrateIngest(int argc, char** argv) {
   // figure to plan with: fitted, they would make every later plan on that link slower.
   const std::vector<LinkShortfall> shortfalls = FindLinkShortfalls(*measurements, **catalog);
   if (!shortfalls.empty()) {
-    std::string text;
-    for (const auto& s : shortfalls) text += "\n  " + LinkShortfallText(s);
+    std::string listed;
+    for (const auto& s : shortfalls) listed += "\n  " + LinkShortfallText(s);
     if (!args->count("accept-slow")) {
       return Fail("calibrate ingest",
                   Status::InvalidArgument(fmt::format(
@@ -197,10 +197,10 @@ int CalibrateIngest(int argc, char** argv) {
                       "they would slow every later plan on the link); fix the machine and measure again, or give "
                       "--accept-slow if this is the machine you plan for:{}\n  for the whole diagnosis and what it costs "
                       "your plans: ditune doctor {} --gpu {} (with nvidia-smi topo -m and your NCCL_* settings beside it)",
-                      file, text, file, measurements->front().device)));
+                      file, listed, file, measurements->front().device)));
     }
     std::cerr << "ditune calibrate ingest: warning: storing collectives far below the link's figure (--accept-slow):"
-              << text << "\n";
+              << listed << "\n";
   }
   auto store = OpenStoreFromArgs(*args);
   if (!store.ok()) return Fail("calibrate ingest", store.status());

@@ -152,9 +152,9 @@ struct ModelSpec {
   // "xdit" object, the others from data/runtimes (Catalog::Load). A runtime absent here does
   // not run the model (ditune's engine is never listed: its rules are its own).
   std::map<std::string, RuntimeSupport, std::less<>> runtimes;
-  // The entry of `runtime`, or nullptr when it does not run the model.
-  const RuntimeSupport* runtime(std::string_view id) const {
-    auto it = runtimes.find(id);
+  // The entry of runtime `runtime_id`, or nullptr when it does not run the model.
+  const RuntimeSupport* runtime(std::string_view runtime_id) const {
+    auto it = runtimes.find(runtime_id);
     return it == runtimes.end() ? nullptr : &it->second;
   }
 

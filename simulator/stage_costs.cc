@@ -99,9 +99,9 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
     control_.post_host = one.post_host * model.control.blocks;
     if (config.sp() > 1) {
       const auto group = layout.GroupOf(0, Axis::kSp);
-      const Bytes whole(kElementBytes * work_full_.batch *
-                        static_cast<double>(tokens.image_tokens() + tokens.text_tokens) * model.hidden);
-      control_gather_ = comm.Time(Collective::kAllGather, whole, group) * model.control.gathers;
+      const Bytes stream(kElementBytes * work_full_.batch *
+                         static_cast<double>(tokens.image_tokens() + tokens.text_tokens) * model.hidden);
+      control_gather_ = comm.Time(Collective::kAllGather, stream, group) * model.control.gathers;
     }
   }
   // torch.compile fuses the eager DiT's kernels (Mechanisms::compiled_device_scale): the
@@ -265,8 +265,8 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w, const Parallel
     // twice: after self-attention and after the MLP.
     const double img = w.batch * static_cast<double>(w.img_tokens);
     const double txt = w.batch * static_cast<double>(w.txt_tokens);
-    auto reduce = [&](double tokens) {
-      return comm_.Time(Collective::kAllReduce, Bytes(kElementBytes * tokens * model_.hidden), group, share);
+    auto reduce = [&](double count) {
+      return comm_.Time(Collective::kAllReduce, Bytes(kElementBytes * count * model_.hidden), group, share);
     };
     const int cross_reduces = tp_split_ == TpSplit::kCrossWhole ? 2 : 3;
     switch (family) {
