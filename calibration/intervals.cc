@@ -37,6 +37,76 @@ Provenance ComputeProvenance(const std::vector<Fit>& fits, const std::string& gp
 
 std::string RuntimeClass(std::string_view runtime) { return runtime == "xdit" ? "xdit" : "other"; }
 
+namespace {
+
+// The band [lo, hi] of each runtime class from `values` by class (a class with fewer than
+// kMinIntervalResiduals takes the "all" band), as LearnIntervals keeps them.
+std::map<std::string, std::pair<double, double>> ClassBands(const std::map<std::string, std::vector<double>>& by_class) {
+  std::map<std::string, std::pair<double, double>> out;
+  auto all = by_class.find("all");
+  if (all == by_class.end() || all->second.empty()) return out;
+  const std::pair<double, double> pooled{Quantile(all->second, 0.1), Quantile(all->second, 0.9)};
+  for (const auto& [cls, values] : by_class) {
+    out[cls] = static_cast<int>(values.size()) >= kMinIntervalResiduals
+                   ? std::pair<double, double>{Quantile(values, 0.1), Quantile(values, 0.9)}
+                   : pooled;
+  }
+  return out;
+}
+
+// [lo, hi] widened by `w` about its middle.
+std::pair<double, double> Widened(double lo, double hi, double w) {
+  const double mid = (lo + hi) / 2, half = (hi - lo) / 2;
+  return {mid - w * half, mid + w * half};
+}
+
+// Leave-one-publisher-out: each publisher's residuals judged by the bands of the others'.
+// Sets the table's source widening to the least factor (steps of 0.01, up to 4) at which 80%
+// of them fall inside.
+void LearnSourceWidening(const std::vector<Residual>& residuals, IntervalTable* t) {
+  std::map<std::string, std::vector<const Residual*>> by_publisher;
+  for (const auto& r : residuals) {
+    if (!r.publisher.empty() && r.published_s > 0 && r.predicted_s > 0) by_publisher[r.publisher].push_back(&r);
+  }
+  t->source_publishers = static_cast<int>(by_publisher.size());
+  if (by_publisher.size() < 2) return;
+  struct Judged {
+    double x, lo, hi;
+  };
+  std::vector<Judged> judged;
+  for (const auto& [pub, mine] : by_publisher) {
+    std::map<std::string, std::vector<double>> others;
+    for (const auto& [other, rows] : by_publisher) {
+      if (other == pub) continue;
+      for (const Residual* r : rows) {
+        const double e = std::log(r->published_s / r->predicted_s);
+        others[RuntimeClass(r->runtime)].push_back(e);
+        others["all"].push_back(e);
+      }
+    }
+    const auto bands = ClassBands(others);
+    for (const Residual* r : mine) {
+      auto it = bands.find(RuntimeClass(r->runtime));
+      const auto band = it != bands.end() ? it->second : bands.at("all");
+      judged.push_back({std::log(r->published_s / r->predicted_s), band.first, band.second});
+    }
+  }
+  auto coverage = [&](double w) {
+    int inside = 0;
+    for (const auto& j : judged) {
+      const auto [lo, hi] = Widened(j.lo, j.hi, w);
+      inside += j.x >= lo && j.x <= hi;
+    }
+    return static_cast<double>(inside) / static_cast<double>(judged.size());
+  };
+  t->source_coverage_before = coverage(1);
+  int step = 100;
+  while (step < 400 && coverage(step / 100.0) < 0.8) ++step;
+  t->source_widening = step / 100.0;
+}
+
+}  // namespace
+
 IntervalTable LearnIntervals(const std::vector<Residual>& residuals, const std::vector<Fit>& fits,
                              std::vector<std::string> sources, const std::vector<MemoryResidual>& memory) {
   IntervalTable t;
@@ -71,6 +141,7 @@ IntervalTable LearnIntervals(const std::vector<Residual>& residuals, const std::
   }
   t.scales = static_cast<int>(spread.size());
   t.scale_spread = spread.empty() ? 0 : Quantile(spread, 0.8);
+  LearnSourceWidening(residuals, &t);
   return t;
 }
 
@@ -104,6 +175,7 @@ StatusOr<std::vector<Residual>> ResidualsFromValidateJson(const nlohmann::json& 
     if (row.value("role", "predict") != "predict" || !Pair(row, "published_s", "predicted_s")) continue;
     Residual r;
     r.runtime = row.contains("runtime") && row["runtime"].is_string() ? row["runtime"].get<std::string>() : "xdit";
+    if (row.contains("publisher") && row["publisher"].is_string()) r.publisher = row["publisher"].get<std::string>();
     r.published_s = row["published_s"].get<double>();
     r.predicted_s = row["predicted_s"].get<double>();
     if (r.published_s > 0 && r.predicted_s > 0) out.push_back(r);
@@ -137,10 +209,16 @@ nlohmann::json IntervalTableJson(const IntervalTable& t) {
   nlohmann::json out = {{"about",
            "80% intervals: the 10th and 90th percentiles of ln(published / predicted) over held-out predictions, by "
            "runtime class; scale_spread, the 80th percentile of |ln(compute scale)| over the published (GPU, model) "
-           "scales, widens predictions that have no scale. Written by `ditune calibrate intervals`."},
+           "scales, widens predictions that have no scale; source_widening, the factor by which a band widens about "
+           "its middle to hold 80% of each publisher's values when learned from the other publishers alone. Written "
+           "by `ditune calibrate intervals`."},
           {"bands", bands},
           {"scale_spread", t.scale_spread},
           {"scales", t.scales},
+          {"source_widening",
+           {{"factor", t.source_widening},
+            {"publishers", t.source_publishers},
+            {"coverage_before", t.source_coverage_before}}},
           {"sources", t.sources}};
   if (t.memory) out["memory"] = {{"n", t.memory->n}, {"lo", t.memory->lo}, {"hi", t.memory->hi}};
   return out;
@@ -154,6 +232,16 @@ StatusOr<IntervalTable> IntervalTableFromJson(const nlohmann::json& j, std::stri
   t.scales = static_cast<int>(f.Int("scales", 0, 1000000));
   t.sources = f.StringArray("sources");
   const nlohmann::json* bands = f.Array("bands");
+  if (f.Has("source_widening")) {
+    if (const nlohmann::json* w = f.Object("source_widening")) {
+      JsonFields wf(*w, fmt::format("{}: source_widening", origin));
+      t.source_widening = wf.Number("factor", 1, 4);
+      t.source_publishers = static_cast<int>(wf.Int("publishers", 0, 1000000));
+      t.source_coverage_before = wf.Number("coverage_before", 0, 1);
+      wf.RejectUnknownKeys();
+      if (!wf.status().ok()) return wf.status();
+    }
+  }
   if (f.Has("memory")) {
     if (const nlohmann::json* m = f.Object("memory")) {
       JsonFields mf(*m, fmt::format("{}: memory", origin));
@@ -231,10 +319,15 @@ PredictionInterval IntervalFor(const IntervalTable& t, std::string_view runtime,
     out.basis = "no held-out residuals";
     return out;
   }
-  double lo = use->lo, hi = use->hi;
+  auto [lo, hi] = Widened(use->lo, use->hi, t.source_widening);
   out.basis = band != nullptr ? fmt::format("held-out {} predictions (n={})", cls, use->n)
                               : fmt::format("held-out predictions of every runtime (n={}; too few of {} alone)", use->n,
                                             cls);
+  if (t.source_widening > 1) {
+    out.basis += fmt::format(", widened x{:.2f} for a source they never saw (80% of each of {} publishers' values "
+                             "from the others' bands)",
+                             t.source_widening, t.source_publishers);
+  }
   if (provenance == Provenance::kCatalog && t.scale_spread > 0) {
     // No compute scale for this (GPU, model): the published scales' spread is what that costs.
     lo -= t.scale_spread;

@@ -47,6 +47,14 @@ struct IntervalTable {
   // The 80th percentile of |ln(scale)| over the published (GPU, model) compute scales.
   double scale_spread = 0;
   int scales = 0;
+  // How much wider a band must be, about its middle, to hold 80% of a publisher's values when
+  // learned from the other publishers' residuals alone (leave-one-publisher-out over
+  // `source_publishers` of them; 1 where fewer than two). A user's cluster, runtime version
+  // and way of timing are a source the residuals never saw: the bands are widened by this
+  // for every prediction. `source_coverage_before`: that coverage before widening.
+  double source_widening = 1;
+  int source_publishers = 0;
+  double source_coverage_before = 0;
   std::vector<std::string> sources;  // the residual files it was learned from
 };
 
@@ -55,6 +63,7 @@ struct Residual {
   std::string runtime;
   double published_s = 0;
   double predicted_s = 0;
+  std::string publisher;  // whose table the row is from (validate --json's "publisher"); may be empty
 };
 
 // One predicted peak per GPU against a published one (what the table states: allocated

@@ -309,6 +309,12 @@ int IntervalsCmd(int argc, char** argv) {
     }
     std::cout << fmt::format("no compute scale: widened by x{:.2f} either way ({} published scales)\n",
                              std::exp(table.scale_spread), table.scales);
+    if (table.source_publishers >= 2) {
+      std::cout << fmt::format(
+          "a source never seen: bands widened x{:.2f} about their middle (each of {} publishers judged by the others' "
+          "bands: {:.0f}% inside before, 80% after)\n",
+          table.source_widening, table.source_publishers, 100 * table.source_coverage_before);
+    }
     if (table.memory) {
       std::cout << fmt::format("memory: n={} 80% of published peaks within {:+.1f}% .. {:+.1f}% of the prediction\n",
                                table.memory->n, 100 * (std::exp(table.memory->lo) - 1),

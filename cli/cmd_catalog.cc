@@ -107,6 +107,13 @@ int RunModels(int argc, char** argv) {
       nlohmann::json runtimes = nlohmann::json::object();
       for (const auto& [id, support] : m.runtimes) runtimes[id] = SupportJson(&support);
       out.back()["runtimes"] = runtimes;
+      if (!m.eager_host_ops.source.empty()) {
+        nlohmann::json host = {{"source", m.eager_host_ops.source}};
+        for (BlockFamily f : kAllBlockFamilies) {
+          if (m.eager_host_ops.Of(f) > 0) host[std::string(BlockFamilyName(f))] = m.eager_host_ops.Of(f);
+        }
+        out.back()["eager_host_ops"] = host;
+      }
       if (m.control.blocks > 0) {
         out.back()["control"] = {{"family", BlockFamilyName(m.control.family)}, {"blocks", m.control.blocks},
                                  {"hints", m.control.hints},           {"gathers", m.control.gathers},

@@ -199,6 +199,21 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
                                                  m.control.gathers, m.num_blocks()));
     }
   }
+  if (const nlohmann::json* eh = f.Has("eager_host_ops") ? f.Object("eager_host_ops") : nullptr) {
+    JsonFields ef(*eh, origin + ": eager_host_ops");
+    for (BlockFamily bfam : kAllBlockFamilies) {
+      const std::string name(BlockFamilyName(bfam));
+      if (!ef.Has(name)) continue;
+      if (m.num_blocks(bfam) == 0) {
+        return Status::InvalidArgument(fmt::format("{}: eager_host_ops.{} is given but the model has no {} blocks",
+                                                   origin, name, name));
+      }
+      m.eager_host_ops.by_family[static_cast<int>(bfam)] = ef.Number(name.c_str(), 1, 100000);
+    }
+    m.eager_host_ops.source = ef.String("source");
+    ef.RejectUnknownKeys();
+    if (!ef.status().ok()) return ef.status();
+  }
   m.uses_cfg = f.Bool("uses_cfg");
   if (f.Has("guidance_branches")) {
     m.guidance_branches = static_cast<int>(f.Int("guidance_branches", 2, 3));

@@ -132,6 +132,17 @@ struct ModelSpec {
     std::string source;
   };
   ControlBranch control;
+  // Host time of one eager forward of each block family, measured on the block code the
+  // eager runtimes run (diffusers' block classes: bench/diffusers_host_ops.py), in framework
+  // ops of the measuring host: its host µs per block over its mean host µs per ATen op, so
+  // Mechanisms::eager_op_us turns it into the deploying host's time. 0 for a family not
+  // measured: its counted ops (costmodels/dit_ops.cc) and the family's host scale stand.
+  struct EagerHostOps {
+    double by_family[kNumBlockFamilies] = {};
+    std::string source;
+    double Of(BlockFamily f) const { return by_family[static_cast<int>(f)]; }
+  };
+  EagerHostOps eager_host_ops;
   bool skip_connections = false;
   // Joint blocks whose text and image tokens share one set of attention and MLP weights
   // (CogVideoX's expert adaptive LayerNorm): same FLOPs, half the parameters.

@@ -115,7 +115,8 @@ struct RuntimeMemory {
   double vae_bytes_per_value = 2;
   // The entry point runs classifier-free guidance's two branches one after the other (Wan's
   // generate.py: the conditional forward, then the unconditional one), not as a batch of two:
-  // a forward holds one branch's activations.
+  // a forward holds one branch's activations, and a step costs two forwards of batch one —
+  // twice the host's ops and the collectives' latencies (SequentialForwards).
   bool cfg_sequential = false;
   // Bytes per value of the DiT's residual stream and its normalised copy (Wan keeps them in
   // fp32: 4), and of the rotary embedding's temporaries, two of one head-split tensor at a

@@ -19,6 +19,8 @@ const std::vector<MechanismParam>& MechanismParams() {
       {"ulysses_ops", &Mechanisms::ulysses_ops, 2, 60, "framework ops around each Ulysses all-to-all"},
       {"ring_merge_ops", &Mechanisms::ring_merge_ops, 2, 80, "framework ops per Ring merge"},
       {"ring_call_ops", &Mechanisms::ring_call_ops, 0, 120, "framework ops per Ring attention call"},
+      {"pipefusion_patch_ops", &Mechanisms::pipefusion_patch_ops, 2, 120,
+       "framework ops PipeFusion adds to a block's attention per patch"},
       {"switch_alltoall_efficiency", &Mechanisms::switch_alltoall_efficiency, 0.05, 1.5,
        "all-to-all bandwidth on NVLink/xGMI over the catalog's"},
       {"pcie_alltoall_efficiency", &Mechanisms::pcie_alltoall_efficiency, 0.01, 1.5,

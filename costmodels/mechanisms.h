@@ -53,6 +53,12 @@ struct Mechanisms {
   // log-sum-exp conversions at the end (xDiT's xdit_ring_flash_attn_forward: sixteen by
   // count).
   double ring_call_ops = 16;
+  // Framework ops PipeFusion adds to each block's attention for each patch: the patch's fresh
+  // K and V written into the stale full-sequence buffer and the buffer read back (xDiT's
+  // cache manager, update_and_get_kv_cache), and the runtime state's patch bookkeeping. Eight
+  // by count of the copies and views; learned, since the training suite's PipeFusion rows
+  // (every one xDiT's) are what prices the bookkeeping around them.
+  double pipefusion_patch_ops = 8;
   // Achieved fraction of the link's catalog bus bandwidth for all-to-all over a switched
   // fabric (NVLink / NVSwitch, xGMI): n - 1 concurrent peer streams instead of a ring.
   double switch_alltoall_efficiency = 1;

@@ -152,6 +152,12 @@ OffloadTraffic OffloadMoves(const ModelSpec& m, const ParallelConfig& c) {
   return {text + text + dit, dit + vae + vae};
 }
 
+int SequentialForwards(const ModelSpec& model, const ParallelConfig& config, const RuntimeMemory& place) {
+  const int branches = model.GuidanceBranches();
+  const bool batched_elsewhere = config.cfg > 1 || config.pipefusion > 1 || config.distrifusion > 1;
+  return place.cfg_sequential && branches > 1 && !batched_elsewhere ? branches : 1;
+}
+
 MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, const Workload& workload,
                            const ParallelConfig& c, const GpuSpec& gpu, const MemoryOptions& opt) {
   MemoryBreakdown mb;
@@ -171,8 +177,8 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
   const RankWork w = ComputeRankWork(m, tokens, workload, c);
   // Tokens resident per forward on this rank: one patch with PipeFusion.
   // One branch at a time where the runtime runs classifier-free guidance's branches in turn.
-  const int branches = m.GuidanceBranches();
-  const int batch = place.cfg_sequential && c.cfg == 1 && branches > 1 && w.batch >= branches ? w.batch / branches : w.batch;
+  const int forwards = SequentialForwards(m, c, place);
+  const int batch = forwards > 1 && w.batch >= forwards ? w.batch / forwards : w.batch;
   const double n = static_cast<double>(batch) * static_cast<double>(w.img_tokens + w.txt_tokens);
   // Live at a block's peak: the residual stream and its normalised copy (full width), and
   // the larger of the attention phase (Q, K, V and the output, split by tp) and the MLP

@@ -73,6 +73,12 @@ struct MemoryBreakdown {
   bool fits() const { return peak() <= capacity; }
 };
 
+// Forwards one denoising step runs one after another: the guidance branches, where the
+// runtime runs them in turn (RuntimeMemory::cfg_sequential) and neither CFG parallel splits
+// them nor PipeFusion or DistriFusion (which batch them) runs; 1 otherwise. Each forward holds
+// and computes its share of the batch.
+int SequentialForwards(const ModelSpec& model, const ParallelConfig& config, const RuntimeMemory& place);
+
 // Requires a configuration that passed ValidateConfig.
 MemoryBreakdown RankMemory(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
                            const ParallelConfig& config, const GpuSpec& gpu,

@@ -37,6 +37,17 @@ void Phases(const ComputeModel& cm, const std::vector<OpCost>& ops, BlockCost* c
   }
 }
 
+// `n` forwards of the block one after another: every phase, collective and host time n times.
+BlockCost Repeated(BlockCost c, int n) {
+  if (n == 1) return c;
+  for (Seconds* t : {&c.pre, &c.a2a_in, &c.attn, &c.ring_exposed, &c.a2a_out, &c.post, &c.tp, &c.fsdp, &c.pre_host,
+                     &c.attn_host, &c.post_host}) {
+    *t = *t * n;
+  }
+  c.kernels.Scale(n);
+  return c;
+}
+
 // A learned op count as the whole number of framework ops it stands for.
 int FrameworkOps(double ops) { return std::max(0, static_cast<int>(std::lround(ops))); }
 
@@ -55,7 +66,7 @@ void KernelBreakdown::Add(const OpCost& op, Seconds device) {
 
 StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
                        const ParallelConfig& config, const RankLayout& layout, const ComputeModel& compute,
-                       const CommModel& comm, bool kernel_breakdown, TpSplit tp_split)
+                       const CommModel& comm, bool kernel_breakdown, TpSplit tp_split, int sequential_forwards)
     : model_(model),
       tokens_(tokens),
       config_(config),
@@ -69,14 +80,19 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
   whole.patches = 1;
   whole.pipefusion = 1;
   work_full_ = ComputeRankWork(model, tokens, workload, whole, tp_split);
+  const int forwards = std::max(1, sequential_forwards);
+  if (forwards > 1) {
+    work_patched_.batch = std::max(1, work_patched_.batch / forwards);
+    work_full_.batch = std::max(1, work_full_.batch / forwards);
+  }
   // Rank 0 represents its groups, alike for every family: each axis's sharing once.
   for (Axis a : {Axis::kUlysses, Axis::kRing, Axis::kTp}) {
     if (layout.degree(a) > 1) share_[static_cast<int>(a)] = comm.Sharing(layout.GroupOf(0, a), layout, a);
   }
   for (BlockFamily f : kAllBlockFamilies) {
     if (model.num_blocks(f) == 0) continue;
-    full_[static_cast<int>(f)] = Cost(f, work_full_, config);
-    patched_[static_cast<int>(f)] = Cost(f, work_patched_, config);
+    full_[static_cast<int>(f)] = Repeated(Cost(f, work_full_, config), forwards);
+    patched_[static_cast<int>(f)] = Repeated(Cost(f, work_patched_, config), forwards);
   }
   if (model.control.blocks > 0) {
     // The ControlNet: split like the DiT (controlnet=parallel) or whole on every rank, with
@@ -85,8 +101,12 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
     ParallelConfig alone = config;
     if (config.controlnet != ControlNetPlacement::kParallel) alone.ulysses = alone.ring = alone.tp = 1;
     alone.pipefusion = alone.patches = 1;
-    const RankWork work = alone == config ? work_full_ : ComputeRankWork(model, tokens, workload, alone, tp_split);
-    const BlockCost one = Cost(model.control.family, work, alone);
+    RankWork work = work_full_;
+    if (!(alone == config)) {
+      work = ComputeRankWork(model, tokens, workload, alone, tp_split);
+      work.batch = std::max(1, work.batch / forwards);
+    }
+    const BlockCost one = Repeated(Cost(model.control.family, work, alone), forwards);
     control_.pre = one.pre * model.control.blocks;
     control_.attn = one.attn * model.control.blocks;
     control_.post = one.post * model.control.blocks;
@@ -101,7 +121,7 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
       const auto group = layout.GroupOf(0, Axis::kSp);
       const Bytes stream(kElementBytes * work_full_.batch *
                          static_cast<double>(tokens.image_tokens() + tokens.text_tokens) * model.hidden);
-      control_gather_ = comm.Time(Collective::kAllGather, stream, group) * model.control.gathers;
+      control_gather_ = comm.Time(Collective::kAllGather, stream, group) * (model.control.gathers * forwards);
     }
   }
   // torch.compile fuses the eager DiT's kernels (Mechanisms::compiled_device_scale): the
@@ -117,6 +137,12 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
   };
   step_overhead(work_full_, &overhead_full_, &overhead_host_full_, &overhead_kernels_full_);
   step_overhead(work_patched_, &overhead_patched_, &overhead_host_patched_, &overhead_kernels_patched_);
+  overhead_full_ = overhead_full_ * forwards;
+  overhead_host_full_ = overhead_host_full_ * forwards;
+  overhead_patched_ = overhead_patched_ * forwards;
+  overhead_host_patched_ = overhead_host_patched_ * forwards;
+  overhead_kernels_full_.Scale(forwards);
+  overhead_kernels_patched_.Scale(forwards);
 }
 
 const BlockCost& StageCosts::Block(int index, bool patched) const {
@@ -187,19 +213,28 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w, const Parallel
     c.kernels.Scale(mech.compiled_device_scale);
   }
   if (compute_.runtime() == Runtime::kEager) {
-    // The block's own ops around its attention, at the family's measured host cost.
-    const double k = family == BlockFamily::kJoint    ? mech.joint_host_scale
-                     : family == BlockFamily::kSingle ? mech.single_host_scale
-                                                      : mech.cross_host_scale;
+    // The block's own ops around its attention at the host time measured on the runtime's
+    // block code where the model has it (ModelSpec::eager_host_ops: the counted ops scaled to
+    // the measured total), else at the family's host scale over the counted ops.
+    double k = family == BlockFamily::kJoint    ? mech.joint_host_scale
+               : family == BlockFamily::kSingle ? mech.single_host_scale
+                                                : mech.cross_host_scale;
+    if (const double measured = model_.eager_host_ops.Of(family); measured > 0) {
+      int counted = 0;
+      for (const auto& op : ops) counted += op.kernels;
+      if (counted > 0) k = measured / counted;
+    }
     c.pre_host = c.pre_host * k;
     c.post_host = c.post_host * k;
   }
   if (config.pipefusion > 1) {
     // PipeFusion's attention writes the patch's fresh K and V into the stale full-sequence
-    // buffer and reads it back: a copy of the patch's K/V and a handful of framework ops.
+    // buffer and reads it back: a copy of the patch's K/V and Mechanisms::pipefusion_patch_ops
+    // framework ops.
     const double width = static_cast<double>(model_.hidden) / (config.tp * w.ulysses);
     OpCost kv{"kv_buffer", OpClass::kElementwise, Flops(0),
-              Bytes(2.0 * 2.0 * kElementBytes * w.batch * static_cast<double>(w.img_tokens) * width), 8};
+              Bytes(2.0 * 2.0 * kElementBytes * w.batch * static_cast<double>(w.img_tokens) * width),
+              FrameworkOps(mech.pipefusion_patch_ops)};
     kv.kernel = kernel_names::kCopy;
     c.pre += compute_.DeviceTime(kv);
     c.pre_host += compute_.HostTime(kv);

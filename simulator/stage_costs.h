@@ -57,9 +57,14 @@ struct BlockCost {
 // whole sequence: warm-up steps and methods without PipeFusion).
 class StageCosts {
  public:
+  // `sequential_forwards` > 1: the runtime runs the guidance branches as that many forwards
+  // one after another, each over its share of the batch (diffusers' Qwen-Image and Wan
+  // pipelines, Wan's generate.py: SequentialForwards in simulate.h); every block and the
+  // step's own work then cost that many forwards of the smaller batch.
   StageCosts(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
              const ParallelConfig& config, const RankLayout& layout, const ComputeModel& compute,
-             const CommModel& comm, bool kernel_breakdown = false, TpSplit tp_split = TpSplit::kMegatron);
+             const CommModel& comm, bool kernel_breakdown = false, TpSplit tp_split = TpSplit::kMegatron,
+             int sequential_forwards = 1);
 
   // Cost of block `index` when the forward covers one of `patches` patches.
   const BlockCost& Block(int index, bool patched) const;

@@ -4,34 +4,94 @@
   build/cli/ditune validate --suite ... --cross-validate --json > loso.json
   tools/interval_coverage.py loso.json
 
-For each publisher, the bands are learned from the other publishers' held-out residuals
-only (ln(published / predicted), 10th to 90th type-7 percentile, per runtime class: xDiT and
-every other runtime; a class with fewer than 10 residuals takes the band of all), and that
-publisher's rows are counted inside or not. Width: exp(hi) - exp(lo).
+For each publisher, the intervals are learned from the other publishers' held-out residuals
+only, as `ditune calibrate intervals` learns them (calibration/intervals.cc), and that
+publisher's rows are counted inside or not:
+  bands    ln(published / predicted), 10th to 90th type-7 percentile, per runtime class
+           (xDiT and every other runtime; a class with fewer than 10 residuals takes the band
+           of all);
+  widening the least factor (steps of 0.01, up to 4) by which the bands, widened about their
+           middle, hold 80% of each of those other publishers' values when judged by the bands
+           of the rest of them (nested: the publisher judged has no say in its own widening).
+Width: exp(hi) - exp(lo). `--no-widening` judges the bands alone.
 """
-import json, math, statistics, sys
-d=json.load(open(sys.argv[1]))
-rows=[r for r in d['rows'] if r.get('role')=='predict' and r.get('predicted_s') and r.get('published_s')]
-def q7(v,p):
-    v=sorted(v); k=(len(v)-1)*p; f=math.floor(k); c=math.ceil(k)
-    return v[f]+(v[c]-v[f])*(k-f)
-def cls(r): return 'xdit' if (r.get('runtime') or 'xdit')=='xdit' else 'other'
-pubs=sorted(set(r['publisher'] for r in rows), key=lambda p:-sum(1 for r in rows if r['publisher']==p))
-tot_in=tot=0; widths_all=[]
-for p in pubs:
-    train=[r for r in rows if r['publisher']!=p]
-    res={}
-    for r in train: res.setdefault(cls(r),[]).append(math.log(r['published_s']/r['predicted_s']))
-    allres=[x for v in res.values() for x in v]
-    def band(c):
-        v=res.get(c,[])
-        if len(v)<10: v=allres
-        return q7(v,0.1),q7(v,0.9)
-    mine=[r for r in rows if r['publisher']==p]
-    inside=0; widths=[]
-    for r in mine:
-        lo,hi=band(cls(r)); x=math.log(r['published_s']/r['predicted_s'])
-        inside+= lo<=x<=hi; widths.append(math.exp(hi)-math.exp(lo))
-    tot_in+=inside; tot+=len(mine); widths_all+=widths
-    print(f"{p}: {inside} of {len(mine)} ({100*inside/len(mine):.0f}%) median width {100*statistics.median(widths):.0f}%")
-print(f"together: {tot_in} of {tot} ({100*tot_in/tot:.0f}%) median width {100*statistics.median(widths_all):.0f}%")
+import json
+import math
+import statistics
+import sys
+
+
+def q7(v, p):
+    v = sorted(v)
+    k = (len(v) - 1) * p
+    f, c = math.floor(k), math.ceil(k)
+    return v[f] + (v[c] - v[f]) * (k - f)
+
+
+def cls(r):
+    return 'xdit' if (r.get('runtime') or 'xdit') == 'xdit' else 'other'
+
+
+def res(r):
+    return math.log(r['published_s'] / r['predicted_s'])
+
+
+def bands(rows):
+    by = {}
+    for r in rows:
+        by.setdefault(cls(r), []).append(res(r))
+    pooled = [x for v in by.values() for x in v]
+    allb = (q7(pooled, 0.1), q7(pooled, 0.9))
+    return lambda c: (q7(by[c], 0.1), q7(by[c], 0.9)) if len(by.get(c, [])) >= 10 else allb
+
+
+def widened(lo, hi, w):
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    return mid - w * half, mid + w * half
+
+
+def widening(rows):
+    pubs = sorted(set(r['publisher'] for r in rows))
+    if len(pubs) < 2:
+        return 1.0
+    judged = []
+    for p in pubs:
+        b = bands([r for r in rows if r['publisher'] != p])
+        judged += [(res(r),) + b(cls(r)) for r in rows if r['publisher'] == p]
+    for step in range(100, 401):
+        w = step / 100
+        inside = sum(1 for x, lo, hi in judged if widened(lo, hi, w)[0] <= x <= widened(lo, hi, w)[1])
+        if inside >= 0.8 * len(judged):
+            return w
+    return 4.0
+
+
+def main():
+    args = [a for a in sys.argv[1:] if a != '--no-widening']
+    d = json.load(open(args[0]))
+    rows = [r for r in d['rows'] if r.get('role') == 'predict' and r.get('predicted_s') and r.get('published_s')]
+    pubs = sorted(set(r['publisher'] for r in rows), key=lambda p: -sum(1 for r in rows if r['publisher'] == p))
+    tot_in = tot = 0
+    widths_all = []
+    for p in pubs:
+        train = [r for r in rows if r['publisher'] != p]
+        b = bands(train)
+        w = 1.0 if '--no-widening' in sys.argv else widening(train)
+        mine = [r for r in rows if r['publisher'] == p]
+        inside = 0
+        widths = []
+        for r in mine:
+            lo, hi = widened(*b(cls(r)), w)
+            inside += lo <= res(r) <= hi
+            widths.append(math.exp(hi) - math.exp(lo))
+        tot_in += inside
+        tot += len(mine)
+        widths_all += widths
+        print(f"{p}: {inside} of {len(mine)} ({100 * inside / len(mine):.0f}%) median width "
+              f"{100 * statistics.median(widths):.0f}% (widened x{w:.2f})")
+    print(f"together: {tot_in} of {tot} ({100 * tot_in / tot:.0f}%) median width "
+          f"{100 * statistics.median(widths_all):.0f}%")
+
+
+if __name__ == '__main__':
+    main()

@@ -51,6 +51,53 @@ TEST(IntervalsTest, BandsAreTheHeldOutResidualsPercentiles) {
   EXPECT_DOUBLE_EQ(back->scale_spread, t.scale_spread);
 }
 
+// A publisher whose values sit apart from the others' is what a user's own cluster is to the
+// bands: each publisher judged by the bands of the others', the bands widen about their middle
+// until 80% of those values fall inside, and every interval carries that widening.
+TEST(IntervalsTest, BandsWidenUntilEachPublisherIsCoveredByTheOthers) {
+  std::vector<Residual> rs;
+  // Two publishers centred on 0 and one skewed to +0.3, each spread over ±0.2.
+  for (const auto& [pub, centre] : {std::pair{"a", 0.0}, std::pair{"b", 0.0}, std::pair{"c", 0.3}}) {
+    for (int i = 0; i < 21; ++i) rs.push_back({"other", std::exp(centre - 0.2 + 0.02 * i), 1.0, pub});
+  }
+  const IntervalTable t = LearnIntervals(rs, {}, {"cv.json"});
+  EXPECT_EQ(t.source_publishers, 3);
+  EXPECT_LT(t.source_coverage_before, 0.8);
+  EXPECT_GT(t.source_widening, 1.0);
+  EXPECT_LE(t.source_widening, 4.0);
+  // With the factor, each publisher's values judged by the others' bands: 80% inside, and at
+  // one step less, fewer.
+  auto covered = [&](double w) {
+    int inside = 0;
+    for (const char* pub : {"a", "b", "c"}) {
+      std::vector<Residual> others;
+      for (const auto& r : rs) {
+        if (r.publisher != pub) others.push_back({r.runtime, r.published_s, r.predicted_s});
+      }
+      IntervalTable o = LearnIntervals(others, {}, {});
+      o.source_widening = w;
+      for (const auto& r : rs) {
+        if (r.publisher != pub) continue;
+        const PredictionInterval in = IntervalFor(o, r.runtime, Provenance::kPublished, r.predicted_s);
+        inside += r.published_s >= in.lo_s * (1 - 1e-12) && r.published_s <= in.hi_s * (1 + 1e-12);
+      }
+    }
+    return inside / static_cast<double>(rs.size());
+  };
+  EXPECT_GE(covered(t.source_widening), 0.8);
+  EXPECT_LT(covered(std::round(100 * t.source_widening - 1) / 100), 0.8);
+  const PredictionInterval p = IntervalFor(t, "other", Provenance::kPublished, 10);
+  EXPECT_NE(p.basis.find("never saw"), std::string::npos) << p.basis;
+  // Without publishers (a leave-one-group-out document), nothing widens.
+  std::vector<Residual> anonymous;
+  for (const auto& r : rs) anonymous.push_back({r.runtime, r.published_s, r.predicted_s});
+  EXPECT_EQ(LearnIntervals(anonymous, {}, {}).source_widening, 1.0);
+  auto back = IntervalTableFromJson(IntervalTableJson(t), "round-trip");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_DOUBLE_EQ(back->source_widening, t.source_widening);
+  EXPECT_EQ(back->source_publishers, 3);
+}
+
 // Peaks per GPU: the memory band is their residuals' 10th-90th percentile, read from a
 // validate document's rows with both peaks, kept through the file, and absent with too few.
 TEST(IntervalsTest, PeakMemoryHasItsOwnBand) {

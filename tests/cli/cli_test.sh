@@ -30,6 +30,8 @@ expect usage 2 "usage: ditune COMMAND" --
 expect unknown-command 2 "unknown command 'plna'" -- plna
 expect models 0 "flux.1-dev +19 joint \+ 38 single" -- models
 expect models-json 0 '"id": "pixart-alpha"' -- models --json
+# The blocks' eager host ops counted on their code travel with the model (docs/CALIBRATION.md).
+expect models-json-host-ops 0 '"joint": 114' -- models --json
 expect hardware 0 "h100-sxm5-80gb +989" -- hardware
 expect hardware-links 0 "pcie4 +intra +pcie-two-socket" -- hardware
 expect hardware-pcie-switches 0 "pcie4 +intra +pcie-two-socket +32 +20 +22 +12 +2 +18" -- hardware
@@ -764,7 +766,7 @@ expect ingest-slow-names-doctor 2 "ditune doctor .*slow.csv --gpu h100-sxm5-80gb
   --db "$tmp/slow2.db"
 
 # Every figure has its 80% interval and the provenance of its compute figure.
-expect plan-interval 0 "1 +ulysses=4 +[0-9.]+ ±[0-9]+%" -- plan --model flux.1-dev --gpu h100 --gpus 4
+expect plan-interval 0 "1 +[a-z0-9=,]+ +[0-9.]+ ±[0-9]+%" -- plan --model flux.1-dev --gpu h100 --gpus 4
 expect plan-interval-explain 0 "80% interval of the winner's figure: .* learned from published runs" -- plan \
   --model flux.1-dev --gpu h100 --gpus 4 --explain
 expect simulate-interval-catalog 0 "widened by the spread of .* published compute scales" -- simulate --model wan2.1-14b \

@@ -168,6 +168,41 @@ TEST_F(BadCatalogTest, MisspeltFieldIsRejected) {
   EXPECT_NE(c.status().message().find("unknown field 'memroy_gb'"), std::string::npos);
 }
 
+// A measured host cost names only the block families the model has, and cites its source.
+TEST_F(BadCatalogTest, EagerHostOpsNameTheModelsFamilies) {
+  auto good = *ReadJsonFile((dir_ / "models/flux.1-dev.json").string());
+  ASSERT_TRUE(good.contains("eager_host_ops"));
+  {
+    auto c = Catalog::Load(dir_);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    const ModelSpec& m = **c->Model("flux.1-dev");
+    EXPECT_EQ(m.eager_host_ops.Of(BlockFamily::kJoint), good["eager_host_ops"]["joint"].get<double>());
+    EXPECT_EQ(m.eager_host_ops.Of(BlockFamily::kCross), 0);
+    EXPECT_FALSE(m.eager_host_ops.source.empty());
+  }
+  auto j = good;
+  j["eager_host_ops"]["cross"] = 50;
+  Write("models/flux.1-dev.json", j.dump());
+  auto c = Catalog::Load(dir_);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().ExitCode(), 2);
+  EXPECT_NE(c.status().message().find("eager_host_ops.cross is given but the model has no cross blocks"),
+            std::string::npos)
+      << c.status().ToString();
+  j = good;
+  j["eager_host_ops"]["joint"] = 0;
+  Write("models/flux.1-dev.json", j.dump());
+  c = Catalog::Load(dir_);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("joint"), std::string::npos) << c.status().ToString();
+  j = good;
+  j["eager_host_ops"].erase("source");
+  Write("models/flux.1-dev.json", j.dump());
+  c = Catalog::Load(dir_);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("source"), std::string::npos) << c.status().ToString();
+}
+
 TEST_F(BadCatalogTest, WrongTypeAndMissingField) {
   auto j = *ReadJsonFile((dir_ / "hardware/links/pcie4.json").string());
   j["p2p_gbps"] = "fast";

@@ -96,7 +96,12 @@ TEST_F(CudaEngineTest, CatalogShapesEqualTheRefKernels) {
     auto a = Run(k_.get(), m, w, ParallelConfig{}, 0, EngineOptions{});
     auto b = Run(ref->get(), m, w, ParallelConfig{}, 0, EngineOptions{});
     ASSERT_TRUE(a.ok() && b.ok()) << c.id << ": " << a.status().ToString() << " / " << b.status().ToString();
-    EXPECT_LE(MaxRelativeError(Delta(a->latents[0], m, w), Delta(b->latents[0], m, w)), 2e-2) << c.id;
+    // bf16 through a whole block at real widths: the norm-wise error in the bf16 band
+    // (between 1e-3 and 1e-2), and no element far off (a wrong tile or row would be O(1)).
+    const Mat da = Delta(a->latents[0], m, w), db = Delta(b->latents[0], m, w);
+    const double norm_err = (da - db).norm() / db.norm();
+    EXPECT_LE(norm_err, 1e-2) << c.id;
+    EXPECT_LE(MaxRelativeError(da, db), 4e-2) << c.id << " (norm-wise " << norm_err << ")";
   }
 }
 

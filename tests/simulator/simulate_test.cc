@@ -155,6 +155,10 @@ TEST(SimulateTest, GoldenTensorParallelAllReducesPerBranch) {
 // engine runs Ring without that wrapper.
 TEST(SimulateTest, GoldenRingPaysTheUlyssesWrapper) {
   Fixture f("flux.1-dev", "h100-sxm5-80gb", 2, "ring=2", 1024, 1024, 28);
+  // The block's counted ops as they stand (its measured host ops would scale them: another test).
+  ModelSpec counted = *f.model;
+  counted.eager_host_ops = {};
+  f.model = &counted;
   f.compute = FlatCompute(*f.cluster.gpu);
   const double op_s = 10e-6;
   f.compute.set_launch_overhead(Seconds(op_s));
@@ -188,12 +192,14 @@ TEST(SimulateTest, GoldenRingPaysTheUlyssesWrapper) {
               3 * f.compute.launch_overhead().value(), 1e-15);
 }
 
-// The eager host time of a block's own ops is its family's: Mechanisms' per-family scales
-// multiply what the block's counted ops cost on the host, around its attention; the attention
-// call and the methods' own ops (the Ulysses wrapper) keep their counts, and under torch.compile
-// or in ditune's engine no scale applies.
+// The eager host time of a block's own ops is its family's where the model carries no
+// measured figure (tiny-flux): Mechanisms' per-family scales multiply what the block's counted
+// ops cost on the host, around its attention; the attention call and the methods' own ops (the
+// Ulysses wrapper) keep their counts, and under torch.compile or in ditune's engine no scale
+// applies.
 TEST(SimulateTest, GoldenBlockHostTimeIsItsFamilys) {
-  Fixture f("flux.1-dev", "h100-sxm5-80gb", 2, "ulysses=2", 1024, 1024, 28);
+  Fixture f("tiny-flux", "h100-sxm5-80gb", 2, "ulysses=2", 1024, 1024, 28);
+  ASSERT_EQ(f.model->eager_host_ops.Of(BlockFamily::kJoint), 0);
   f.compute = FlatCompute(*f.cluster.gpu);
   f.compute.set_launch_overhead(Seconds(10e-6));
   const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
@@ -226,6 +232,76 @@ TEST(SimulateTest, GoldenBlockHostTimeIsItsFamilys) {
   StageCosts c0(*f.model, t, f.workload, f.config, layout, compiled, f.comm);
   StageCosts c1(*f.model, t, f.workload, f.config, layout, scaled, f.comm);
   EXPECT_EQ(c1.Block(joint, false).pre_host.value(), c0.Block(joint, false).pre_host.value());
+}
+
+// Where the model carries the ATen ops its block code dispatches (ModelSpec::eager_host_ops,
+// counted on diffusers' blocks), a block's own host time is that many ops, whatever the
+// family's scale: the counted ops are scaled to the measured total, and the Ulysses wrapper's
+// ops stay the method's.
+TEST(SimulateTest, MeasuredBlockHostTimeIsTheModelsOwn) {
+  Fixture f("flux.1-dev", "h100-sxm5-80gb", 2, "ulysses=2", 1024, 1024, 28);
+  const double joint_ops = f.model->eager_host_ops.Of(BlockFamily::kJoint);
+  const double single_ops = f.model->eager_host_ops.Of(BlockFamily::kSingle);
+  ASSERT_GT(joint_ops, 0);
+  ASSERT_GT(single_ops, 0);
+  f.compute = FlatCompute(*f.cluster.gpu);
+  const double op_s = 10e-6;
+  f.compute.set_launch_overhead(Seconds(op_s));
+  const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
+  auto layout = *RankLayout::Create(f.config, 8);
+  StageCosts base(*f.model, t, f.workload, f.config, layout, f.compute, f.comm);
+  Mechanisms m = f.compute.mechanisms();
+  m.joint_host_scale = 3;
+  m.single_host_scale = 0.5;
+  ComputeModel scaled = f.compute;
+  scaled.SetMechanisms(m);
+  scaled.set_launch_overhead(Seconds(op_s));
+  StageCosts s(*f.model, t, f.workload, f.config, layout, scaled, f.comm);
+  const double wrap = std::lround(m.ulysses_ops) * op_s;
+  const int joint = 0, single = f.model->num_blocks() - 1;
+  for (auto [block, ops] : {std::pair{joint, joint_ops}, std::pair{single, single_ops}}) {
+    const BlockCost& b0 = base.Block(block, false);
+    const BlockCost& b1 = s.Block(block, false);
+    EXPECT_EQ(b1.pre_host.value(), b0.pre_host.value()) << block;  // the family scale: not applied
+    EXPECT_EQ(b1.post_host.value(), b0.post_host.value()) << block;
+    // The block's own ops, the attention call included: the measured count (the attention
+    // call is one op of the counted ones, kept at one).
+    const double own = (b0.pre_host.value() - 3 * wrap) + b0.attn_host.value() + (b0.post_host.value() - wrap);
+    EXPECT_NEAR(own / op_s, ops, 1.0) << block;
+  }
+}
+
+// A runtime that runs the guidance branches one after the other (cfg_sequential: diffusers'
+// and vLLM-Omni's Qwen-Image, Wan's pipelines) pays two forwards of batch one a step: twice
+// the host's ops and the collectives' fixed costs, a little more device time. CFG parallel
+// (one branch per rank) runs one forward.
+TEST(SimulateTest, SequentialGuidanceBranchesCostTwoForwards) {
+  Fixture f("qwen-image", "h100-sxm5-80gb", 4, "ulysses=4", 1024, 1024, 20);
+  RuntimeMemory place;
+  EXPECT_EQ(SequentialForwards(*f.model, f.config, place), 1);
+  place.cfg_sequential = true;
+  EXPECT_EQ(SequentialForwards(*f.model, f.config, place), 2);
+  EXPECT_EQ(SequentialForwards(*f.model, *ParseParallelConfig("cfg=2,ulysses=2"), place), 1);
+  EXPECT_EQ(SequentialForwards(**Cat().Model("flux.1-dev"), f.config, place), 1);  // no CFG
+  const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
+  auto layout = *RankLayout::Create(f.config, 8);
+  StageCosts batched(*f.model, t, f.workload, f.config, layout, f.compute, f.comm);
+  StageCosts seq(*f.model, t, f.workload, f.config, layout, f.compute, f.comm, false, TpSplit::kMegatron, 2);
+  const BlockCost& b1 = batched.Block(0, false);
+  const BlockCost& b2 = seq.Block(0, false);
+  EXPECT_NEAR(b2.pre_host.value(), 2 * b1.pre_host.value(), 1e-12);
+  EXPECT_NEAR(b2.post_host.value(), 2 * b1.post_host.value(), 1e-12);
+  EXPECT_GT(b2.a2a_in.value(), b1.a2a_in.value());  // four all-to-alls of half the bytes, twice
+  // The same FLOPs in GEMMs of half the rows: no less device time, and less than half again.
+  EXPECT_GE(b2.compute().value(), b1.compute().value());
+  EXPECT_LT(b2.compute().value(), 1.5 * b1.compute().value());
+  // And in the whole run: a slower step where the host bounds it, never a faster one.
+  SimOptions opt;
+  opt.memory.placement = place;
+  auto r_seq = Simulate(f.Input(), opt);
+  auto r_batched = Simulate(f.Input(), SimOptions{});
+  ASSERT_TRUE(r_seq.ok() && r_batched.ok());
+  EXPECT_GT(r_seq->dit.value(), r_batched->dit.value());
 }
 
 // Under torch.compile a block's device time is the eager one times

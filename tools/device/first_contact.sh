@@ -11,11 +11,14 @@
 #                prediction `plan --executor ditune` made first, and xDiT's published figures
 #   calibrate    calibrate compute --backend cuda, then the prediction made again from it
 #   emulate      --emulate-rank of two multi-GPU plans (a rank's compute measured on one GPU)
+#   host_ops     bench/diffusers_host_ops.py: diffusers' own blocks of the catalog models, their ATen
+#                ops, kernels and host time per forward where the host bounds it (.devsrc:
+#                tools/device/pack_diffusers.sh here, carry [".device", ".devsrc"])
 #   torch_ops    bench/torch_ops_profile.py: the eager runtime's ops per catalog model, eager and
 #                compiled, as a CSV `calibrate ingest` reads (checked by ingesting it)
 #   prediction   tools/engine_prediction_check.sh cuda with what time is left
 # $OUT gets summary.md (the table), first_contact.log (every step's output), kernels.csv,
-# torch_ops.csv, prediction.txt: five files, under the eight a call returns.
+# torch_ops.csv, host_ops.csv, prediction.txt: six files, under the eight a call returns.
 #
 #   bash tools/device/first_contact.sh             on the GPU machine (device tool: timeout_s 540)
 #   bash tools/device/first_contact.sh --dry-run   anywhere: the CPU backends, a recorded
@@ -53,28 +56,8 @@ else
   bench=$repo/.device/bin/bench_cuda
   backend=cuda
   smi() { nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader; }
-  # CUDA's libraries where the image keeps them: the toolkit, or the wheels PyTorch brings.
-  libs=$repo/.device/lib
-  for name in libcublasLt.so.13 libnccl.so.2 libcudart.so.13; do
-    found=""
-    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
-      [[ -e $d/$name ]] && found=$d && break
-    done
-    if [[ -z $found ]]; then
-      roots=$(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null || true)
-      [[ -n $roots ]] && found=$(dirname "$(find $roots -name "$name" 2>/dev/null | head -1)" 2>/dev/null)
-      [[ $found == . ]] && found=""
-    fi
-    if [[ -n $found ]]; then
-      [[ :$libs: == *":$found:"* ]] || libs=$libs:$found
-    elif [[ $name == libcudart.so.13 && -e $repo/.device/lib/fallback-libcudart.so.13 ]]; then
-      ln -sf "$repo/.device/lib/fallback-libcudart.so.13" "$work/libcudart.so.13" && libs=$libs:$work
-    else
-      echo "first_contact: $name found nowhere on this machine" | tee -a "$log"
-    fi
-  done
-  export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export DITUNE_GPU_MODULE=$repo/.device/lib/libditune_gpu.so
+  source "$repo/tools/device/gpu_libs.sh"
+  device_libs "$repo" "$work" "$log"
   [[ -x $bin ]] || echo "first_contact: no $bin — run tools/device/prebuild.sh here first and carry .device" | tee -a "$log"
 fi
 
@@ -198,7 +181,10 @@ emulate_step() {
   if ((dry)); then
     set -- "tiny-flux 256 2 ulysses=2 1 cpu 2" "tiny-pixart 256 2 pipefusion=2 1 cpu 2"
   else
-    set -- "flux.1-dev 1024 4 ulysses=4 0 h100-sxm5-80gb 4" "pixart-alpha 1024 4 pipefusion=2,ulysses=2 3 h100-sxm5-80gb 4"
+    # The plans are priced for the GPU the first step found (an H100 where it found none known).
+    gpu=$(cat "$work/gpu_id" 2>/dev/null || echo unknown)
+    [[ $gpu == unknown ]] && gpu=h100-sxm5-80gb
+    set -- "flux.1-dev 1024 4 ulysses=4 0 $gpu 4" "pixart-alpha 1024 4 pipefusion=2,ulysses=2 3 $gpu 4"
   fi
   local shown="" rc=0
   for c in "$@"; do
@@ -229,6 +215,25 @@ torch_ops_step() {
   "$bin" calibrate ingest "$out/torch_ops.csv" --db "$work/ops.db" | tail -2 || return 1
   note "$(($(wc -l <"$out/torch_ops.csv") - 1)) op timings in torch_ops.csv, ingested by calibrate ingest"
 }
+host_ops_step() {
+  "$bin" models --json >"$work/models_h.json" || return 1
+  local src="" source=diffusers
+  if [[ -d $repo/.devsrc/diffusers ]]; then
+    src=$repo/.devsrc
+    source=$(cat "$repo/.devsrc/COMMIT" 2>/dev/null || echo diffusers)
+  fi
+  if ((dry)); then
+    python3 "$repo/bench/diffusers_host_ops.py" --models-json "$work/models_h.json" --out "$out/host_ops.csv" \
+      --dry-run | tail -1 || return 1
+    note "$(($(wc -l <"$out/host_ops.csv") - 1)) blocks listed (dry run: nothing built or timed)"
+    return 0
+  fi
+  [[ -n $src ]] || { note "no .devsrc/diffusers (tools/device/pack_diffusers.sh here, carry .devsrc)"; return 1; }
+  PYTHONUNBUFFERED=1 python3 "$repo/bench/diffusers_host_ops.py" --diffusers "$src" --source "$source" \
+    --models-json "$work/models_h.json" --out "$out/host_ops.csv" --budget-s 75 | tee "$work/ho.txt"
+  ((PIPESTATUS[0] == 0)) || return 1
+  note "$(grep '^tiny op' "$work/ho.txt"); $(tail -1 "$work/ho.txt")"
+}
 prediction_step() {
   if ((dry)); then
     note "skipped in the dry run (ctest runs tools/engine_prediction_check.sh ref on its own)"
@@ -240,7 +245,7 @@ prediction_step() {
   return "$rc"
 }
 export -f smi gpu_step gpu_tests_step memcheck_step kernels_step flux_engine_step calibrate_step emulate_step \
-  torch_ops_step prediction_step
+  torch_ops_step host_ops_step prediction_step
 
 step gpu 20 bash -o pipefail -c gpu_step
 step gpu_tests 150 bash -o pipefail -c gpu_tests_step
@@ -249,6 +254,7 @@ step kernels 75 bash -o pipefail -c kernels_step
 step flux_engine 60 bash -o pipefail -c flux_engine_step
 step calibrate 60 bash -o pipefail -c calibrate_step
 step emulate 40 bash -o pipefail -c emulate_step
+step host_ops 100 bash -o pipefail -c host_ops_step
 step torch_ops 150 bash -o pipefail -c torch_ops_step
 step prediction 600 bash -o pipefail -c prediction_step
 

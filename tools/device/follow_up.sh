@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# On the GPU machine, after first_contact.sh (same prebuilt .device/ and .devsrc/, nothing
+# compiled there): a short second call for what the first left open —
+#   tests     the GPU tests matching FU_TESTS (gtest filter), then compute-sanitizer memcheck
+#             on them (exit 0 and "0 errors" both needed)
+#   host_ops  bench/diffusers_host_ops.py over every block it knows, at the image token counts
+#             FU_TOKENS (host time per forward should not move with them where the host bounds
+#             it; the rows say)
+# $OUT gets follow_up.log and host_ops.csv. Under 5 minutes: device tool timeout_s 360.
+#   FU_TESTS='CudaKernelsTest.Large*:CudaEngineTest.Catalog*' bash tools/device/follow_up.sh
+#   bash tools/device/follow_up.sh --dry-run     here: the same steps with the build's binaries
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+dry=0
+[[ ${1:-} == --dry-run ]] && dry=1
+out=${OUT:-/tmp/ditune-follow-up}
+mkdir -p "$out"
+log=$out/follow_up.log
+: >"$log"
+tests=${FU_TESTS:-CudaKernelsTest.LargeTransfersGoThroughCountedScratch:CudaEngineTest.CatalogShapesEqualTheRefKernels}
+tokens=${FU_TOKENS:-64,256}
+export DITUNE_DATA=$repo/data
+rc=0
+if ((dry)); then
+  bin=${DITUNE_BIN:-$repo/build/cli/ditune}
+  kernels_test=$(cd "$(dirname "$bin")/.." && pwd)/tests/cuda_kernels_test
+else
+  bin=$repo/.device/bin/ditune
+  kernels_test=$repo/.device/bin/cuda_kernels_test
+  scratch=$(mktemp -d)
+  source "$repo/tools/device/gpu_libs.sh"
+  device_libs "$repo" "$scratch" "$log"
+fi
+echo "== tests: $tests" | tee -a "$log"
+if ((dry)); then
+  [[ -x $kernels_test ]] && "$kernels_test" --gtest_list_tests --gtest_filter="$tests" | tee -a "$log"
+else
+  timeout 150 "$kernels_test" --gtest_filter="$tests" 2>&1 | tee -a "$log" | grep -E '^\[ +(OK|FAILED|PASSED) +\]|Failure|Which is|actual'
+  ((PIPESTATUS[0] == 0)) || rc=1
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  # memcheck on the kernel test alone (the engine test's ref kernels run on the CPU for a minute)
+  timeout 90 "$cs" --tool memcheck "$kernels_test" --gtest_filter="CudaKernelsTest.*" >"$out/memcheck.txt" 2>&1
+  mc=$?
+  echo "memcheck exit $mc: $(grep 'ERROR SUMMARY' "$out/memcheck.txt" | tail -1)" | tee -a "$log"
+  ((mc == 0)) || rc=1
+fi
+echo "== host_ops at image tokens $tokens" | tee -a "$log"
+"$bin" models --json >"$out/models.json" || rc=1
+args=(--models-json "$out/models.json" --out "$out/host_ops.csv" --img-tokens "$tokens")
+if ((dry)); then
+  python3 "$repo/bench/diffusers_host_ops.py" "${args[@]}" --dry-run | tail -1 | tee -a "$log"
+else
+  PYTHONUNBUFFERED=1 timeout 200 python3 "$repo/bench/diffusers_host_ops.py" "${args[@]}" --diffusers "$repo/.devsrc" \
+    --source "$(cat "$repo/.devsrc/COMMIT")" --budget-s 170 2>&1 | grep -v Warning | tee -a "$log" || rc=1
+fi
+rm -f "$out/models.json"
+exit $rc
