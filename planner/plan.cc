@@ -23,6 +23,21 @@
 namespace ditune {
 namespace {
 
+// Where an eager runtime's host time per block comes from, for --explain.
+std::string EagerHostOpsLine(const ModelSpec& m) {
+  std::vector<std::string> counts;
+  for (BlockFamily f : kAllBlockFamilies) {
+    if (m.eager_host_ops.Of(f) > 0) counts.push_back(fmt::format("{} {:.0f}", BlockFamilyName(f), m.eager_host_ops.Of(f)));
+  }
+  if (counts.empty()) {
+    return fmt::format("eager host ops of {}'s blocks: counted by hand per block family, times the family's learned "
+                       "scale (no count on its block code in the catalog)",
+                       m.id);
+  }
+  return fmt::format("eager host ops of {}'s blocks: {} ATen ops a forward, counted on its block code ({})", m.id,
+                     fmt::join(counts, ", "), m.eager_host_ops.source);
+}
+
 double Score(const Candidate& c, Objective o) {
   switch (o) {
     case Objective::kLatency: return c.result.total.value();
@@ -632,6 +647,7 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
   DITUNE_ASSIGN_OR_RETURN(Plan done, FinishPlan(catalog, *model, tokens, models, std::move(all), opt, start.rules,
                                                 std::move(plan)));
   for (auto& line : CalibrationSources(fits, done.cluster, model->id)) done.explanation.push_back(std::move(line));
+  done.explanation.push_back(EagerHostOpsLine(*model));
   DITUNE_RETURN_IF_ERROR(AttachIntervals(catalog, fits, &done));
   return done;
 }
@@ -659,6 +675,7 @@ StatusOr<Plan> MakePlanFromConfigs(const Catalog& catalog, const Workload& workl
   DITUNE_ASSIGN_OR_RETURN(Plan done, FinishPlan(catalog, *model, tokens, models, std::move(all), opt, start.rules,
                                                 std::move(plan)));
   for (auto& line : CalibrationSources(fits, done.cluster, model->id)) done.explanation.push_back(std::move(line));
+  done.explanation.push_back(EagerHostOpsLine(*model));
   DITUNE_RETURN_IF_ERROR(AttachIntervals(catalog, fits, &done));
   return done;
 }

@@ -769,6 +769,11 @@ expect ingest-slow-names-doctor 2 "ditune doctor .*slow.csv --gpu h100-sxm5-80gb
 expect plan-interval 0 "1 +[a-z0-9=,]+ +[0-9.]+ ±[0-9]+%" -- plan --model flux.1-dev --gpu h100 --gpus 4
 expect plan-interval-explain 0 "80% interval of the winner's figure: .* learned from published runs" -- plan \
   --model flux.1-dev --gpu h100 --gpus 4 --explain
+# Where the host time of an eager block comes from: counted on its code, or by hand.
+expect plan-host-ops-counted 0 "eager host ops of flux.1-dev's blocks: joint 114, single 68 ATen ops a forward, counted on its block code \(data/measured/" -- plan \
+  --model flux.1-dev --gpu h100 --gpus 4 --explain
+expect plan-host-ops-by-hand 0 "eager host ops of stepvideo-t2v's blocks: counted by hand per block family" -- plan \
+  --model stepvideo-t2v --gpu h100 --gpus 8 --explain
 expect simulate-interval-catalog 0 "widened by the spread of .* published compute scales" -- simulate --model wan2.1-14b \
   --gpu h100 --gpus 8 --config ulysses=8
 expect simulate-interval-json 0 '"predicted_hi_s": [0-9.]+' -- simulate --model flux.1-dev --gpu h100 --gpus 4 \

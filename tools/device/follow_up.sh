@@ -6,7 +6,10 @@
 #   host_ops  bench/diffusers_host_ops.py over every block it knows, at the image token counts
 #             FU_TOKENS (host time per forward should not move with them where the host bounds
 #             it; the rows say)
-# $OUT gets follow_up.log and host_ops.csv. Under 5 minutes: device tool timeout_s 360.
+#   collective_host_ops  bench/collective_host_ops.py: the host µs of one NCCL collective call
+#             and of the Ulysses wrapper around an all-to-all (a group of one GPU)
+# $OUT gets follow_up.log, memcheck.txt, host_ops.csv and collective_host_ops.csv. Under 6
+# minutes: device tool timeout_s 360.
 #   FU_TESTS='CudaKernelsTest.Large*:CudaEngineTest.Catalog*' bash tools/device/follow_up.sh
 #   bash tools/device/follow_up.sh --dry-run     here: the same steps with the build's binaries
 set -uo pipefail
@@ -55,4 +58,11 @@ else
     --source "$(cat "$repo/.devsrc/COMMIT")" --budget-s 170 2>&1 | grep -v Warning | tee -a "$log" || rc=1
 fi
 rm -f "$out/models.json"
+echo "== collective host ops" | tee -a "$log"
+if ((dry)); then
+  python3 "$repo/bench/collective_host_ops.py" --out "$out/collective_host_ops.csv" --dry-run | tail -1 | tee -a "$log"
+else
+  PYTHONUNBUFFERED=1 timeout 90 python3 "$repo/bench/collective_host_ops.py" --out "$out/collective_host_ops.csv" 2>&1 |
+    grep -v Warning | tee -a "$log" || rc=1
+fi
 exit $rc
