@@ -6,10 +6,12 @@
 #   host_ops  bench/diffusers_host_ops.py over every block it knows, at the image token counts
 #             FU_TOKENS (host time per forward should not move with them where the host bounds
 #             it; the rows say)
+#   step_ops  bench/diffusers_step_ops.py: the ATen ops of a whole transformer forward outside
+#             its blocks and of one scheduler step, on diffusers' models
 #   collective_host_ops  bench/collective_host_ops.py: the host µs of one NCCL collective call
 #             and of the Ulysses wrapper around an all-to-all (a group of one GPU)
-# $OUT gets follow_up.log, memcheck.txt, host_ops.csv and collective_host_ops.csv. Under 6
-# minutes: device tool timeout_s 360.
+# $OUT gets follow_up.log, memcheck.txt, host_ops.csv, step_ops.csv and
+# collective_host_ops.csv. Under 9 minutes: device tool timeout_s 540.
 #   FU_TESTS='CudaKernelsTest.Large*:CudaEngineTest.Catalog*' bash tools/device/follow_up.sh
 #   bash tools/device/follow_up.sh --dry-run     here: the same steps with the build's binaries
 set -uo pipefail
@@ -56,6 +58,15 @@ if ((dry)); then
 else
   PYTHONUNBUFFERED=1 timeout 200 python3 "$repo/bench/diffusers_host_ops.py" "${args[@]}" --diffusers "$repo/.devsrc" \
     --source "$(cat "$repo/.devsrc/COMMIT")" --budget-s 170 2>&1 | grep -v Warning | tee -a "$log" || rc=1
+fi
+echo "== step ops outside the blocks" | tee -a "$log"
+if ((dry)); then
+  python3 "$repo/bench/diffusers_step_ops.py" --models-json "$out/models.json" --out "$out/step_ops.csv" --dry-run |
+    tail -1 | tee -a "$log"
+else
+  PYTHONUNBUFFERED=1 timeout 170 python3 "$repo/bench/diffusers_step_ops.py" --diffusers "$repo/.devsrc" \
+    --source "$(cat "$repo/.devsrc/COMMIT")" --models-json "$out/models.json" --out "$out/step_ops.csv" \
+    --budget-s 140 2>&1 | grep -v Warning | tee -a "$log" || rc=1
 fi
 rm -f "$out/models.json"
 echo "== collective host ops" | tee -a "$log"
