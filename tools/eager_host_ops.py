@@ -19,7 +19,6 @@ import argparse
 import csv
 import json
 import os
-import statistics
 import sys
 
 # model -> the measured model whose block classes and flags it shares (diffusers@58eb52c).
@@ -43,19 +42,32 @@ SAME_BLOCKS = {
 }
 
 
+def fail(message):
+    """Bad input: the message, and exit status 2."""
+    print(f"eager_host_ops: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def load(paths):
     """{(model, family): ATen ops}, the files' sources, and their host µs per ATen op."""
     ops, sources, per_op = {}, set(), []
     for path in paths:
-        rows = [r for r in csv.DictReader(open(path)) if r.get("status") == "ok" and r.get("model") not in ("", "-")]
+        try:
+            with open(path, newline="") as f:
+                rows = [r for r in csv.DictReader(f) if r.get("status") == "ok" and r.get("model") not in ("", "-")]
+            per_op.append(sum(float(r["host_us"]) for r in rows) / max(1, sum(int(r["aten_ops"]) for r in rows)))
+            counted = [((r["model"], r["family"]), int(r["aten_ops"]), r["source"]) for r in rows]
+        except OSError as e:
+            fail(f"{path}: {e.strerror}")
+        except (KeyError, ValueError, TypeError) as e:
+            fail(f"{path}: not a bench/diffusers_host_ops.py CSV (columns model, family, aten_ops, host_us, status, "
+                 f"source with numbers where numbers belong): {type(e).__name__} {e}")
         if not rows:
-            sys.exit(f"eager_host_ops: {path} has no measured block (status ok)")
-        per_op.append(sum(float(r["host_us"]) for r in rows) / sum(int(r["aten_ops"]) for r in rows))
-        for r in rows:
-            key, n = (r["model"], r["family"]), int(r["aten_ops"])
+            fail(f"{path} has no measured block (status ok)")
+        for key, n, source in counted:
             if ops.setdefault(key, n) != n:
-                sys.exit(f"eager_host_ops: {key[0]} {key[1]}: {n} ATen ops in {path}, {ops[key]} elsewhere")
-            sources.add(r["source"])
+                fail(f"{key[0]} {key[1]}: {n} ATen ops in {path}, {ops[key]} elsewhere")
+            sources.add(source)
     return ops, sorted(sources), per_op
 
 
@@ -89,11 +101,17 @@ def main():
     ap.add_argument("--models", default=os.path.join(os.path.dirname(__file__), "..", "data", "models"))
     ap.add_argument("--check", action="store_true")
     a = ap.parse_args()
+    if not os.path.isdir(a.models):
+        fail(f"--models {a.models}: not a folder (data/models)")
     want = wanted(a.csv, a.models)
     bad = 0
     for mid, fams in want.items():
         p = os.path.join(a.models, mid + ".json")
-        doc = json.load(open(p))
+        try:
+            with open(p) as f:
+                doc = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            fail(f"{p}: cannot read a model file: {e}")
         have = doc.get("eager_host_ops")
         if have == fams:
             continue
