@@ -27,12 +27,13 @@ SRC holds the `diffusers` package (a copy of diffusers' src/ folder). --dry-run 
 torch and no diffusers: it lists the blocks it would build, so the CSV and the arguments are
 exercised where there is no GPU; its rows carry no measurement.
 """
-import argparse
 import csv
 import json
 import statistics
 import sys
 import time
+
+import diffusers_bench
 
 IMG_TOKENS = 64
 TXT_TOKENS = 32
@@ -332,35 +333,15 @@ def op_floor(torch, n=20000):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models-json", required=True, help="`ditune models --json` output")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--diffusers", help="folder holding the diffusers package (its src/ folder)")
-    ap.add_argument("--source", default="diffusers", help="the diffusers commit, for every row")
-    ap.add_argument("--models", help="comma-separated catalog ids (default: every one the script knows)")
+    ap = diffusers_bench.parser(__doc__.split("\n")[0], budget_s=90)
     ap.add_argument("--img-tokens", default=str(IMG_TOKENS),
                     help="comma-separated image token counts, each measured (host time should not move)")
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--budget-s", type=float, default=90)
-    ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()
-    doc = json.load(open(a.models_json))
-    catalog = {m["id"]: m for m in (doc if isinstance(doc, list) else doc.get("models", []))}
-    wanted = a.models.split(",") if a.models else list(MODELS)
-    unknown = [w for w in wanted if w not in MODELS or w not in catalog]
-    if unknown:
-        print(f"diffusers_host_ops: no block known for {', '.join(unknown)}; known: {', '.join(MODELS)}",
-              file=sys.stderr)
-        return 2
+    catalog, wanted = diffusers_bench.catalog_and_models(a, MODELS, "diffusers_host_ops", "block")
     rows = []
     t_start = time.time()
-    torch = None
-    if not a.dry_run:
-        if a.diffusers:
-            sys.path.insert(0, a.diffusers)
-        import torch as _torch
-        torch = _torch
+    torch = diffusers_bench.import_torch(a)
+    if torch is not None:
         floor = op_floor(torch)
         rows.append({"model": "-", "family": "tiny_op", "block_class": "Tensor.add_", "img_tokens": 0,
                      "txt_tokens": 0, "aten_ops": 1, "view_ops": 0, "kernels": 1, "host_us": f"{floor:.2f}",

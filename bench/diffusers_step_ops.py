@@ -35,13 +35,14 @@ SRC holds the `diffusers` package (a copy of diffusers' src/ folder). --dry-run 
 torch and no diffusers: it lists the models it would build, so the CSV and the arguments are
 exercised where there is no GPU; its rows carry no measurement.
 """
-import argparse
 import csv
 import gc
 import json
 import statistics
 import sys
 import time
+
+import diffusers_bench
 
 IMG_LATENT = 16        # image latent side: 16x16, patch 2 -> 8x8 = 64 tokens (128x128 px at VAE 8x)
 VID_FRAMES = 4         # video latent frames (13 frames at VAE 4x temporal)
@@ -464,35 +465,14 @@ def measure(model_id, m, torch, reps, rounds, plain_cast):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models-json", required=True, help="`ditune models --json` output")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--diffusers", help="folder holding the diffusers package (its src/ folder)")
-    ap.add_argument("--source", default="diffusers", help="the diffusers commit, for every row")
-    ap.add_argument("--models", help="comma-separated catalog ids (default: every one the script knows)")
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--budget-s", type=float, default=120)
+    ap = diffusers_bench.parser(__doc__.split("\n")[0], budget_s=120)
     ap.add_argument("--plain-cast", action="store_true",
                     help="cast the whole model with .to(torch.bfloat16) instead of as from_pretrained does")
-    ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()
-    doc = json.load(open(a.models_json))
-    catalog = {m["id"]: m for m in (doc if isinstance(doc, list) else doc.get("models", []))}
-    wanted = a.models.split(",") if a.models else list(MODELS)
-    unknown = [w for w in wanted if w not in MODELS or w not in catalog]
-    if unknown:
-        print(f"diffusers_step_ops: no model known for {', '.join(unknown)}; known: {', '.join(MODELS)}",
-              file=sys.stderr)
-        return 2
+    catalog, wanted = diffusers_bench.catalog_and_models(a, MODELS, "diffusers_step_ops", "model")
     rows = []
     t_start = time.time()
-    torch = None
-    if not a.dry_run:
-        if a.diffusers:
-            sys.path.insert(0, a.diffusers)
-        import torch as _torch
-        torch = _torch
+    torch = diffusers_bench.import_torch(a)
     empty = {"total_ops": "", "block_ops": "", "outside_ops": "", "scheduler_ops": "", "host_us": ""}
     for model in wanted:
         row = {"model": model, "source": a.source}

@@ -114,6 +114,12 @@ int RunModels(int argc, char** argv) {
         }
         out.back()["eager_host_ops"] = host;
       }
+      if (m.shared_modulation) out.back()["shared_modulation"] = true;
+      if (!m.step_host_ops.source.empty()) {
+        out.back()["step_host_ops"] = {{"outside", m.step_host_ops.outside},
+                                       {"scheduler", m.step_host_ops.scheduler},
+                                       {"source", m.step_host_ops.source}};
+      }
       if (m.control.blocks > 0) {
         out.back()["control"] = {{"family", BlockFamilyName(m.control.family)}, {"blocks", m.control.blocks},
                                  {"hints", m.control.hints},           {"gathers", m.control.gathers},

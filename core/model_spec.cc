@@ -214,6 +214,14 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
     ef.RejectUnknownKeys();
     if (!ef.status().ok()) return ef.status();
   }
+  if (const nlohmann::json* sh = f.Has("step_host_ops") ? f.Object("step_host_ops") : nullptr) {
+    JsonFields sf(*sh, origin + ": step_host_ops");
+    m.step_host_ops.outside = sf.Number("outside", 1, 100000);
+    m.step_host_ops.scheduler = sf.Number("scheduler", 1, 100000);
+    m.step_host_ops.source = sf.String("source");
+    sf.RejectUnknownKeys();
+    if (!sf.status().ok()) return sf.status();
+  }
   m.uses_cfg = f.Bool("uses_cfg");
   if (f.Has("guidance_branches")) {
     m.guidance_branches = static_cast<int>(f.Int("guidance_branches", 2, 3));
@@ -226,6 +234,7 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
   }
   m.skip_connections = f.Bool("skip_connections");
   m.joint_shared_weights = f.OptionalBool("joint_shared_weights", false);
+  m.shared_modulation = f.OptionalBool("shared_modulation", false);
   m.encoders_remote = f.OptionalBool("encoders_remote", false);
   m.published_params = f.Number("published_params", 0, 1e13);
   if (f.Has("experts")) m.experts = static_cast<int>(f.Int("experts", 1, 64));

@@ -143,10 +143,26 @@ struct ModelSpec {
     double Of(BlockFamily f) const { return by_family[static_cast<int>(f)]; }
   };
   EagerHostOps eager_host_ops;
+  // The ATen ops an eager step dispatches outside the blocks, counted on the runtime's model
+  // code and scheduler (bench/diffusers_step_ops.py): `outside` per forward of the whole
+  // transformer (embedders, rotary tables, final norm and projection, unpatchify), `scheduler`
+  // per scheduler step. Zero: not counted (the step's own few ops are then counted by hand and
+  // the scheduler is not priced).
+  struct StepHostOps {
+    double outside = 0;
+    double scheduler = 0;
+    std::string source;
+  };
+  StepHostOps step_host_ops;
   bool skip_connections = false;
   // Joint blocks whose text and image tokens share one set of attention and MLP weights
   // (CogVideoX's expert adaptive LayerNorm): same FLOPs, half the parameters.
   bool joint_shared_weights = false;
+  // The adaLN modulation is computed once per forward by model-level layers every block
+  // shares (FLUX.2: double_stream_modulation_img/_txt and single_stream_modulation, diffusers
+  // transformer_flux2.py), not by a layer in each block: its weights lie outside the blocks
+  // (whole on every tensor-parallel rank) and its GEMMs run once per forward.
+  bool shared_modulation = false;
   // The reference pipeline serves the text encoders and VAE from a separate process, so
   // they do not occupy the DiT's GPUs (StepVideo).
   bool encoders_remote = false;

@@ -58,9 +58,9 @@ void AddMlp(std::vector<OpCost>* ops, const ModelSpec& m, const std::string& p, 
 }
 
 // One stream of a joint (MMDiT) block up to attention: modulation, norm, QKV, qk-norm.
-void AddJointPre(std::vector<OpCost>* ops, const std::string& p, double n, double width, double hidden,
-                 double batch, int tp) {
-  ops->push_back(Gemm(p + "modulation", batch, hidden, 6.0 * width));
+void AddJointPre(std::vector<OpCost>* ops, const ModelSpec& m, const std::string& p, double n, double width,
+                 double hidden, double batch, int tp) {
+  if (!m.shared_modulation) ops->push_back(Gemm(p + "modulation", batch, hidden, 6.0 * width));
   ops->push_back(Elementwise(p + "norm1_mod", n, width, 2, 4, kernel_names::kNormModulate));
   ops->push_back(Gemm(p + "qkv", n, width, 3.0 * hidden / tp));
   ops->push_back(Elementwise(p + "qk_norm_rope", n, 2.0 * hidden / tp, 2, 6, kernel_names::kQkNormRope));
@@ -199,8 +199,8 @@ std::vector<OpCost> BlockOps(const ModelSpec& m, BlockFamily family, const RankW
     case BlockFamily::kJoint: {
       const double Ht = m.text_stream_hidden;
       const double Mt = M * Ht / H;
-      AddJointPre(&ops, "img.", ni, H, H, b, tp);
-      AddJointPre(&ops, "txt.", nt, Ht, H, b, tp);
+      AddJointPre(&ops, m, "img.", ni, H, H, b, tp);
+      AddJointPre(&ops, m, "txt.", nt, Ht, H, b, tp);
       ops.push_back(Attention("attn", m, u * static_cast<double>(w.img_tokens + w.txt_tokens),
                               static_cast<double>(w.seq_img_tokens + w.seq_txt_tokens), w.heads, b));
       AddJointPost(&ops, m, "img.", ni, H, H, M, tp);
@@ -209,7 +209,7 @@ std::vector<OpCost> BlockOps(const ModelSpec& m, BlockFamily family, const RankW
     }
     case BlockFamily::kSingle: {
       const double n = ni + nt;
-      ops.push_back(Gemm("modulation", b, H, 3.0 * H));
+      if (!m.shared_modulation) ops.push_back(Gemm("modulation", b, H, 3.0 * H));
       ops.push_back(Elementwise("norm_mod", n, H, 2, 4, kernel_names::kNormModulate));
       ops.push_back(Gemm("qkv_mlp_in", n, H, (3.0 * H + (m.mlp_gated ? 2.0 : 1.0) * M) / tp));
       ops.push_back(Elementwise("qk_norm_rope", n, 2.0 * H / tp, 2, 6, kernel_names::kQkNormRope));
@@ -235,6 +235,15 @@ std::vector<OpCost> StepOverheadOps(const ModelSpec& m, const RankWork& w) {
   ops.push_back(Gemm("text_embed", text, m.text_hidden, m.text_stream_hidden));
   ops.push_back(Elementwise("final_norm_mod", ni, m.hidden, 2, 4, kernel_names::kNormModulate));
   ops.push_back(Gemm("final_proj", ni, m.hidden, patch_in));
+  // Shared modulation: every block's shift, scale and gate from one GEMM per stream kind.
+  if (m.shared_modulation) {
+    const double H = m.hidden;
+    if (m.num_blocks(BlockFamily::kJoint) > 0) {
+      ops.push_back(Gemm("img.modulation", b, H, 6.0 * H));
+      ops.push_back(Gemm("txt.modulation", b, H, 6.0 * m.text_stream_hidden));
+    }
+    if (m.num_blocks(BlockFamily::kSingle) > 0) ops.push_back(Gemm("modulation", b, H, 3.0 * H));
+  }
   return ops;
 }
 
@@ -264,16 +273,18 @@ double BlockParams(const ModelSpec& m, BlockFamily family) {
     case BlockFamily::kJoint: {
       const double Ht = m.text_stream_hidden;
       const double Mt = M * Ht / H;
-      // Per stream: QKV, out, MLP, adaLN modulation (6 x width from the conditioning).
-      const double img = 4 * H * H + MlpParams(m, H, M) + 6 * H * H;
-      const double txt = 4 * H * Ht + MlpParams(m, Ht, Mt) + 6 * Ht * H;
+      // Per stream: QKV, out, MLP, adaLN modulation (6 x width from the conditioning) unless
+      // the model shares it (DitParams counts it once).
+      const double mod = m.shared_modulation ? 0.0 : 1.0;
+      const double img = 4 * H * H + MlpParams(m, H, M) + mod * 6 * H * H;
+      const double txt = 4 * H * Ht + MlpParams(m, Ht, Mt) + mod * 6 * Ht * H;
       // Shared weights (CogVideoX): one set of projections and MLP; its modulation comes
       // from a narrow time embedding and is left out.
       return m.joint_shared_weights ? 4 * H * H + MlpParams(m, H, M) : img + txt;
     }
     case BlockFamily::kSingle:
-      // Fused QKV + MLP-in, fused out over [attention; MLP], modulation (3 x H).
-      return H * (3 * H + (m.mlp_gated ? 2.0 : 1.0) * M) + (H + M) * H + 3 * H * H;
+      // Fused QKV + MLP-in, fused out over [attention; MLP], modulation (3 x H) unless shared.
+      return H * (3 * H + (m.mlp_gated ? 2.0 : 1.0) * M) + (H + M) * H + (m.shared_modulation ? 0.0 : 3 * H * H);
   }
   return 0;
 }
@@ -285,6 +296,10 @@ double DitParams(const ModelSpec& m) {
   p += 2 * patch * m.hidden;                                           // patch embed, final layer
   p += static_cast<double>(m.text_hidden) * m.text_stream_hidden;      // caption / context embedder
   p += (256.0 + m.hidden) * m.hidden;                                  // timestep embedding
+  if (m.shared_modulation) {  // the modulation layers the blocks share
+    if (m.num_blocks(BlockFamily::kJoint) > 0) p += 6.0 * m.hidden * (m.hidden + m.text_stream_hidden);
+    if (m.num_blocks(BlockFamily::kSingle) > 0) p += 3.0 * m.hidden * m.hidden;
+  }
   return p;
 }
 

@@ -136,11 +136,13 @@ class GraphBuilder {
     std::vector<int> host_deps = host_waits ? prev_inputs_[s] : std::vector<int>{text_task_[s]};
     prev_inputs_[s] = deps;
     int last = -1;
+    int last_issue = -1;
     Seconds compute(0), comm(0), host(0);
     auto flush = [&]() {
       if (compute.value() <= 0 && comm.value() <= 0 && host.value() <= 0) return;
       if (host.value() > 0) {
-        deps.push_back(Add(host_[s], host * scale, host_deps, TaskKind::kHost, "issue", step));
+        last_issue = Add(host_[s], host * scale, host_deps, TaskKind::kHost, "issue", step);
+        deps.push_back(last_issue);
         host_deps.clear();
       }
       last = Add(compute_[s], (compute + comm) * scale, deps, TaskKind::kCompute, tag, step, comm * scale);
@@ -170,7 +172,17 @@ class GraphBuilder {
     }
     flush();
     if (last == -1) last = Add(compute_[s], Seconds(0), deps, TaskKind::kCompute, tag, step);
-    return last;
+    return s == stages_ - 1 ? SchedulerStep(s, last, last_issue, step) : last;
+  }
+
+  // The scheduler step after the last stage's forward (StageCosts::SchedulerHost): the host
+  // issues its ops after the forward's (`issued`, the forward's last host task), and the
+  // latent it returns is ready once they are issued (their device work is a few elementwise
+  // passes over the latent).
+  int SchedulerStep(int s, int after, int issued, int step) {
+    if (costs_.SchedulerHost().value() <= 0) return after;
+    const int issue = Add(host_[s], costs_.SchedulerHost(), {issued}, TaskKind::kHost, "scheduler", step);
+    return Add(compute_[s], Seconds(0), {after, issue}, TaskKind::kCompute, "scheduler_step", step);
   }
 
   // CFG parallel: the last stage all-gathers the noise prediction of the two branches.
@@ -307,19 +319,22 @@ class GraphBuilder {
     const Seconds gather = in_.comm->Time(Collective::kAllGather, Bytes(kv), group, share);
     std::vector<int> gathered(L, -1);
     int prev = text_task_[0];
+    int last_issue = -1;
     for (int k = 0; k < steps; ++k) {
       const bool sync = k < w;
       for (int i = 0; i < L; ++i) {
         const BlockCost& b = costs_.Block(i, false);
         Seconds t = b.compute() + (i == 0 ? costs_.Overhead(false) : Seconds(0));
         const Seconds host = b.pre_host + b.attn_host + b.post_host + (i == 0 ? costs_.OverheadHost(false) : Seconds(0));
-        std::vector<int> deps = {prev, Add(host_[0], host, i == 0 ? std::vector<int>{prev} : std::vector<int>{},
-                                           TaskKind::kHost, "issue", k)};
+        last_issue = Add(host_[0], host, i == 0 ? std::vector<int>{prev} : std::vector<int>{}, TaskKind::kHost,
+                         "issue", k);
+        std::vector<int> deps = {prev, last_issue};
         if (!sync) deps.push_back(gathered[i]);
         prev = Add(compute_[0], t, deps, TaskKind::kCompute, "fwd", k);
         gathered[i] = Add(comm_[0], gather, {prev}, TaskKind::kComm, "kv_all_gather", k);
         if (sync) prev = gathered[i];  // warm-up: the next layer waits for fresh K/V
       }
+      prev = SchedulerStep(0, prev, last_issue, k);
       prev = CfgGather(prev, false, k);
     }
     int end = prev;

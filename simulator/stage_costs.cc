@@ -127,14 +127,30 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
   // torch.compile fuses the eager DiT's kernels (Mechanisms::compiled_device_scale): the
   // blocks' and the step's own device time, not the methods' copies and collectives.
   const double compiled = compute.runtime() == Runtime::kCompiled ? compute.mechanisms().compiled_device_scale : 1.0;
+  // An eager forward's host time outside the blocks: where the model has the ATen ops its
+  // code dispatches there (ModelSpec::step_host_ops), the counted ops scaled to that total, as
+  // a block's are.
+  const bool eager = compute.runtime() == Runtime::kEager;
   auto step_overhead = [&](const RankWork& work, Seconds* device, Seconds* host, KernelBreakdown* kernels) {
-    for (const auto& op : StepOverheadOps(model, work)) {
+    const std::vector<OpCost> ops = StepOverheadOps(model, work);
+    int counted = 0;
+    Seconds issued;
+    for (const auto& op : ops) {
       const Seconds t = compute.DeviceTime(op) * compiled;
       *device += t;
-      *host += compute.HostTime(op);
+      issued += compute.HostTime(op);
+      counted += op.kernels;
       AddByKernel(op, t, kernel_breakdown ? kernels : nullptr);
     }
+    if (eager && model.step_host_ops.outside > 0 && counted > 0) issued = issued * (model.step_host_ops.outside / counted);
+    *host += issued;
   };
+  if (compute.runtime() != Runtime::kEngine && model.step_host_ops.scheduler > 0 &&
+      compute.launch_overhead().value() > 0) {
+    // The scheduler runs eagerly under either runtime: the eager time per op.
+    const Seconds per_op = eager ? compute.launch_overhead() : Microseconds(compute.mechanisms().eager_op_us);
+    scheduler_host_ = per_op * model.step_host_ops.scheduler;
+  }
   step_overhead(work_full_, &overhead_full_, &overhead_host_full_, &overhead_kernels_full_);
   step_overhead(work_patched_, &overhead_patched_, &overhead_host_patched_, &overhead_kernels_patched_);
   overhead_full_ = overhead_full_ * forwards;

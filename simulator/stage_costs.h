@@ -75,6 +75,12 @@ class StageCosts {
   // Work outside the blocks (embeddings, final layer), per forward.
   Seconds Overhead(bool patched) const { return patched ? overhead_patched_ : overhead_full_; }
   Seconds OverheadHost(bool patched) const { return patched ? overhead_host_patched_ : overhead_host_full_; }
+  // Host time of one scheduler step, on the rank that steps the latents (under PipeFusion the
+  // last stage, once per patch: xDiT's _async_pipeline calls _scheduler_step on each patch):
+  // the scheduler's counted ATen ops (ModelSpec::step_host_ops) at the eager host time per op.
+  // Eager and compiled runtimes alike (torch.compile wraps the transformer, not the
+  // scheduler); zero for ditune's own engine and for a model whose scheduler is not counted.
+  Seconds SchedulerHost() const { return scheduler_host_; }
   // With the kernel breakdown: the work outside the blocks per engine kernel and op class.
   const KernelBreakdown& OverheadKernels(bool patched) const {
     return patched ? overhead_kernels_patched_ : overhead_kernels_full_;
@@ -108,6 +114,7 @@ class StageCosts {
   Seconds control_gather_;
   Seconds overhead_full_, overhead_patched_;
   Seconds overhead_host_full_, overhead_host_patched_;
+  Seconds scheduler_host_;
   bool kernel_breakdown_;
   TpSplit tp_split_ = TpSplit::kMegatron;
   KernelBreakdown overhead_kernels_full_, overhead_kernels_patched_;

@@ -203,6 +203,41 @@ TEST_F(BadCatalogTest, EagerHostOpsNameTheModelsFamilies) {
   EXPECT_NE(c.status().message().find("source"), std::string::npos) << c.status().ToString();
 }
 
+// A measured step host cost needs both counts, positive, and its source.
+TEST_F(BadCatalogTest, StepHostOpsNeedBothCountsAndASource) {
+  auto good = *ReadJsonFile((dir_ / "models/flux.1-dev.json").string());
+  ASSERT_TRUE(good.contains("step_host_ops"));
+  {
+    auto c = Catalog::Load(dir_);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    const ModelSpec& m = **c->Model("flux.1-dev");
+    EXPECT_EQ(m.step_host_ops.outside, good["step_host_ops"]["outside"].get<double>());
+    EXPECT_EQ(m.step_host_ops.scheduler, good["step_host_ops"]["scheduler"].get<double>());
+    EXPECT_FALSE(m.step_host_ops.source.empty());
+  }
+  for (const char* broken : {"outside", "scheduler", "source"}) {
+    auto j = good;
+    j["step_host_ops"].erase(broken);
+    Write("models/flux.1-dev.json", j.dump());
+    auto c = Catalog::Load(dir_);
+    ASSERT_FALSE(c.ok()) << broken;
+    EXPECT_EQ(c.status().ExitCode(), 2);
+    EXPECT_NE(c.status().message().find(broken), std::string::npos) << c.status().ToString();
+  }
+  auto j = good;
+  j["step_host_ops"]["scheduler"] = 0;
+  Write("models/flux.1-dev.json", j.dump());
+  auto c = Catalog::Load(dir_);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("scheduler"), std::string::npos) << c.status().ToString();
+  j = good;
+  j["step_host_ops"]["per_patch"] = 3;
+  Write("models/flux.1-dev.json", j.dump());
+  c = Catalog::Load(dir_);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("per_patch"), std::string::npos) << c.status().ToString();
+}
+
 TEST_F(BadCatalogTest, WrongTypeAndMissingField) {
   auto j = *ReadJsonFile((dir_ / "hardware/links/pcie4.json").string());
   j["p2p_gbps"] = "fast";

@@ -96,5 +96,30 @@ TEST(DitOpsTest, ParameterCountsFromShapesMatchPublished) {
   }
 }
 
+// FLUX.2's blocks take their modulation from three shared layers (shared_modulation): its
+// parameter count from the shapes is then the published 32B (40.6B with a modulation layer
+// in every block), the blocks issue no modulation GEMM and the step issues three.
+TEST(DitOpsTest, SharedModulationIsCountedOnceAForward) {
+  const ModelSpec& m = Model("flux.2-dev");
+  ASSERT_TRUE(m.shared_modulation);
+  EXPECT_NEAR(DitParams(m) / 32e9, 1.0, 0.01);
+  ModelSpec per_block = m;
+  per_block.shared_modulation = false;
+  const double H = m.hidden;
+  EXPECT_NEAR(BlockParams(per_block, BlockFamily::kJoint) - BlockParams(m, BlockFamily::kJoint), 12 * H * H, 1);
+  EXPECT_NEAR(BlockParams(per_block, BlockFamily::kSingle) - BlockParams(m, BlockFamily::kSingle), 3 * H * H, 1);
+  const RankWork w = Work("flux.2-dev", 1024, 1024, "");
+  auto count = [](const std::vector<OpCost>& ops) {
+    int n = 0;
+    for (const auto& o : ops) n += o.name.find("modulation") != std::string::npos;
+    return n;
+  };
+  EXPECT_EQ(count(BlockOps(m, BlockFamily::kJoint, w)), 0);
+  EXPECT_EQ(count(BlockOps(m, BlockFamily::kSingle, w)), 0);
+  EXPECT_EQ(count(StepOverheadOps(m, w)), 3);
+  EXPECT_EQ(count(BlockOps(per_block, BlockFamily::kJoint, w)), 2);
+  EXPECT_EQ(count(StepOverheadOps(per_block, w)), 0);
+}
+
 }  // namespace
 }  // namespace ditune
