@@ -176,7 +176,7 @@ std::vector<OpCost> BlockOps(const ModelSpec& m, BlockFamily family, const RankW
       // Cross-attention to the text: local queries, all heads (text is on every rank).
       ops.push_back(Elementwise("norm2", ni, H, 2, 1, kernel_names::kNormModulate));
       ops.push_back(Gemm("cross_q", ni, H, H / xtp));
-      const double text_per_patch = b * static_cast<double>(w.seq_txt_tokens) / w.patches;
+      const double text_per_patch = b * static_cast<double>(w.seq_txt_tokens) / (w.text_each_patch ? 1 : w.patches);
       ops.push_back(Gemm("cross_kv", text_per_patch, H, 2.0 * H / xtp));
       OpCost xattn = Attention("cross_attn", m, static_cast<double>(w.img_tokens),
                                static_cast<double>(w.seq_txt_tokens), static_cast<double>(m.heads) / xtp, b);
@@ -229,7 +229,7 @@ std::vector<OpCost> StepOverheadOps(const ModelSpec& m, const RankWork& w) {
   const double b = w.batch;
   const double ni = b * static_cast<double>(w.img_tokens);
   const double patch_in = static_cast<double>(m.latent_channels) * m.patch_spatial * m.patch_spatial * m.patch_temporal;
-  const double text = b * static_cast<double>(w.seq_txt_tokens) / w.patches;
+  const double text = b * static_cast<double>(w.seq_txt_tokens) / (w.text_each_patch ? 1 : w.patches);
   ops.push_back(Gemm("patch_embed", ni, patch_in, m.hidden));
   ops.push_back(Gemm("time_embed", b, 256 + m.hidden, m.hidden));
   ops.push_back(Gemm("text_embed", text, m.text_hidden, m.text_stream_hidden));

@@ -78,6 +78,10 @@ struct RankWork {
   int batch = 1;               // sequences per forward: prompts x CFG branches on this rank
   int patches = 1;             // PipeFusion patches per step (text work is spread over them)
   int frames = 1;              // latent frames of the whole sequence (after the temporal patch)
+  // Every patch's forward carries the whole text (txt_tokens is then every text token of the
+  // rank, and the cross blocks project the text's K/V in each patch), where the runtime does
+  // not spread the text over the patches (xDiT's PipeFusion: StageCosts sets it).
+  bool text_each_patch = false;
 };
 
 // The work of any rank per block forward (every rank's share has the same size: a valid

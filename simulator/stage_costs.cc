@@ -80,6 +80,17 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
   whole.patches = 1;
   whole.pipefusion = 1;
   work_full_ = ComputeRankWork(model, tokens, workload, whole, tp_split);
+  if (config.pipefusion > 1 && compute.runtime() != Runtime::kEngine) {
+    // xDiT's PipeFusion runs every patch's forward with the whole text: its Flux wrapper
+    // passes the whole encoder_hidden_states through every double- and single-stream block
+    // of each patch, its SD3 wrapper feeds each later patch the text cached from the first
+    // and still computes the text stream (transformer_sd3.py: `_, hidden_states = block(...,
+    // encoder_hidden_states=self.encoder_hidden_states_cache[i], ...)`), and diffusers'
+    // cross-attention projects the text's K/V on every call. ditune's engine carries the
+    // text with the first patch only.
+    work_patched_.txt_tokens = work_full_.txt_tokens;
+    work_patched_.text_each_patch = true;
+  }
   const int forwards = std::max(1, sequential_forwards);
   if (forwards > 1) {
     work_patched_.batch = std::max(1, work_patched_.batch / forwards);

@@ -335,6 +335,39 @@ TEST(SimulateTest, SchedulerStepsEveryPatchUnderPipeFusion) {
   }
 }
 
+// xDiT's PipeFusion runs every patch's forward with the whole text (its SD3 and Flux wrappers
+// compute the text stream in each patch; cross-attention projects the text's K/V in each);
+// ditune's engine carries the text with the first patch only, so a patch there holds a share.
+TEST(SimulateTest, XditPipeFusionCarriesTheWholeTextEveryPatch) {
+  Fixture f("sd3-medium", "a100-sxm4-80gb", 2, "pipefusion=2,patches=4", 1024, 1024, 20);
+  f.compute = FlatCompute(*f.cluster.gpu);
+  const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
+  auto layout = *RankLayout::Create(f.config, 8);
+  StageCosts xdit(*f.model, t, f.workload, f.config, layout, f.compute, f.comm);
+  ASSERT_GT(xdit.Work(false).txt_tokens, 0);
+  EXPECT_EQ(xdit.Work(true).txt_tokens, xdit.Work(false).txt_tokens);
+  EXPECT_TRUE(xdit.Work(true).text_each_patch);
+  ComputeModel engine = f.compute;
+  engine.SetRuntime(Runtime::kEngine);
+  StageCosts own(*f.model, t, f.workload, f.config, layout, engine, f.comm);
+  EXPECT_EQ(own.Work(true).txt_tokens, (xdit.Work(false).txt_tokens + 3) / 4);
+  EXPECT_FALSE(own.Work(true).text_each_patch);
+  // The joint block's device work per patch: the image quarter plus the whole text, against a
+  // quarter of both.
+  EXPECT_GT(xdit.Block(0, true).compute().value(), 1.2 * own.Block(0, true).compute().value());
+  // Cross-attention blocks project the whole text's K/V in every patch.
+  RankWork w = own.Work(true);
+  auto cross_kv = [&](const RankWork& rw) {
+    for (const auto& op : BlockOps(**Cat().Model("pixart-alpha"), BlockFamily::kCross, rw)) {
+      if (op.name == "cross_kv") return op.flops.value();
+    }
+    return -1.0;
+  };
+  RankWork whole = w;
+  whole.text_each_patch = true;
+  EXPECT_NEAR(cross_kv(whole), 4 * cross_kv(w), 1e-6 * cross_kv(whole));
+}
+
 // A runtime that runs the guidance branches one after the other (cfg_sequential: diffusers'
 // and vLLM-Omni's Qwen-Image, Wan's pipelines) pays two forwards of batch one a step: twice
 // the host's ops and the collectives' fixed costs, a little more device time. CFG parallel
