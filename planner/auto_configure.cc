@@ -75,7 +75,13 @@ StatusOr<Plan> AutoConfigure(const Workload& workload, const ClusterSpec& spec, 
       }
     }
   }
-  DITUNE_ASSIGN_OR_RETURN(Plan plan, MakePlan(*catalog, workload, cluster, fits, opt.plan));
+  StatusOr<Plan> made = MakePlan(*catalog, workload, cluster, fits, opt.plan);
+  if (!made.ok() && made.status().code() == Status::Code::kInfeasible) {
+    // Nothing fits on this runtime: name the runtimes on which something does.
+    return Status::Infeasible(fmt::format("{}{}", made.status().message(),
+                                          OtherRuntimesThatFit(*catalog, workload, cluster, fits, opt.plan)));
+  }
+  DITUNE_ASSIGN_OR_RETURN(Plan plan, std::move(made));
   DITUNE_RETURN_IF_ERROR(AddMeasured(*store, *catalog, &plan));
   if (!fallback.empty()) plan.explanation.push_back(fallback);
   // A read-only store serves cached plans but keeps no new ones.

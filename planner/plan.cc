@@ -738,6 +738,30 @@ StatusOr<SimResult> SimulateAsPlanned(const Catalog& catalog, const Workload& wo
   return Simulate(in, sim, scheduler);
 }
 
+std::string OtherRuntimesThatFit(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
+                                 const std::vector<Fit>& fits, const PlanOptions& options) {
+  auto model = catalog.Model(workload.model_id);
+  if (!model.ok()) return "";
+  std::vector<std::string> fitting;
+  for (const RuntimeSpec& r : catalog.runtimes()) {
+    if (r.id == options.runtime) continue;
+    // The runtimes MakePlanAny weighs: those that run the model; on the CPU, the engine only.
+    if (r.engine ? !ExecutorRunsModel(**model).ok() : (cluster.gpu->is_cpu || (*model)->runtime(r.id) == nullptr)) {
+      continue;
+    }
+    PlanOptions one = options;
+    one.runtime = r.id;
+    one.top_k = 1;
+    auto plan = MakePlan(catalog, workload, cluster, fits, one);
+    if (!plan.ok() || plan->ranked.empty()) continue;
+    const Candidate& best = plan->ranked.front();
+    fitting.push_back(fmt::format("{} with {} ({:.1f} GB per GPU, {:.3f} s)", r.id, Label(best.config),
+                                  best.result.peak_memory.value() / 1e9, best.result.total.value()));
+  }
+  if (fitting.empty()) return "";
+  return fmt::format("; other runtimes fit it: {} (--runtime any ranks them)", fmt::join(fitting, "; "));
+}
+
 StatusOr<Plan> MakePlanAny(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
                            const std::vector<Fit>& fits, const PlanOptions& options) {
   DITUNE_ASSIGN_OR_RETURN(const ModelSpec* model, catalog.Model(workload.model_id));

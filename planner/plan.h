@@ -138,6 +138,13 @@ StatusOr<SimResult> SimulateAsPlanned(const Catalog& catalog, const Workload& wo
 StatusOr<Plan> MakePlanAny(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
                            const std::vector<Fit>& fits, const PlanOptions& options = {});
 
+// For a plan on options.runtime that found nothing that fits (Infeasible): the other runtimes
+// that run the model and have a configuration that fits, each with its fastest configuration,
+// its figure and its peak memory per GPU, as a sentence to append to the message ("" where
+// none has).
+std::string OtherRuntimesThatFit(const Catalog& catalog, const Workload& workload, const Cluster& cluster,
+                                 const std::vector<Fit>& fits, const PlanOptions& options);
+
 // A launch as JSON: {"command", "flags", "notes", "config_file": {"name", "text"} or null}.
 // The per-phase peaks of one rank, GB: {"text_encoding", "denoising", "vae_decode",
 // "loading", "runtime", "peak_phase"}.

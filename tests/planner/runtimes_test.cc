@@ -145,6 +145,26 @@ TEST(RuntimesTest, EachRuntimeSpellsItsOwnFlagsOrWritesItsOwnFile) {
   EXPECT_TRUE(Has(off.status().message(), "offload does not run with sequence parallelism")) << off.status().message();
 }
 
+// Where nothing fits on the runtime asked for, the message names the runtimes on which
+// something does (Mochi on 4 A10s: xDiT decodes its 163 frames whole; diffusers tiles them).
+TEST(RuntimesTest, NothingFitsNamesTheRuntimesThatDo) {
+  const Cluster four = *ResolveCluster({"a10-24gb", 4}, Cat());
+  PlanOptions opt;
+  opt.runtime = "xdit";
+  const Workload w = At("mochi-1", 480, 848, 163);
+  auto plan = MakePlan(Cat(), w, four, {}, opt);
+  ASSERT_FALSE(plan.ok());
+  ASSERT_EQ(plan.status().code(), Status::Code::kInfeasible) << plan.status().ToString();
+  const std::string others = OtherRuntimesThatFit(Cat(), w, four, {}, opt);
+  EXPECT_TRUE(Has(others, "other runtimes fit it: diffusers with ")) << others;
+  EXPECT_TRUE(Has(others, "vae=tiled")) << others;
+  EXPECT_TRUE(Has(others, "GB per GPU")) << others;
+  EXPECT_FALSE(Has(others, "xdit with")) << others;
+  // Where no runtime fits, nothing is added.
+  const Cluster one = *ResolveCluster({"a10-24gb", 1}, Cat());
+  EXPECT_EQ(OtherRuntimesThatFit(Cat(), At("flux.2-dev", 1024, 1024), one, {}, opt), "");
+}
+
 TEST(RuntimesTest, AnyRanksRuntimesAndQwenImageOnTwoH200TakesCfgParallel) {
   const Cluster two = *ResolveCluster({"h200-sxm-141gb", 2}, Cat());
   PlanOptions opt;
