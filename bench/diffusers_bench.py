@@ -3,6 +3,7 @@ arguments, the catalog they read (`ditune models --json`) and the models they ar
 and the import of torch from a given diffusers source folder. Bad input exits with status 2
 and a message that names what is wrong."""
 import argparse
+import csv
 import json
 import sys
 
@@ -57,3 +58,14 @@ def import_torch(a):
         sys.path.insert(0, a.diffusers)
     import torch
     return torch
+
+
+def write_rows(a, columns, rows, label, unit):
+    """Writes the rows to --out and prints how many of them were measured (or listed)."""
+    with open(a.out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+    ok = sum(1 for r in rows if r["status"] in ("ok", "dry-run"))
+    verb = "listed (dry run)" if a.dry_run else "measured"
+    print(f"{label}: {ok} of {len(rows)} {unit} {verb}")

@@ -27,8 +27,6 @@ SRC holds the `diffusers` package (a copy of diffusers' src/ folder). --dry-run 
 torch and no diffusers: it lists the blocks it would build, so the CSV and the arguments are
 exercised where there is no GPU; its rows carry no measurement.
 """
-import csv
-import json
 import statistics
 import sys
 import time
@@ -366,13 +364,7 @@ def main():
                            status=f"error: {type(e).__name__}: {str(e)[:160]}".replace("\n", " "))
         rows.append(row)
         print(" ".join(f"{k}={row[k]}" for k in COLUMNS if k != "source"), flush=True)
-    with open(a.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    ok = sum(1 for r in rows if r["status"] in ("ok", "dry-run"))
-    verb = "listed (dry run)" if a.dry_run else "measured"
-    print(f"host ops: {ok} of {len(rows)} blocks {verb}")
+    diffusers_bench.write_rows(a, COLUMNS, rows, "host ops", "blocks")
     return 0
 
 

@@ -35,9 +35,7 @@ SRC holds the `diffusers` package (a copy of diffusers' src/ folder). --dry-run 
 torch and no diffusers: it lists the models it would build, so the CSV and the arguments are
 exercised where there is no GPU; its rows carry no measurement.
 """
-import csv
 import gc
-import json
 import statistics
 import sys
 import time
@@ -499,13 +497,7 @@ def main():
         transformer, scheduler = MODELS[model]
         print(" ".join(f"{k}={row[k]}" for k in COLUMNS if k != "source")
               + f" transformer={transformer} scheduler={scheduler}", flush=True)
-    with open(a.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    ok = sum(1 for r in rows if r["status"] in ("ok", "dry-run"))
-    verb = "listed (dry run)" if a.dry_run else "measured"
-    print(f"step ops: {ok} of {len(rows)} models {verb}")
+    diffusers_bench.write_rows(a, COLUMNS, rows, "step ops", "models")
     return 0
 
 
