@@ -53,14 +53,21 @@ struct TextEncoderSpec {
 };
 
 // What the VAE decoder holds while it decodes (the model file's "vae.decode_memory"), from
-// its architecture. Absent: a 2-D decoder of 128 channels at full resolution with two such
-// maps alive, video decoders eight frames at a time.
+// its architecture. Absent: diffusers' 2-D `Decoder` (AutoencoderKL, AutoencoderKLFlux2)
+// with block_out_channels (128, 256, 512, 512), video decoders eight frames at a time. Its
+// peak is the last up block's first residual block (huggingface/diffusers@58eb52c
+// models/autoencoders/vae.py `Decoder.forward`, models/resnet.py `ResnetBlock2D.forward`):
+// its input is the 256-channel map that the block before upsampled to full resolution
+// (upsampling.py `Upsample2D`), kept by the caller and for the shortcut while norm1 and
+// the SiLU each make a new 256-channel map (norm1's freed only after the SiLU); the
+// shortcut, the sum and its division by output_scale_factor, 128 channels each with the
+// same input still held, come to the same. Three maps of 256 channels.
 struct VaeDecodeMemory {
   // Channels of the decoder's maps at the output resolution, and how many such maps are
   // alive at once at its peak (a residual block's input kept for the skip, plus the
   // temporaries its norm, activation and convolution make).
-  double full_res_channels = 128;
-  double live_maps = 2;
+  double full_res_channels = 256;
+  double live_maps = 3;
   // Output frames decoded at once (a causal decoder's chunk); 0: every frame.
   int frames_at_once = 8;
   // A causal decoder caches the last `cache_frames` input frames of each causal

@@ -171,6 +171,25 @@ TEST(MemoryModelTest, PlacementsMoveTheirPart) {
   EXPECT_NEAR(moe_off.weights.value(), 14e9 * 2, 1e9);
 }
 
+// diffusers' 2-D Decoder (Flux, FLUX.2, SD3, PixArt: block_out_channels 128, 256, 512, 512)
+// peaks in the last up block's first residual block: three 256-channel maps at the output
+// resolution (core/model_spec.h VaeDecodeMemory), bf16, plus the decoded RGB image.
+TEST(MemoryModelTest, ImageDecoderHoldsThreeFullResolutionMapsOf256Channels) {
+  const MemoryBreakdown flux2 = Mem("flux.2-dev", 1024, 1024, 1, "tp=8,te=parallel", "l20-48gb", OutputType::kDecoded);
+  EXPECT_DOUBLE_EQ(flux2.vae_decode.value(), 2.0 * (3 * 256 + 3) * 1024.0 * 1024.0);
+  // xDiT PR #300: parallel VAE decode saved 5.5 GB a GPU on 4 L20s at Flux 2048 x 2048.
+  const MemoryBreakdown whole = Mem("flux.1-dev", 2048, 2048, 1, "ulysses=4", "l20-48gb", OutputType::kDecoded);
+  const MemoryBreakdown split = Mem("flux.1-dev", 2048, 2048, 1, "ulysses=4,vae=parallel", "l20-48gb", OutputType::kDecoded);
+  const double saved_gb = (whole.vae_decode.value() - split.vae_decode.value()) / 1e9;
+  EXPECT_GT(saved_gb, 4.0);
+  EXPECT_LT(saved_gb, 5.5 * 1.15);
+  // LTX-2's decoder works at a quarter of the output's edge with 128 channels, every frame
+  // at once: four such maps (8 channels at full resolution each), far below the image
+  // decoders' per-pixel figure.
+  const MemoryBreakdown ltx = Mem("ltx-2", 512, 768, 121, "tp=4,te=parallel", "l20-48gb", OutputType::kDecoded);
+  EXPECT_DOUBLE_EQ(ltx.vae_decode.value(), 2.0 * (4 * 8 + 3) * 512.0 * 768.0 * 121.0);
+}
+
 // genmoai/mochi #107: 4 x A30 (24 GB) ran out of memory decoding 163 frames at 848x480; a
 // later comment hit it on 2 x A100 40 GB. The untiled decode alone is past those cards; tile
 // by tile it fits.
