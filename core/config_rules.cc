@@ -136,6 +136,7 @@ bool CheckRuntime(const ValidationContext& ctx, const ParallelConfig& c, std::ve
       {RuntimeMethod::kTextEncoderCpu, c.te == TextEncoderPlacement::kCpu},
       {RuntimeMethod::kVaeTiling, c.vae == VaePlacement::kTiled},
       {RuntimeMethod::kParallelVae, c.vae == VaePlacement::kParallel},
+      {RuntimeMethod::kVaeCpu, c.vae == VaePlacement::kCpu},
       {RuntimeMethod::kControlNetParallel, c.controlnet == ControlNetPlacement::kParallel},
   };
   for (const auto& placement : placements) {
@@ -471,7 +472,7 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
   if (c.vae != VaePlacement::kWhole && !by_runtime) {
     if (!fail(kRulePlacement, [&] {
           return fmt::format(
-              "vae={}: ditune's engine runs the DiT, not the VAE; tiled or parallel decoding is a PyTorch "
+              "vae={}: ditune's engine runs the DiT, not the VAE; tiled, parallel or CPU decoding is a PyTorch "
               "runtime's (--runtime xdit, hunyuan-sample, diffusers, ...)",
               VaePlacementName(c.vae));
         }))
@@ -482,9 +483,16 @@ bool Check(const ValidationContext& ctx, const ParallelConfig& c, std::vector<Vi
   if (split_placement && ctx.gpus == 1) {
     if (!fail(kRulePlacement, [&] {
           return fmt::format("{}: on one GPU there are no other ranks to split over; valid on one GPU: te=whole|cpu, "
-                             "vae=whole|tiled",
+                             "vae=whole|tiled|cpu",
                              c.vae == VaePlacement::kParallel ? "vae=parallel"
                                                               : fmt::format("te={}", TextEncoderPlacementName(c.te)));
+        }))
+      return false;
+  }
+  if (c.vae == VaePlacement::kCpu && c.offload != 0) {
+    if (!fail(kRulePlacement, [&] {
+          return std::string("vae=cpu and offload=1 contradict: model CPU offload moves the VAE onto the GPU to decode "
+                             "(diffusers' enable_model_cpu_offload); give one of them");
         }))
       return false;
   }

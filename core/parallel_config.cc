@@ -21,6 +21,7 @@ constexpr EnumName<VaePlacement> kVaePlacements[] = {
     {VaePlacement::kWhole, "whole"},
     {VaePlacement::kTiled, "tiled"},
     {VaePlacement::kParallel, "parallel"},
+    {VaePlacement::kCpu, "cpu"},
 };
 
 constexpr EnumName<ControlNetPlacement> kControlNetPlacements[] = {
@@ -56,7 +57,7 @@ std::optional<int> ParseInt(std::string_view s) {
 
 constexpr const char* kKeys =
     "ulysses, ring, pipefusion, patches, warmup, cfg, dp, tp, distrifusion, fsdp, offload (0 or 1), compile (0 or 1), eager (0 or 1), "
-    "te (whole, parallel, fsdp or cpu), vae (whole, tiled or parallel; vae_tiling=1 is vae=tiled), controlnet (whole or "
+    "te (whole, parallel, fsdp or cpu), vae (whole, tiled, parallel or cpu; vae_tiling=1 is vae=tiled), controlnet (whole or "
     "parallel), order";
 constexpr const char* kXditFlags =
     "xDiT's --ulysses_degree, --ring_degree, --pipefusion_parallel_degree, --num_pipeline_patch, "

@@ -52,8 +52,10 @@ std::string_view TextEncoderPlacementName(TextEncoderPlacement p);
 //   kTiled     tile by tile with overlaps (diffusers' enable_vae_tiling, HunyuanVideo's
 //              --vae-tiling): "vae=tiled" (or "vae_tiling=1");
 //   kParallel  latent patches with halos over every rank (xDiT's --use_parallel_vae):
-//              "vae=parallel".
-enum class VaePlacement { kWhole, kTiled, kParallel };
+//              "vae=parallel";
+//   kCpu       the VAE in host memory, decoding on the CPU in fp32 (the fix of Wan2.1 #266,
+//              out of memory at the decode on 3 x 16 GB): "vae=cpu".
+enum class VaePlacement { kWhole, kTiled, kParallel, kCpu };
 std::string_view VaePlacementName(VaePlacement p);
 
 // Where a model's ControlNet (ModelSpec::control) runs:

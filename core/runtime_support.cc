@@ -14,7 +14,7 @@ constexpr RuntimeMethod kAllMethods[kNumRuntimeMethods] = {
     RuntimeMethod::kTp,          RuntimeMethod::kDp,         RuntimeMethod::kDistriFusion, RuntimeMethod::kParallelVae,
     RuntimeMethod::kFullyShard,  RuntimeMethod::kTorchCompile, RuntimeMethod::kFp8Gemms,   RuntimeMethod::kCpuOffload,
     RuntimeMethod::kTextEncoderParallel, RuntimeMethod::kTextEncoderFsdp, RuntimeMethod::kTextEncoderCpu,
-    RuntimeMethod::kVaeTiling,   RuntimeMethod::kControlNetParallel,
+    RuntimeMethod::kVaeTiling,   RuntimeMethod::kControlNetParallel, RuntimeMethod::kVaeCpu,
 };
 
 // Workload keys a flag may set besides the methods.
@@ -50,6 +50,7 @@ constexpr EnumName<RuntimeMethod> kRuntimeMethodKeys[] = {
     {RuntimeMethod::kTextEncoderCpu, "text_encoder_cpu"},
     {RuntimeMethod::kVaeTiling, "vae_tiling"},
     {RuntimeMethod::kControlNetParallel, "controlnet_parallel"},
+    {RuntimeMethod::kVaeCpu, "vae_cpu"},
 };
 
 std::string_view RuntimeMethodKey(RuntimeMethod m) { return NameIn(kRuntimeMethodKeys, m); }
@@ -72,6 +73,7 @@ constexpr EnumName<RuntimeMethod> kRuntimeMethodPhrases[] = {
     {RuntimeMethod::kTextEncoderCpu, "text encoders on the CPU"},
     {RuntimeMethod::kVaeTiling, "tiled VAE decode"},
     {RuntimeMethod::kControlNetParallel, "ControlNet split over the sequence ranks"},
+    {RuntimeMethod::kVaeCpu, "VAE decode on the CPU"},
 };
 
 std::string_view RuntimeMethodPhrase(RuntimeMethod m) { return NameIn(kRuntimeMethodPhrases, m); }

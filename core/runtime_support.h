@@ -41,8 +41,10 @@ enum class RuntimeMethod {
   kVaeTiling,
   // The ControlNet split over the sequence ranks (ParallelConfig::controlnet).
   kControlNetParallel,
+  // The VAE decoded on the CPU ("vae=cpu").
+  kVaeCpu,
 };
-inline constexpr int kNumRuntimeMethods = 17;
+inline constexpr int kNumRuntimeMethods = 18;
 // The key in the JSON ("ulysses", "parallel_vae", ...).
 std::string_view RuntimeMethodKey(RuntimeMethod m);
 // A phrase for messages ("Ulysses sequence parallelism", "tensor parallelism", ...).
@@ -191,7 +193,7 @@ struct RuntimeSupport {
   // script): its name (the command's {config_file}), its format ("yaml" or "python": how
   // booleans are written) and its text, with placeholders {model}, {height}, {width},
   // {frames}, {steps}, {gpus}, the degrees {ulysses} {ring} {cfg} {tp} {fsdp}, the options
-  // {torch_compile} {cpu_offload} {parallel_vae} {vae_tiling} {text_encoder_parallel}
+  // {torch_compile} {cpu_offload} {parallel_vae} {vae_tiling} {vae_cpu} {text_encoder_parallel}
   // {text_encoder_fsdp} {text_encoder_cpu}, and
   // {uneven_sequence} (whether the image tokens split unevenly over the sequence ranks). A
   // method whose placeholder is in the text needs no flag.

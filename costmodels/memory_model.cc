@@ -121,7 +121,7 @@ Bytes DitWeightBytes(const ModelSpec& m, const ParallelConfig& c, const RuntimeM
 }
 
 Bytes VaeDecodeBytes(const ModelSpec& m, const Workload& w, const ParallelConfig& c, double bytes_per_value) {
-  if (w.output != OutputType::kDecoded) return Bytes(0);
+  if (w.output != OutputType::kDecoded || c.vae == VaePlacement::kCpu) return Bytes(0);
   const VaeDecodeMemory& d = m.vae_decode_memory;
   double height = w.height;
   double width = w.width;
@@ -169,7 +169,8 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
   mb.weights = DitWeightBytes(m, c, place) + Bytes(m.control.params * kComputeBytes);
   const bool local_parts = opt.encoders_resident && !m.encoders_remote;
   const EncoderBytes enc = local_parts ? Encoders(m, c) : EncoderBytes{};
-  mb.vae_weights = Bytes(local_parts ? m.vae_decoder_params * place.vae_bytes_per_value : 0.0);
+  // The VAE on the CPU (vae=cpu) holds nothing on the GPU.
+  mb.vae_weights = Bytes(local_parts && c.vae != VaePlacement::kCpu ? m.vae_decoder_params * place.vae_bytes_per_value : 0.0);
   mb.text_encoder_weights = enc.resident + enc.encoding;
   mb.offloaded = c.offload != 0;
   if (!mb.offloaded) mb.encoders = enc.resident;
@@ -340,6 +341,7 @@ std::string MemoryBlocker(const ParallelConfig& c, const MemoryBreakdown& mb,
     part = fmt::format("the VAE decode ({} of working set)", gb(work));
     fix(c.vae == VaePlacement::kWhole && can(RuntimeMethod::kVaeTiling), "decode tile by tile (vae=tiled)");
     fix(several && c.vae == VaePlacement::kWhole && can(RuntimeMethod::kParallelVae), "decode in parallel (vae=parallel)");
+    fix(c.offload == 0 && can(RuntimeMethod::kVaeCpu), "decode on the CPU (vae=cpu, minutes for a video)");
   } else {
     part = fmt::format("the DiT's activations and buffers ({}) for this rank's tokens", gb(work));
     fixes.emplace_back("split the sequence further (more ulysses or ring)");

@@ -80,11 +80,25 @@ double TiledDecodeWork(const ModelSpec& m, const Workload& w) {
   return covered / (static_cast<double>(w.height) * w.width);
 }
 
+namespace {
+
+// An estimate, not measured: PyTorch's CPU matrix products and convolutions on a server's
+// cores reach about a teraflop per second.
+constexpr double kHostFlopsPerSecond = 1e12;
+
+}  // namespace
+
 Seconds HostTextEncodeTime(const ModelSpec& m, const Workload& w) {
-  // An estimate, not measured: PyTorch's CPU matrix products on a server's cores reach
-  // about a teraflop per second.
-  constexpr double kHostFlopsPerSecond = 1e12;
   return Seconds(TextEncodeOp(m, w).flops.value() / kHostFlopsPerSecond);
+}
+
+Seconds HostVaeDecodeTime(const ModelSpec& m, const Workload& w) {
+  if (w.output == OutputType::kLatent) return Seconds(0);
+  // Every pixel's convolution FLOPs at the host's rate: Wan2.1's decode of 81 frames at
+  // 832 x 480 comes to about eight minutes, the order users of CPU decodes report
+  // (deepbeepmeep/Wan2GP #995: the CPU decode of 81-frame 480p videos "freezes for 5-15
+  // minutes"; leejet/stable-diffusion.cpp #872: Wan2.1's VAE decode "taking 506.93s").
+  return Seconds(VaeDecodeOp(m, w).flops.value() / kHostFlopsPerSecond);
 }
 
 }  // namespace ditune

@@ -46,6 +46,9 @@ double TiledDecodeWork(const ModelSpec& model, const Workload& workload);
 // The text encoders run on the host's CPU (te=cpu): their FLOPs at a host's matrix
 // throughput.
 Seconds HostTextEncodeTime(const ModelSpec& model, const Workload& workload);
+// The VAE decodes on the host's CPU (vae=cpu): its FLOPs at the same rate; zero when the
+// workload's output is latent.
+Seconds HostVaeDecodeTime(const ModelSpec& model, const Workload& workload);
 
 }  // namespace ditune
 

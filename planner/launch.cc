@@ -163,6 +163,7 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
                             (options.parallel_vae && config.world_size() > 1);
   option(RuntimeMethod::kParallelVae, parallel_vae);
   option(RuntimeMethod::kVaeTiling, config.vae == VaePlacement::kTiled);
+  option(RuntimeMethod::kVaeCpu, config.vae == VaePlacement::kCpu);
   option(RuntimeMethod::kTextEncoderParallel, config.te == TextEncoderPlacement::kParallel);
   option(RuntimeMethod::kTextEncoderFsdp, config.te == TextEncoderPlacement::kFsdp);
   option(RuntimeMethod::kTextEncoderCpu, config.te == TextEncoderPlacement::kCpu);
@@ -196,6 +197,7 @@ StatusOr<Launch> MakeLaunch(const ModelSpec& model, std::string_view runtime, co
         {"text_encoder_fsdp", boolean(config.te == TextEncoderPlacement::kFsdp)},
         {"text_encoder_cpu", boolean(config.te == TextEncoderPlacement::kCpu)},
         {"vae_tiling", boolean(config.vae == VaePlacement::kTiled)},
+        {"vae_cpu", boolean(config.vae == VaePlacement::kCpu)},
         {"parallel_vae", boolean(parallel_vae && x.runs(RuntimeMethod::kParallelVae))},
         {"controlnet_parallel", boolean(config.controlnet == ControlNetPlacement::kParallel)},
     };

@@ -552,18 +552,20 @@ StatusOr<Plan> MakePlan(const Catalog& catalog, const Workload& workload, const 
   if (can(RuntimeMethod::kTextEncoderCpu)) te_steps.push_back(TextEncoderPlacement::kCpu);
   if (cluster.gpus() > 1 && can(RuntimeMethod::kParallelVae)) vae_steps.push_back(VaePlacement::kParallel);
   if (can(RuntimeMethod::kVaeTiling)) vae_steps.push_back(VaePlacement::kTiled);
+  if (can(RuntimeMethod::kVaeCpu)) vae_steps.push_back(VaePlacement::kCpu);
   // Every pair, by what it costs in time: splitting is free (it is faster), sharding a
-  // little (gathers), tiling a little more (overlaps), the CPU most.
+  // little (gathers), tiling a little more (overlaps), the CPU most (a prompt's encoding
+  // takes seconds there, a decode minutes).
   auto te_cost = [](TextEncoderPlacement p) {
     return p == TextEncoderPlacement::kFsdp ? 1 : p == TextEncoderPlacement::kCpu ? 3 : 0;
   };
+  auto vae_cost = [](VaePlacement p) { return p == VaePlacement::kTiled ? 2 : p == VaePlacement::kCpu ? 4 : 0; };
   std::vector<std::pair<TextEncoderPlacement, VaePlacement>> placements;
   for (TextEncoderPlacement te : te_steps) {
     for (VaePlacement vae : vae_steps) placements.emplace_back(te, vae);
   }
   std::stable_sort(placements.begin(), placements.end(), [&](const auto& a, const auto& b) {
-    return te_cost(a.first) + (a.second == VaePlacement::kTiled ? 2 : 0) <
-           te_cost(b.first) + (b.second == VaePlacement::kTiled ? 2 : 0);
+    return te_cost(a.first) + vae_cost(a.second) < te_cost(b.first) + vae_cost(b.second);
   });
   // Per configuration that fits (as enumerated, or placed, sharded or offloaded until it
   // does), the variants to simulate; the fastest of each is kept.

@@ -78,7 +78,11 @@ class GraphBuilder {
     const double tiled = c_.vae == VaePlacement::kTiled && !opt_.memory.placement.vae_tiled_by_default
                              ? TiledDecodeWork(*in_.model, in_.workload)
                              : 1.0;
-    const Seconds vae = VaeDecodeTime(*in_.compute, *in_.model, in_.workload, parallel, opt_.terms) * tiled + after_loop;
+    // On the CPU (vae=cpu) the decode runs at the host's rate.
+    const Seconds vae = (c_.vae == VaePlacement::kCpu
+                             ? HostVaeDecodeTime(*in_.model, in_.workload)
+                             : VaeDecodeTime(*in_.compute, *in_.model, in_.workload, parallel, opt_.terms) * tiled) +
+                        after_loop;
     for (int s = 0; s < stages_; ++s) {
       vae_task_.push_back(Add(compute_[s], vae, {final_latent}, TaskKind::kVaeDecode, "vae_decode", -1));
     }

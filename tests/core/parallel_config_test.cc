@@ -85,7 +85,7 @@ namespace {
 // values name the valid ones.
 TEST(ParallelConfigTest, MemoryPlacementsParseAndPrint) {
   for (const char* text : {"ulysses=2,te=parallel", "ulysses=2,te=fsdp", "te=cpu", "vae=tiled", "ulysses=2,vae=parallel",
-                           "ulysses=2,te=fsdp,vae=tiled"}) {
+                           "ulysses=2,te=fsdp,vae=tiled", "ulysses=2,vae=cpu"}) {
     auto c = ParseParallelConfig(text);
     ASSERT_TRUE(c.ok()) << text << ": " << c.status().ToString();
     EXPECT_EQ(ToString(*c), text);

@@ -205,6 +205,11 @@ TEST(MemoryModelTest, MochiUntiledDecodeIsTheBlocker) {
                           (*Cat().Model("mochi-1"))->runtime("diffusers"))
                 .find("vae=tiled"),
             std::string::npos);
+  // diffusers can also decode on the host.
+  EXPECT_NE(MemoryBlocker(*ParseParallelConfig("ulysses=2"), untiled,
+                          (*Cat().Model("mochi-1"))->runtime("diffusers"))
+                .find("decode on the CPU (vae=cpu"),
+            std::string::npos);
 }
 
 }  // namespace

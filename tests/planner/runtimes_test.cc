@@ -266,6 +266,53 @@ TEST(RuntimesTest, Flux2OnEightL20sFitsWhereTheRuntimeSplitsItsTextEncoder) {
   EXPECT_EQ(ranked->ranked.front().config.te, TextEncoderPlacement::kParallel);
 }
 
+// vae=cpu (Wan2.1 #266's fix, out of memory at the decode on 3 x 16 GB): diffusers' script
+// moves the VAE to the host and hands its decode the latents there; nothing of the VAE stays
+// on the GPU, and the decode runs at the host's rate. A runtime without it names it; model
+// CPU offload, which moves the VAE back to decode, contradicts it.
+TEST(RuntimesTest, VaeOnTheCpuLeavesTheGpuAndTakesTheHostsTime) {
+  const Workload w = At("wan2.1-14b", 480, 832, 81);
+  auto line = LaunchOf("diffusers", "wan2.1-14b", w, "l40-48gb", 2, "ulysses=2,vae=cpu");
+  ASSERT_TRUE(line.ok()) << line.status().ToString();
+  EXPECT_TRUE(Has(line->config_text, "if True:\n    # decode on the host (vae=cpu)")) << line->config_text;
+  EXPECT_TRUE(Has(line->config_text, "pipe.vae.to(\"cpu\", torch.float32)")) << line->config_text;
+  auto on_gpu = LaunchOf("diffusers", "wan2.1-14b", w, "l40-48gb", 2, "ulysses=2");
+  ASSERT_TRUE(on_gpu.ok());
+  EXPECT_TRUE(Has(on_gpu->config_text, "if False:\n    # decode on the host (vae=cpu)")) << on_gpu->config_text;
+  auto xdit = LaunchOf("xdit", "wan2.1-14b", w, "l40-48gb", 2, "ulysses=2,vae=cpu");
+  ASSERT_FALSE(xdit.ok());
+  EXPECT_TRUE(Has(xdit.status().message(), "VAE decode on the CPU")) << xdit.status().message();
+  auto both = LaunchOf("diffusers", "wan2.1-14b", w, "l40-48gb", 1, "offload=1,vae=cpu");
+  ASSERT_FALSE(both.ok());
+  EXPECT_TRUE(Has(both.status().message(), "vae=cpu and offload=1 contradict")) << both.status().message();
+
+  const ModelSpec& m = **Cat().Model("wan2.1-14b");
+  const TokenGeometry t = *ComputeTokenGeometry(m, w);
+  const GpuSpec& l40 = **Cat().Gpu("l40-48gb");
+  const MemoryBreakdown gpu = RankMemory(m, t, w, *ParseParallelConfig("ulysses=2"), l40);
+  const MemoryBreakdown host = RankMemory(m, t, w, *ParseParallelConfig("ulysses=2,vae=cpu"), l40);
+  EXPECT_GT(gpu.vae_weights.value(), 0);
+  EXPECT_GT(gpu.vae_decode.value(), 0);
+  EXPECT_EQ(host.vae_weights.value(), 0);
+  EXPECT_EQ(host.vae_decode.value(), 0);
+  EXPECT_EQ(host.weights.value(), gpu.weights.value());
+  EXPECT_LT(host.phases[static_cast<int>(MemoryPhase::kVaeDecode)].value(),
+            gpu.phases[static_cast<int>(MemoryPhase::kVaeDecode)].value());
+  // Eight minutes for 81 frames at 832 x 480, inside what CPU decodes of Wan2.1 are reported
+  // to take (5-15 minutes, deepbeepmeep/Wan2GP #995).
+  const double host_s = HostVaeDecodeTime(m, w).value();
+  EXPECT_GT(host_s, 5 * 60.0);
+  EXPECT_LT(host_s, 15 * 60.0);
+  const Cluster two = *ResolveCluster({"l40-48gb", 2}, Cat());
+  PlanOptions diffusers;
+  diffusers.runtime = "diffusers";
+  auto on_host = SimulateAsPlanned(Cat(), w, two, {}, diffusers, *ParseParallelConfig("ulysses=2,vae=cpu"));
+  auto on_device = SimulateAsPlanned(Cat(), w, two, {}, diffusers, *ParseParallelConfig("ulysses=2"));
+  ASSERT_TRUE(on_host.ok() && on_device.ok());
+  EXPECT_NEAR(on_host->vae_decode.value(), host_s, 1e-6);
+  EXPECT_GT(on_host->vae_decode.value(), 5 * on_device->vae_decode.value());
+}
+
 // Open-Sora 2.0's inference script: ColossalAI's Ring or tensor parallelism over every rank
 // (never both), three guidance branches in one batch, the text and image tokens split as one
 // sequence, a config file ditune writes over the shipped 256px.py; until 2025-03-26 it read
