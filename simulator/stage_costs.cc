@@ -199,7 +199,16 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w, const Parallel
   KernelBreakdown* kernels = kernel_breakdown_ ? &c.kernels : nullptr;
   const std::vector<OpCost> ops = BlockOps(model_, family, w);
   bool done = false;
-  if (config.ring > 1 && sequence_parallel) {
+  // The library's ring runs even for a Ring group of one: xDiT's xFuserLongContextAttention
+  // hands every sequence-parallel attention, Ulysses alone included, to its ring function
+  // (xdit-project/xDiT@175e0bf xfuser/core/long_ctx_attention/hybrid/attn_layer.py
+  // `out = self.ring_attn_fn(query_layer, key_layer, value_layer, ...)`), whose loop runs
+  // once over `range(comm.world_size)` (ring/ring_flash_attn.py): the call's framework ops,
+  // and the partial output made fp32 by the first update_out_and_lse and cast back at the
+  // end (`out = out.to(q.dtype)`). ditune's engine calls its attention directly.
+  const bool library_ring =
+      sequence_parallel && (config.ring > 1 || (config.ulysses > 1 && compute_.runtime() != Runtime::kEngine));
+  if (library_ring) {
     // Ring runs the attention as r blockwise kernels and merges their partial outputs
     // (fp32 output and log-sum-exp rescaling) after each.
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -219,8 +228,16 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w, const Parallel
         if (k > 0) expanded.push_back(merge);
       }
       // Once per call, whatever the degree: Mechanisms::ring_call_ops framework ops around the
-      // ring loop of the library xDiT runs (host only: ditune's own engine issues none).
+      // ring loop of the library xDiT runs (host only: ditune's own engine issues none), and
+      // the library's casts of the output to fp32 and back (bf16 read, fp32 written, read,
+      // bf16 written).
       expanded.push_back({"ring_call", OpClass::kElementwise, Flops(0), Bytes(0), FrameworkOps(mech.ring_call_ops), true});
+      if (compute_.runtime() != Runtime::kEngine) {
+        OpCost casts{"ring_out_casts", OpClass::kElementwise, Flops(0),
+                     Bytes(12.0 * w.batch * q * w.heads * model_.head_dim), 0};
+        casts.kernel = kernel_names::kAttentionMerge;
+        expanded.push_back(casts);
+      }
       Seconds device, host;
       for (const auto& op : expanded) {
         device += compute_.DeviceTime(op);
