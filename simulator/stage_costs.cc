@@ -205,7 +205,9 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w, const Parallel
   // `out = self.ring_attn_fn(query_layer, key_layer, value_layer, ...)`), whose loop runs
   // once over `range(comm.world_size)` (ring/ring_flash_attn.py): the call's framework ops,
   // and the partial output made fp32 by the first update_out_and_lse and cast back at the
-  // end (`out = out.to(q.dtype)`). ditune's engine calls its attention directly.
+  // end (`out = out.to(q.dtype)`). ditune's engine calls its attention directly. The other
+  // PyTorch runtimes' own Ulysses code (cache-dit's, SGLang's, vLLM-Omni's) is not counted:
+  // they are priced on xDiT's path, as for the all-to-all's wrapper below.
   const bool library_ring =
       sequence_parallel && (config.ring > 1 || (config.ulysses > 1 && compute_.runtime() != Runtime::kEngine));
   if (library_ring) {
