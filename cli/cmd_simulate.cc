@@ -134,9 +134,10 @@ int RunSimulate(int argc, char** argv) {
                            workload->steps, cluster->gpus(), cluster->spec.gpu_id, IntraLabel(*cluster),
                            Label(*config));
   for (const auto& note : cluster->topology_notes) std::cout << "your box: " << note << "\n";
-  std::cout << fmt::format("latency {:.3f} s{} = text encoding {} + DiT {} + VAE decode {}\n", r->total.value(),
+  std::cout << fmt::format("latency {:.3f} s{} = text encoding {}{} + DiT {} + VAE decode {}{}\n", r->total.value(),
                            interval ? fmt::format(" ±{:.0f}%", 100 * interval->half_width()) : "",
-                           Ms(r->text_encode), Ms(r->dit), Ms(r->vae_decode));
+                           Ms(r->text_encode), config->te == TextEncoderPlacement::kCpu ? " (on the CPU)" : "",
+                           Ms(r->dit), Ms(r->vae_decode), config->vae == VaePlacement::kCpu ? " (on the CPU)" : "");
   if (interval) {
     std::cout << fmt::format("80% interval {:.3f} to {:.3f} s, from {}; compute figure: {}\n", interval->lo_s,
                              interval->hi_s, interval->basis, ProvenanceText(interval->provenance));
