@@ -11,12 +11,16 @@
 #   vae_memory  bench/diffusers_vae_memory.py: the GPU memory (weights, peak, working set) and
 #             time of one VAE decode at each model's default resolution, untiled and tiled, on
 #             diffusers' own VAE classes (checks costmodels/memory_model.cc VaeDecodeBytes);
-#             budget 220 s, the rows past it "out of time"
+#             budget 220 s, the rows past it "out of time"; then Flux.1-dev's decode untiled
+#             at 2048² and 4096² (vae_memory_flux_large.csv, budget 40 s): whether its widest
+#             stage holds three 256-channel maps (core/model_spec.h VaeDecodeMemory), which a
+#             1-GPU 4096² run on a 48 GB card cannot hold beside the model
 #   collective_host_ops  bench/collective_host_ops.py: the host µs of one NCCL collective call
 #             and of the Ulysses wrapper around an all-to-all (a group of one GPU)
-# $OUT gets follow_up.log, memcheck.txt, host_ops.csv, step_ops.csv, vae_memory.csv and
-# collective_host_ops.csv. Under 9 minutes: device tool timeout_s 540 (the other steps take
-# about 80 s; vae_memory at most 260: timeout 250, then SIGKILL 10 s later).
+# $OUT gets follow_up.log, memcheck.txt, host_ops.csv, step_ops.csv, vae_memory.csv,
+# vae_memory_flux_large.csv and collective_host_ops.csv. Under 9 minutes: device tool
+# timeout_s 540 (the other steps take about 80 s; vae_memory at most 260: timeout 250, then
+# SIGKILL 10 s later; the large Flux decodes at most 60).
 #   FU_TESTS='CudaKernelsTest.Large*:CudaEngineTest.Catalog*' bash tools/device/follow_up.sh
 #   bash tools/device/follow_up.sh --dry-run     here: the same steps with the build's binaries
 set -uo pipefail
@@ -77,11 +81,17 @@ echo "== VAE decode memory" | tee -a "$log"
 if ((dry)); then
   python3 "$repo/bench/diffusers_vae_memory.py" --models-json "$out/models.json" --out "$out/vae_memory.csv" --dry-run |
     tail -1 | tee -a "$log"
+  python3 "$repo/bench/diffusers_vae_memory.py" --models-json "$out/models.json" --models flux.1-dev \
+    --sizes 2048x2048,4096x4096 --no-tiled --out "$out/vae_memory_flux_large.csv" --dry-run | tail -1 | tee -a "$log"
 else
   # SIGTERM past the budget still leaves the CSV (the script writes every row as it goes)
   PYTHONUNBUFFERED=1 timeout -k 10 250 python3 "$repo/bench/diffusers_vae_memory.py" --diffusers "$repo/.devsrc" \
     --source "$(cat "$repo/.devsrc/COMMIT")" --models-json "$out/models.json" --out "$out/vae_memory.csv" \
     --budget-s 220 2>&1 | grep -v Warning | tee -a "$log" || rc=1
+  PYTHONUNBUFFERED=1 timeout -k 10 50 python3 "$repo/bench/diffusers_vae_memory.py" --diffusers "$repo/.devsrc" \
+    --source "$(cat "$repo/.devsrc/COMMIT")" --models-json "$out/models.json" --models flux.1-dev \
+    --sizes 2048x2048,4096x4096 --no-tiled --out "$out/vae_memory_flux_large.csv" --budget-s 40 2>&1 |
+    grep -v Warning | tee -a "$log" || rc=1
 fi
 rm -f "$out/models.json"
 echo "== collective host ops" | tee -a "$log"
