@@ -199,15 +199,20 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w, const Parallel
   KernelBreakdown* kernels = kernel_breakdown_ ? &c.kernels : nullptr;
   const std::vector<OpCost> ops = BlockOps(model_, family, w);
   bool done = false;
-  // The library's ring runs even for a Ring group of one: xDiT's xFuserLongContextAttention
-  // hands every sequence-parallel attention, Ulysses alone included, to its ring function
-  // (xdit-project/xDiT@175e0bf xfuser/core/long_ctx_attention/hybrid/attn_layer.py
-  // `out = self.ring_attn_fn(query_layer, key_layer, value_layer, ...)`), whose loop runs
-  // once over `range(comm.world_size)` (ring/ring_flash_attn.py): the call's framework ops,
-  // and the partial output made fp32 by the first update_out_and_lse and cast back at the
-  // end (`out = out.to(q.dtype)`). ditune's engine calls its attention directly. The other
-  // PyTorch runtimes' own Ulysses code (cache-dit's, SGLang's, vLLM-Omni's) is not counted:
-  // they are priced on xDiT's path, as for the all-to-all's wrapper below.
+  // The library's ring runs even for a Ring group of one, as xDiT ran when it published its
+  // tables: its attention processors handed every sequence-parallel attention, Ulysses alone
+  // included, to xFuserLongContextAttention (xfuser/model_executor/layers/
+  // attention_processor.py until #607, "Deprecate Yunchang attention paths in favor of USP",
+  // 2026-01-09), which calls its ring function (xdit-project/xDiT@175e0bf
+  // xfuser/core/long_ctx_attention/hybrid/attn_layer.py `out = self.ring_attn_fn(query_layer,
+  // key_layer, value_layer, ...)`), whose loop runs once over `range(comm.world_size)`
+  // (ring/ring_flash_attn.py): the call's framework ops, and the partial output made fp32 by
+  // the first update_out_and_lse and cast back at the end (`out = out.to(q.dtype)`). Since
+  // #607 xDiT's USP() calls the attention directly for Ulysses alone (layers/usp.py), as did
+  // the flux_usp_example.py behind its Flux H100 table (#365): for those this over-counts by
+  // the ring call's ops. The ulysses_ops wrapper below is the same library's. ditune's engine
+  // calls its attention directly. The other PyTorch runtimes' own Ulysses code (cache-dit's,
+  // SGLang's, vLLM-Omni's) is not counted: they are priced on this path.
   const bool library_ring =
       sequence_parallel && (config.ring > 1 || (config.ulysses > 1 && compute_.runtime() != Runtime::kEngine));
   if (library_ring) {
