@@ -321,6 +321,10 @@ std::string MemoryBlocker(const ParallelConfig& c, const MemoryBreakdown& mb,
   auto fix = [&](bool ok, std::string_view what) {
     if (ok) fixes.emplace_back(what);
   };
+  // Model CPU offload decodes on the GPU: with vae=cpu it is offered in place of it.
+  const std::string offload_fix = c.vae == VaePlacement::kCpu
+                                      ? "offload each part while the others run (offload=1, with the VAE back on the GPU)"
+                                      : "offload each part while the others run (offload=1)";
   std::string part;
   if (text >= weights && text >= work) {
     part = fmt::format("the text encoders ({}{})", gb(text),
@@ -331,12 +335,12 @@ std::string MemoryBlocker(const ParallelConfig& c, const MemoryBreakdown& mb,
         "shard them (te=fsdp)");
     fix(c.te != TextEncoderPlacement::kCpu && can(RuntimeMethod::kTextEncoderCpu), "keep them on the CPU (te=cpu)");
     fix(c.offload == 0 && phase != MemoryPhase::kTextEncode && can(RuntimeMethod::kCpuOffload),
-        "offload each part while the others run (offload=1)");
+        offload_fix);
   } else if (weights >= work) {
     part = fmt::format("the DiT's weights ({}{})", gb(weights), c.fsdp > 1 ? fmt::format(", sharded over {}", c.fsdp) : "");
     fix(several && c.fsdp < c.world_size() && can(RuntimeMethod::kFullyShard),
         c.fsdp > 1 ? "shard them over more ranks (fsdp)" : "shard them (fsdp)");
-    fix(c.offload == 0 && can(RuntimeMethod::kCpuOffload), "offload each part while the others run (offload=1)");
+    fix(c.offload == 0 && can(RuntimeMethod::kCpuOffload), offload_fix);
   } else if (phase == MemoryPhase::kVaeDecode) {
     part = fmt::format("the VAE decode ({} of working set)", gb(work));
     fix(c.vae == VaePlacement::kWhole && can(RuntimeMethod::kVaeTiling), "decode tile by tile (vae=tiled)");

@@ -298,6 +298,9 @@ TEST(RuntimesTest, VaeOnTheCpuLeavesTheGpuAndTakesTheHostsTime) {
   EXPECT_EQ(host.weights.value(), gpu.weights.value());
   EXPECT_LT(host.phases[static_cast<int>(MemoryPhase::kVaeDecode)].value(),
             gpu.phases[static_cast<int>(MemoryPhase::kVaeDecode)].value());
+  // Where the weights block it, model CPU offload is offered in place of vae=cpu.
+  const std::string blocker = MemoryBlocker(*ParseParallelConfig("ulysses=2,vae=cpu"), host, m.runtime("diffusers"));
+  EXPECT_TRUE(Has(blocker, "(offload=1, with the VAE back on the GPU)")) << blocker;
   // Eight minutes for 81 frames at 832 x 480, inside what CPU decodes of Wan2.1 are reported
   // to take (5-15 minutes, deepbeepmeep/Wan2GP #995).
   const double host_s = HostVaeDecodeTime(m, w).value();
