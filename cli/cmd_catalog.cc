@@ -115,6 +115,23 @@ int RunModels(int argc, char** argv) {
         out.back()["eager_host_ops"] = host;
       }
       if (m.shared_modulation) out.back()["shared_modulation"] = true;
+      // What the decode is priced with: the decoder's size and work, and the maps its peak
+      // holds (the model file's, or VaeDecodeMemory's default: diffusers' 2-D Decoder).
+      {
+        const VaeDecodeMemory& d = m.vae_decode_memory;
+        nlohmann::json memory = {{"full_res_channels", d.full_res_channels},
+                                 {"live_maps", d.live_maps},
+                                 {"frames_at_once", d.frames_at_once},
+                                 {"tile_pixels", d.tile_pixels},
+                                 {"tile_overlap", d.tile_overlap},
+                                 {"tile_frames", d.tile_frames},
+                                 {"source", d.source.empty() ? "default: diffusers' 2-D Decoder (core/model_spec.h)" : d.source}};
+        if (d.cache_frames > 0) memory["cache_frames"] = d.cache_frames;
+        nlohmann::json& vae = out.back()["vae"];
+        vae["decoder_params"] = m.vae_decoder_params;
+        vae["decoder_flops_per_pixel"] = m.vae_decoder_flops_per_pixel;
+        vae["decode_memory"] = memory;
+      }
       if (!m.step_host_ops.source.empty()) {
         out.back()["step_host_ops"] = {{"outside", m.step_host_ops.outside},
                                        {"scheduler", m.step_host_ops.scheduler},

@@ -32,6 +32,8 @@ expect models 0 "flux.1-dev +19 joint \+ 38 single" -- models
 expect models-json 0 '"id": "pixart-alpha"' -- models --json
 # The blocks' eager host ops counted on their code travel with the model (docs/CALIBRATION.md).
 expect models-json-host-ops 0 '"joint": 114' -- models --json
+# What the VAE decode is priced with travels too: the default is diffusers' 2-D Decoder.
+expect models-json-vae-decode 0 '"source": "default: diffusers. 2-D Decoder' -- models --json
 expect hardware 0 "h100-sxm5-80gb +989" -- hardware
 expect hardware-links 0 "pcie4 +intra +pcie-two-socket" -- hardware
 expect hardware-pcie-switches 0 "pcie4 +intra +pcie-two-socket +32 +20 +22 +12 +2 +18" -- hardware
