@@ -14,6 +14,7 @@
 #include "calibration/learn.h"
 #include "core/stats.h"
 #include "calibration/validate_suite.h"
+#include "planner/questions.h"
 
 #include <unistd.h>
 
@@ -104,6 +105,39 @@ int CrossValidateCmd(const cxxopts::ParseResult& args, const std::vector<SuiteRo
   return 0;
 }
 
+// Real questions from public threads, each answered as `plan` would price its runs, against
+// what its thread measured.
+int QuestionsCmd(const cxxopts::ParseResult& args) {
+  auto catalog = Catalog::Default();
+  if (!catalog.ok()) return Fail("validate", catalog.status());
+  auto questions = LoadQuestionsFile(args["questions"].as<std::string>());
+  if (!questions.ok()) return Fail("validate", questions.status());
+  auto store = OpenPricingStore(args);
+  if (!store.ok()) return Fail("validate", store.status());
+  auto fits = (*store)->ActiveFits();
+  if (!fits.ok()) return Fail("validate", fits.status());
+  auto answers = AnswerQuestions(**catalog, *fits, *questions);
+  if (!answers.ok()) return Fail("validate", answers.status());
+  const QuestionsSummary s = SummarizeAnswers(*answers);
+  if (args.count("json")) {
+    std::cout << QuestionAnswersJson(*answers).dump(2) << "\n";
+    return 0;
+  }
+  for (const auto& a : *answers) {
+    const Question& q = *a.question;
+    std::cout << fmt::format("{} [{}] {}: {}\n", q.id, QuestionKindName(q.kind), VerdictName(a.verdict), q.question);
+    if (a.verdict == Verdict::kUnanswered) {
+      std::cout << fmt::format("  cannot answer: {}\n", a.why);
+    } else {
+      std::cout << fmt::format("  ditune:   {}\n  measured: {}\n", a.ditune_says, a.measured_says);
+    }
+    std::cout << fmt::format("  source:   {}\n", q.source);
+  }
+  std::cout << fmt::format("questions: {} right={} wrong={} unanswered={}\n", s.questions, s.right, s.wrong,
+                           s.unanswered);
+  return 0;
+}
+
 }  // namespace
 
 int RunValidate(int argc, char** argv) {
@@ -123,12 +157,25 @@ int RunValidate(int argc, char** argv) {
        cxxopts::value<std::vector<std::string>>())
       ("min-gain", "with --cross-validate: the least fraction of the loss a constant's move must gain (calibrate "
                    "learn's; default 0.04)", cxxopts::value<double>())
+      ("questions", "instead of a suite: questions from public threads with their measured answers (JSON; "
+                    "data/validation/questions.json), each answered as `plan` prices its runs", cxxopts::value<std::string>())
       ("json", "one JSON document on stdout");
   bool help = false;
   auto args = Parse(options, argc, argv, &help);
   if (!args.ok()) return Fail("validate", args.status());
   if (help) return 0;
-  if (args->count("suite") == 0) return Fail("validate", Status::InvalidArgument("--suite FILE.csv is required"));
+  if (args->count("questions")) {
+    for (const char* flag : {"suite", "cross-validate", "by", "hold-out", "min-gain"}) {
+      if (args->count(flag)) {
+        return Fail("validate", Status::InvalidArgument(fmt::format("--questions takes no --{} (it prices each "
+                                                                    "question's runs with the store's fits)", flag)));
+      }
+    }
+    return QuestionsCmd(*args);
+  }
+  if (args->count("suite") == 0) {
+    return Fail("validate", Status::InvalidArgument("--suite FILE.csv (or --questions FILE.json) is required"));
+  }
   auto catalog = Catalog::Default();
   if (!catalog.ok()) return Fail("validate", catalog.status());
   auto rows = LoadSuiteFiles((*args)["suite"].as<std::vector<std::string>>(), **catalog);

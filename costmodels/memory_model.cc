@@ -220,9 +220,15 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
     const double layers = static_cast<double>(m.num_blocks()) / c.pipefusion;
     mb.kv_buffers = Bytes(B * seq * 2.0 * H / (tp * c.ulysses) * layers);
   } else if (c.distrifusion > 1) {
-    // Two full-sequence K/V copies per layer: the stale one attention reads, and the one the
-    // asynchronous all-gather of this step's fresh K/V writes into meanwhile.
-    mb.kv_buffers = Bytes(2.0 * B * seq * 2.0 * H * m.num_blocks());
+    // One full-sequence K/V per layer: the communication manager's buffer, one slice per
+    // device, that attention reads stale and the asynchronous all-gather refills in place;
+    // and, while a layer attends, that layer's K/V concatenated whole (xdit-project/xDiT
+    // branch legacy, pipefuser/utils.py PatchParallelismCommManager.create_buffer 'torch.empty(
+    // self.numel, ...) for _ in range(self.distri_config.n_device_per_batch)';
+    // pipefuser/modules/dit/patch_parallel/attn.py 'full_kv = torch.cat(new_buffer_list,
+    // dim=1)'). The buffer is never freed: it is still there while the VAE decodes.
+    mb.kv_buffers = Bytes(B * seq * 2.0 * H * m.num_blocks());
+    mb.attention = mb.attention + Bytes(B * seq * 2.0 * H);
   }
   int communicators = 0;
   for (int d : {c.ulysses, c.ring, c.pipefusion, c.cfg, c.dp, c.tp, c.distrifusion}) communicators += d > 1;
@@ -261,7 +267,8 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
     const Bytes resident = mb.weights + enc.resident + mb.vae_weights;
     phase[kText] = resident + enc.encoding;
     phase[kDenoise] = resident + dit_work;
-    phase[kDecode] = resident + mb.vae_decode;
+    // DistriFusion's K/V buffer outlives the denoising loop.
+    phase[kDecode] = resident + mb.vae_decode + (c.distrifusion > 1 ? mb.kv_buffers : Bytes(0));
   } else {
     // Model CPU offload: each part comes to the GPU for its turn and leaves after it; the
     // runtime may keep the VAE throughout and the DiT through the text encoders' turn.

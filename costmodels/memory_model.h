@@ -34,8 +34,15 @@ struct MemoryOptions {
   Bytes runtime_overhead = Gigabytes(1.5);
   // Per communicator (NCCL's buffers) of each parallel dimension with degree > 1.
   Bytes per_communicator = Megabytes(200);
-  // Fraction of the device's memory usable before an out-of-memory error.
-  double usable_fraction = 0.95;
+  // Fraction of the device's memory (nvidia-smi's total) that the CUDA allocator sees as the
+  // device's capacity: the driver keeps the rest. PyTorch's out-of-memory messages print both
+  // halves of the ratio: "total capacity of 14.75 GiB" on a T4 (15,360 MiB; hpcaitech/Open-Sora
+  // #697), 39.50 GiB on an A100 40GB (40,960 MiB; TianheWu/CoSeR #10), 23.68 GiB on an RTX
+  // 4090 (24,564 MiB; zai-org/CogVideo #36), 31.51 GiB on an RTX 5090 (32,607 MiB;
+  // siliconflow/onediff #1041): 0.983 to 0.990, 0.987 in the middle. The context, library
+  // workspaces and the allocator's unallocated reserve are runtime_overhead's (CoSeR #10: 0.49
+  // GiB outside PyTorch and 0.89 GiB reserved but unallocated, 1.48 GB together).
+  double usable_fraction = 0.987;
   // How the runtime holds the parts (the runtime's "memory" facts; bf16 everywhere when absent).
   RuntimeMemory placement;
 };

@@ -77,6 +77,7 @@ done
 cp "$root/data/validation/xdit-published-dev.csv" "$seeds/suite/0"
 printf '{"workload": {"model": "flux.1-dev", "height": 1024, "width": 1024, "frames": 1, "batch": 1},
  "ranked": [{"config": "ulysses=4"}]}\n' >"$seeds/suite/1"
+cp "$root/data/validation/questions.json" "$seeds/suite/2"
 printf 'arrival_s,model,height,width,frames,steps\n0,flux.1-dev,1024,1024,1,28\n0.5,,2048,2048,,\n' >"$seeds/serving/0"
 printf '2x(ulysses=2)+4x()' >"$seeds/serving/1"
 printf '1024x1024:3,2048x2048x1@20:1' >"$seeds/serving/2"

@@ -387,6 +387,20 @@ expect validate-group-mixes-gpus 2 "mixed-gpus.csv:3: group 'flux-dev-1024-h100'
 head -11 "$suite" >"$tmp/two-groups.csv"
 head -7 "$suite" >"$tmp/only-flux.csv"
 expect cross-validate 0 "^cross-validated: by=group rows=8 median_ape=" -- validate --suite "$tmp/two-groups.csv" --cross-validate
+# Questions from public threads: every shipped one is answered, right, wrong or unanswered,
+# and counted; a bad file is refused naming the question and the field.
+expect validate-questions 0 "^questions: [0-9]+ right=[0-9]+ wrong=[0-9]+ unanswered=[0-9]+$" -- \
+  validate --questions "$DITUNE_DATA/validation/questions.json"
+expect validate-questions-json 0 '"verdict": "(right|wrong|unanswered)"' -- \
+  validate --questions "$DITUNE_DATA/validation/questions.json" --json
+printf '{"questions": [{"id": "x", "source": "s", "question": "q", "answer": "a", "model": "flux.1-dev",
+  "height": 1024, "width": 1024, "steps": 28, "gpu": "H100", "ask": "faster", "runs": [{"gpus": 1, "seconds": 1}]}]}' \
+  >"$tmp/one-run.json"
+expect validate-questions-one-run 2 "one-run.json: questions\[0\] \('x'\): ask 'faster' needs at least 2 runs" -- \
+  validate --questions "$tmp/one-run.json"
+expect validate-questions-with-suite 2 "--questions takes no --suite" -- \
+  validate --questions "$tmp/one-run.json" --suite "$suite"
+expect validate-questions-missing 2 "cannot read the questions file" -- validate --questions "$tmp/none.json"
 expect cross-validate-one-group 2 "two groups or more" -- validate --suite "$tmp/only-flux.csv" --cross-validate
 expect cross-validate-hold-out 0 "^cross-validated: by=group rows=3 median_ape=" -- validate --suite "$tmp/two-groups.csv" --cross-validate --hold-out pixart-1024-a100
 # Two publishers' suites read as one: held out by publisher unless told otherwise.

@@ -155,15 +155,26 @@ TEST(MechanismsTest, EfficienciesScaleTheCatalogLinesOnly) {
   EXPECT_NEAR(comm.Time(Collective::kSendRecv, Bytes(1e6), {0, 1}).value(), 1e-5 + 1e6 / 1e9, 1e-12);
 }
 
-TEST(MechanismsTest, DistriFusionHoldsTwoFullKvCopiesPerLayer) {
+TEST(MechanismsTest, DistriFusionHoldsOneFullKvPerLayerThroughTheDecode) {
   const ModelSpec& m = **Cat().Model("pixart-alpha");
-  Workload w{m.id, 2048, 2048, 1, 20, 1, OutputType::kLatent};
+  Workload w{m.id, 2048, 2048, 1, 20, 1, OutputType::kDecoded};
   const TokenGeometry t = *ComputeTokenGeometry(m, w);
   ParallelConfig c;
   c.distrifusion = 8;
   const MemoryBreakdown mb = RankMemory(m, t, w, c, **Cat().Gpu("l40-48gb"));
   const double seq = static_cast<double>(t.image_tokens() + t.text_tokens) * 2;  // CFG batch of two
-  EXPECT_DOUBLE_EQ(mb.kv_buffers.value(), 2.0 * kElementBytes * seq * 2.0 * m.hidden * m.num_blocks());
+  // The communication manager's buffer: every device's slice of every layer's K/V.
+  const double full_kv = kElementBytes * seq * 2.0 * m.hidden;
+  EXPECT_DOUBLE_EQ(mb.kv_buffers.value(), full_kv * m.num_blocks());
+  // While a layer attends, its K/V is concatenated whole once more.
+  ParallelConfig one;
+  const MemoryBreakdown single = RankMemory(m, t, w, one, **Cat().Gpu("l40-48gb"));
+  EXPECT_GE(mb.attention.value(), full_kv);
+  EXPECT_LT(single.attention.value(), full_kv);
+  // The buffer is never freed: the decode phase holds it beside the decoder's working set.
+  const Bytes decode = mb.phases[static_cast<int>(MemoryPhase::kVaeDecode)];
+  const Bytes decode_alone = single.phases[static_cast<int>(MemoryPhase::kVaeDecode)];
+  EXPECT_NEAR((decode - decode_alone).value(), mb.kv_buffers.value(), 1e6);
 }
 
 TEST(MechanismsTest, ANewStoreIsSeededOnceAndAUsedOneNever) {

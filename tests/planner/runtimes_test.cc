@@ -113,6 +113,22 @@ TEST(RuntimesTest, EachRuntimeSpellsItsOwnFlagsOrWritesItsOwnFile) {
   ASSERT_TRUE(vo_eager.ok()) << vo_eager.status().ToString();
   EXPECT_TRUE(Has(vo_eager->command, "--enforce-eager")) << vo_eager->command;
   EXPECT_FALSE(LaunchOf("vllm-omni", "qwen-image", q, "h200-sxm-141gb", 4, "ulysses=2,compile=1,eager=1").ok());
+  // Its image-edit and image-to-video scripts: Qwen-Image-Edit's TP (vllm-omni #3684 measured
+  // it), Wan2.2 I2V's Ulysses with HSDP (#7737).
+  auto edit = LaunchOf("vllm-omni", "qwen-image-edit", At("qwen-image-edit", 1024, 1024), "h200-sxm-141gb", 2, "tp=2");
+  ASSERT_TRUE(edit.ok()) << edit.status().ToString();
+  EXPECT_TRUE(Has(edit->command, "image_edit.py --image input.png")) << edit->command;
+  EXPECT_TRUE(Has(edit->command, "--tensor-parallel-size 2")) << edit->command;
+  EXPECT_FALSE(LaunchOf("vllm-omni", "qwen-image-edit", At("qwen-image-edit", 1024, 1024), "h200-sxm-141gb", 2,
+                        "fsdp=2,ulysses=2")
+                   .ok());
+  auto i2v = LaunchOf("vllm-omni", "wan2.2-i2v-a14b", At("wan2.2-i2v-a14b", 720, 1280, 121), "h100-sxm5-80gb", 2,
+                      "ulysses=2,fsdp=2");
+  ASSERT_TRUE(i2v.ok()) << i2v.status().ToString();
+  EXPECT_TRUE(Has(i2v->command, "image_to_video.py --image input.jpg")) << i2v->command;
+  EXPECT_TRUE(Has(i2v->command, "--model Wan-AI/Wan2.2-I2V-A14B-Diffusers")) << i2v->command;
+  EXPECT_TRUE(Has(i2v->command, "--ulysses-degree 2")) << i2v->command;
+  EXPECT_TRUE(Has(i2v->command, "--use-hsdp")) << i2v->command;
   auto trt = LaunchOf("trtllm-visualgen", "qwen-image", q, "h200-sxm-141gb", 2, "cfg=2");
   ASSERT_TRUE(trt.ok()) << trt.status().ToString();
   EXPECT_EQ(trt->config_name, "visual_gen.yaml");
