@@ -140,6 +140,11 @@ TEST(RuntimesTest, EachRuntimeSpellsItsOwnFlagsOrWritesItsOwnFile) {
   EXPECT_TRUE(Has(dif->command, "torchrun --nproc_per_node=8 run_ditune_plan.py")) << dif->command;
   EXPECT_TRUE(Has(dif->config_text, "ulysses_size=4, ring_size=None, tp_size=2,")) << dif->config_text;
   EXPECT_TRUE(Has(dif->config_text, "[pipe.text_encoder] if False else []")) << dif->config_text;
+  // CogVideoX1.5 through diffusers' CogVideoXPipeline: the script loads its own repository.
+  auto cog15 = LaunchOf("diffusers", "cogvideox1.5-5b", At("cogvideox1.5-5b", 768, 1360, 81), "a100-sxm4-80gb", 2,
+                        "ulysses=2");
+  ASSERT_TRUE(cog15.ok()) << cog15.status().ToString();
+  EXPECT_TRUE(Has(cog15->config_text, "THUDM/CogVideoX1.5-5B")) << cog15->config_text;
   auto split = LaunchOf("diffusers", "flux.2-dev", At("flux.2-dev", 1024, 1024), "l20-48gb", 8,
                         "ulysses=4,tp=2,te=parallel");
   ASSERT_TRUE(split.ok()) << split.status().ToString();
