@@ -129,6 +129,7 @@ int RunModels(int argc, char** argv) {
         if (d.cache_frames > 0) memory["cache_frames"] = d.cache_frames;
         nlohmann::json& vae = out.back()["vae"];
         vae["decoder_params"] = m.vae_decoder_params;
+        vae["encoder_params"] = m.vae_encoder_params;
         vae["decoder_flops_per_pixel"] = m.vae_decoder_flops_per_pixel;
         vae["decode_memory"] = memory;
       }

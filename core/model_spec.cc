@@ -126,6 +126,8 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
       }
     }
     m.vae_decoder_params = vf.Number("decoder_params", 0, 1e12);
+    if (vf.Has("encoder_params")) m.vae_encoder_params = vf.Number("encoder_params", 0, 1e12);
+    if (vf.Has("params_source")) (void)vf.String("params_source");  // where the parameter counts come from
     m.vae_decoder_flops_per_pixel = vf.Number("decoder_flops_per_pixel", 0, 1e12);
     if (vf.Has("decoder_attention_channels")) {
       m.vae_decoder_attention_channels = vf.Number("decoder_attention_channels", 0, 1e6);
@@ -176,6 +178,7 @@ StatusOr<ModelSpec> ParseModelSpec(const nlohmann::json& j, const std::string& o
       if (ef.Has("unsplit_params")) t.unsplit_params = ef.Number("unsplit_params", 0, t.params);
       if (ef.Has("layers")) t.layers = static_cast<int>(ef.Int("layers", 1, 1000));
       t.image_encoder = ef.OptionalBool("image_encoder", false);
+      if (ef.Has("source")) (void)ef.String("source");  // where its figures come from
       ef.RejectUnknownKeys();
       if (!ef.status().ok()) return ef.status();
       m.text_encoders.push_back(std::move(t));

@@ -110,6 +110,10 @@ struct ModelSpec {
   int frame_group = 0;
   int latent_frames_per_group = 0;
   double vae_decoder_params = 0;
+  // The encoder's parameters: a runtime loads the whole autoencoder onto the GPU, so they are
+  // resident beside the decoder's though nothing of a text-to-video run encodes (LTX-2's video
+  // encoder is larger than its decoder). 0 where the model file gives none.
+  double vae_encoder_params = 0;
   double vae_decoder_flops_per_pixel = 0;  // per output pixel and frame
   // Width of the decoder's self-attention over every latent position of a frame (the SD-family
   // VAE's mid block: one head of 512 channels), whose cost is quadratic in the latent size and

@@ -147,7 +147,7 @@ Bytes VaeDecodeBytes(const ModelSpec& m, const Workload& w, const ParallelConfig
 OffloadTraffic OffloadMoves(const ModelSpec& m, const ParallelConfig& c) {
   if (c.offload == 0) return {};
   const Bytes text = Encoders(m, c).turn;
-  const Bytes vae(m.encoders_remote ? 0.0 : m.vae_decoder_params * kElementBytes);
+  const Bytes vae(m.encoders_remote ? 0.0 : (m.vae_decoder_params + m.vae_encoder_params) * kElementBytes);
   const Bytes dit = DitWeightBytes(m, c);
   return {text + text + dit, dit + vae + vae};
 }
@@ -170,7 +170,10 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
   const bool local_parts = opt.encoders_resident && !m.encoders_remote;
   const EncoderBytes enc = local_parts ? Encoders(m, c) : EncoderBytes{};
   // The VAE on the CPU (vae=cpu) holds nothing on the GPU.
-  mb.vae_weights = Bytes(local_parts && c.vae != VaePlacement::kCpu ? m.vae_decoder_params * place.vae_bytes_per_value : 0.0);
+  // The whole autoencoder is loaded: the encoder's weights sit beside the decoder's.
+  mb.vae_weights = Bytes(local_parts && c.vae != VaePlacement::kCpu
+                             ? (m.vae_decoder_params + m.vae_encoder_params) * place.vae_bytes_per_value
+                             : 0.0);
   mb.text_encoder_weights = enc.resident + enc.encoding;
   mb.offloaded = c.offload != 0;
   if (!mb.offloaded) mb.encoders = enc.resident;

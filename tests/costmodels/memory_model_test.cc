@@ -190,6 +190,31 @@ TEST(MemoryModelTest, ImageDecoderHoldsThreeFullResolutionMapsOf256Channels) {
   EXPECT_DOUBLE_EQ(ltx.vae_decode.value(), 2.0 * (4 * 8 + 3) * 512.0 * 768.0 * 121.0);
 }
 
+// A pipeline holds its whole autoencoder and every component it registers: LTX-2's video
+// encoder (about 0.70B parameters, larger than its 0.45B decoder) and its text connectors
+// (1.43B, a component of their own that text-encoder parallelism leaves whole) sit on each
+// rank beside the split DiT and Gemma.
+TEST(MemoryModelTest, TheWholeAutoencoderAndTheTextConnectorsAreResident) {
+  const ModelSpec& ltx = **Cat().Model("ltx-2");
+  ASSERT_GT(ltx.vae_encoder_params, ltx.vae_decoder_params);
+  const MemoryBreakdown tp4 = Mem("ltx-2", 512, 768, 121, "tp=4,te=parallel", "l20-48gb", OutputType::kDecoded);
+  EXPECT_DOUBLE_EQ(tp4.vae_weights.value(), 2.0 * (ltx.vae_decoder_params + ltx.vae_encoder_params));
+  double whole_connectors = 0;
+  for (const auto& t : ltx.text_encoders) {
+    if (t.params == t.unsplit_params) whole_connectors += t.params;
+  }
+  EXPECT_GT(whole_connectors, 1e9);
+  // The connectors stay whole however many ranks split Gemma.
+  const MemoryBreakdown tp2 = Mem("ltx-2", 512, 768, 121, "ulysses=2,tp=2,te=parallel", "l20-48gb", OutputType::kDecoded);
+  EXPECT_GE(tp4.encoders.value(), 2.0 * whole_connectors);
+  EXPECT_GE(tp2.encoders.value(), 2.0 * whole_connectors);
+  // A model file without an encoder count prices the decoder alone, as before.
+  const ModelSpec& flux = **Cat().Model("flux.1-dev");
+  const MemoryBreakdown f = Mem("flux.1-dev", 1024, 1024, 1, "", "h100-sxm5-80gb", OutputType::kDecoded);
+  EXPECT_DOUBLE_EQ(flux.vae_encoder_params, 0);
+  EXPECT_DOUBLE_EQ(f.vae_weights.value(), 2.0 * flux.vae_decoder_params);
+}
+
 // genmoai/mochi #107: 4 x A30 (24 GB) ran out of memory decoding 163 frames at 848x480; a
 // later comment hit it on 2 x A100 40 GB. The untiled decode alone is past those cards; tile
 // by tile it fits.
