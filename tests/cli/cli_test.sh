@@ -287,7 +287,7 @@ expect check-trtllm-yaml 0 "visual_gen.yaml beside it:.*|cfg_size: 2" \
   --runtime trtllm-visualgen
 expect launch-diffusers-dry-run 0 "ulysses_size=(2|None), ring_size=(2|None), tp_size=(2|None)," \
   -- launch --auto --model flux.1-dev --gpu h100-sxm5-80gb --gpus 2 --runtime diffusers --dry-run
-expect runtimes-list 0 "wan-generate +Wan generate.py +eager +5" -- runtimes
+expect runtimes-list 0 "wan-generate +Wan generate.py +eager +6" -- runtimes
 expect plan-methods-restrict 0 "^1 +(ulysses|ring)=[0-9]+(,ring=[0-9]+)? " -- plan --model pixart-alpha --height 2048 --width 2048 \
   --gpu l40-48gb --gpus 8 --methods ulysses,ring
 expect plan-methods-bad 2 "--methods: 'pipe' is not a method; valid: ulysses, ring, pipefusion" -- plan --model pixart-alpha \

@@ -95,6 +95,14 @@ TEST(RuntimesTest, WanGenerateRunsEveryRankAsASequenceRankAndShardsOverAll) {
                        "ring=4");
   ASSERT_FALSE(ring.ok());
   EXPECT_TRUE(Has(ring.status().message(), "Ring sequence parallelism")) << ring.status().message();
+  // TI2V-5B: its own task, 1280*704, and the README's single-card flags for a 24 GB GPU.
+  const Workload ti2v = At("wan2.2-ti2v-5b", 704, 1280, 121);
+  auto card = LaunchOf("wan-generate", "wan2.2-ti2v-5b", ti2v, "rtx4090-24gb", 1, "offload=1,te=cpu");
+  ASSERT_TRUE(card.ok()) << card.status().ToString();
+  EXPECT_TRUE(Has(card->command, "--task ti2v-5B")) << card->command;
+  EXPECT_TRUE(Has(card->command, "--size 1280*704 --frame_num 121")) << card->command;
+  EXPECT_TRUE(Has(card->command, "--t5_cpu")) << card->command;
+  EXPECT_FALSE(LaunchOf("wan-generate", "wan2.2-ti2v-5b", ti2v, "h100-sxm5-80gb", 4, "ring=4").ok());
 }
 
 TEST(RuntimesTest, EachRuntimeSpellsItsOwnFlagsOrWritesItsOwnFile) {
