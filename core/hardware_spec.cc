@@ -48,6 +48,12 @@ StatusOr<GpuSpec> ParseGpuSpec(const nlohmann::json& j, const std::string& origi
   // Optional for hardware files written before it: PCIe 4.0 x16 (31.5 GB/s a direction).
   g.host_link = GigabytesPerSecond(f.Has("host_link_gbps") ? f.Number("host_link_gbps", 0.001, 1e5) : 31.5);
   g.sm_count = static_cast<int>(f.Int("sm_count", 1, 100000));
+  if (f.Has("peer_access")) {
+    g.peer_access = f.Bool("peer_access");
+    if (f.String("peer_access_source").empty()) {
+      f.Fail(origin + ": peer_access_source is empty: every fact cites its source");
+    }
+  }
   g.default_intra = f.String("default_intra");
   g.max_gpus_per_node = static_cast<int>(f.Int("max_gpus_per_node", 1, 4096));
   g.device_names = f.StringArray("device_names");

@@ -26,6 +26,10 @@ struct GpuSpec {
   BytesPerSecond host_link;
   Bytes memory;
   int sm_count = 0;
+  // Whether the driver lets two such GPUs read and write each other's memory. Without it
+  // (GeForce cards), NCCL moves every transfer between them through host memory, its SHM
+  // transport, and a send is a staged copy rather than a peer write.
+  bool peer_access = true;
   std::string default_intra;  // link id of a typical box with this GPU
   int max_gpus_per_node = 8;
   std::vector<std::string> device_names;  // what the driver reports, for detection

@@ -67,6 +67,8 @@ LinkTier CommModel::TierOf(const std::vector<int>& group) const {
   return LinkTier::kIntra;
 }
 
+bool CommModel::PeerAccess() const { return cluster_->gpu == nullptr || cluster_->gpu->peer_access; }
+
 std::string CommModel::FitKey(Collective c, LinkTier tier) const {
   switch (tier) {
     case LinkTier::kIntra: return fmt::format("{}/{}", CollectiveName(c), cluster_->intra->id);

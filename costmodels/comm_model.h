@@ -43,6 +43,9 @@ class CommModel {
   explicit CommModel(const Cluster& cluster);
 
   LinkTier TierOf(const std::vector<int>& group) const;
+  // Whether transfers between this node's GPUs go peer to peer (GpuSpec::peer_access); false:
+  // each is staged through host memory.
+  bool PeerAccess() const;
   // The socket of a rank inside its node (0 where the box has one socket).
   int SocketOf(int rank) const;
   // The most shares any one PCIe switch's uplink carries each way in an all-to-all of

@@ -334,7 +334,16 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w, const Parallel
     const double share = share_[static_cast<int>(Axis::kRing)];
     const Seconds pass = comm_.Time(Collective::kSendRecv, Bytes(2 * qkv_one), {group[0], group[1]}, share);
     const Seconds chunk = c.attn / config.ring;
-    if (pass > chunk) c.ring_exposed = (pass - chunk) * (config.ring - 1);
+    if (!comm_.PeerAccess()) {
+      // Without peer access each pass is a copy staged through host memory, and it does not
+      // hide behind the attention: on 4 RTX 4090s, Ulysses-2 x Ring-2 attention over 36,000
+      // tokens (40 heads of 128) took 84.76 ms against Ulysses-4's 72.72, the Ring-2 half's
+      // transfer on top of the same compute, and Ulysses-4 was faster at every length
+      // measured (feifeibear/long-context-attention#88, 2024-10-14).
+      c.ring_exposed = pass * (config.ring - 1);
+    } else if (pass > chunk) {
+      c.ring_exposed = (pass - chunk) * (config.ring - 1);
+    }
   }
   if (config.tp > 1) {
     const auto group = layout_.GroupOf(rep, Axis::kTp);

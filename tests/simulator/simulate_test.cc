@@ -192,6 +192,34 @@ TEST(SimulateTest, GoldenRingPaysTheUlyssesWrapper) {
               3 * f.compute.launch_overhead().value(), 1e-15);
 }
 
+// Without peer access (GeForce) each Ring pass is a copy staged through host memory that does
+// not hide behind the attention (long-context-attention #88 on 4 RTX 4090s): the whole pass is
+// exposed, where with peer access only what the attention chunk does not cover is.
+TEST(SimulateTest, RingPassesWithoutPeerAccessAreNotHidden) {
+  Fixture f("wan2.1-14b", "rtx4090-24gb", 4, "ring=4", 480, 832, 50, OutputType::kLatent, 81);
+  ASSERT_FALSE(f.cluster.gpu->peer_access);
+  const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
+  auto layout = *RankLayout::Create(f.config, 8);
+  StageCosts staged(*f.model, t, f.workload, f.config, layout, f.compute, f.comm);
+  const BlockCost& b = staged.Block(0, false);
+  // The same box with peer access: the GPU entry copied with it turned on.
+  GpuSpec peer = *f.cluster.gpu;
+  peer.peer_access = true;
+  Cluster with_peer = f.cluster;
+  with_peer.gpu = &peer;
+  CommModel comm_peer(with_peer);
+  StageCosts direct(*f.model, t, f.workload, f.config, layout, f.compute, comm_peer);
+  const BlockCost& d = direct.Block(0, false);
+  ASSERT_GT(b.ring_exposed.value(), 0.0);
+  EXPECT_GT(b.ring_exposed.value(), d.ring_exposed.value());
+  // Exposed in full: three passes of this rank's K and V (bf16) over the link.
+  const RankWork w = ComputeRankWork(*f.model, t, f.workload, f.config);
+  const auto group = layout.GroupOf(0, Axis::kRing);
+  const double kv = 2.0 * 2.0 * w.batch * static_cast<double>(w.img_tokens) * f.model->hidden;
+  const Seconds pass = f.comm.Time(Collective::kSendRecv, Bytes(kv), {group[0], group[1]});
+  EXPECT_NEAR(b.ring_exposed.value(), 3 * pass.value(), 1e-9);
+}
+
 // xDiT hands every sequence-parallel attention to its ring function, Ulysses alone included
 // (a Ring group of one): each call pays the ring call's own ops on the host and the output's
 // casts to fp32 and back on the device. Without sequence parallelism, and in ditune's engine,
