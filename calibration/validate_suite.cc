@@ -21,15 +21,6 @@ namespace {
 // show (RefineComputeScales).
 constexpr int kCalibrateRefinements = 2;
 
-double Metric(const SimResult& r, SuiteScope scope) {
-  switch (scope) {
-    case SuiteScope::kE2e: return r.total.value();
-    case SuiteScope::kDit: return r.dit.value();
-    case SuiteScope::kStep: return r.step.value();
-  }
-  return r.total.value();
-}
-
 struct Prediction {
   ParallelConfig config;
   SimResult result;
@@ -129,7 +120,7 @@ StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, con
     }
     DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, sim));
     const bool better = !best || (r.fits && !best->result.fits) ||
-                        (r.fits == best->result.fits && Metric(r, row.scope) < Metric(best->result, row.scope));
+                        (r.fits == best->result.fits && ScopeSeconds(r, row.scope) < ScopeSeconds(best->result, row.scope));
     if (better) best = Prediction{c, std::move(r)};
     return Status::Ok();
   };
@@ -155,7 +146,7 @@ StatusOr<std::optional<double>> PredictRowLatency(const SuiteRow& row, const Cat
                                                   const std::vector<Fit>& fits) {
   DITUNE_ASSIGN_OR_RETURN(Prediction p, PredictRow(row, catalog, fits));
   if (!p.result.fits) return std::optional<double>();
-  return std::optional<double>(Metric(p.result, row.scope));
+  return std::optional<double>(ScopeSeconds(p.result, row.scope));
 }
 
 Status RefineComputeScales(const std::vector<const SuiteRow*>& rows, const Catalog& catalog,
@@ -247,7 +238,7 @@ StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Cata
     const SuiteRow& row = *calibrate_rows[i];
     DITUNE_ASSIGN_OR_RETURN(Prediction p, std::move(calibrate_predictions[i]));
     auto& [modelled, measured] = ratios[E2eFitKey(row.cluster.gpu_id, row.workload.model_id)];
-    modelled.push_back(Metric(p.result, row.scope));
+    modelled.push_back(ScopeSeconds(p.result, row.scope));
     measured.push_back(*row.latency_s);
   }
   std::vector<Fit> e2e;
@@ -291,7 +282,7 @@ StatusOr<SuiteReport> PredictSuite(const std::vector<SuiteRow>& rows, const Cata
       res.memory_phase = std::string(MemoryPhaseName(mem.peak_phase()));
       if (row.memory_gb) res.memory_ape = std::abs(*res.predicted_memory_gb - *row.memory_gb) / *row.memory_gb;
     }
-    if (p.result.fits) res.predicted_s = Metric(p.result, row.scope);
+    if (p.result.fits) res.predicted_s = ScopeSeconds(p.result, row.scope);
     if (row.role == SuiteRole::kPredict && row.latency_s) {
       res.ape = p.result.fits ? std::abs(*res.predicted_s - *row.latency_s) / *row.latency_s
                               : 1.0;  // a run that worked, predicted not to fit: counted as 100% off
@@ -358,7 +349,7 @@ SuiteSummary Summarize(const std::vector<ScoredRow>& rows) {
       if (*r->predicted_s < *chosen->predicted_s) chosen = r;
       fastest = std::min(fastest, *r->published_s);
     }
-    summary.choice_pass += *chosen->published_s <= 1.10 * fastest;
+    summary.choice_pass += *chosen->published_s <= kChoiceWithin * fastest;
   }
   summary.median_ape = Quantile(apes, 0.5);
   summary.p90_ape = Quantile(apes, 0.9);
@@ -411,6 +402,15 @@ StatusOr<SuiteReport> ValidateSuite(const std::vector<SuiteRow>& rows, const Cat
   }
   DITUNE_RETURN_IF_ERROR(store->ReplaceFits(e2e));
   return report;
+}
+
+double ScopeSeconds(const SimResult& r, SuiteScope scope) {
+  switch (scope) {
+    case SuiteScope::kE2e: return r.total.value();
+    case SuiteScope::kDit: return r.dit.value();
+    case SuiteScope::kStep: return r.step.value();
+  }
+  return r.total.value();
 }
 
 }  // namespace ditune

@@ -12,6 +12,7 @@
 #include "core/catalog.h"
 #include "store/store.h"
 #include "calibration/suite.h"
+#include "simulator/simulate.h"
 
 namespace ditune {
 
@@ -66,6 +67,14 @@ struct ScoredRow {
   bool best = false;                  // the planner chose the configuration ("best")
   std::optional<double> memory_ape;   // against a published peak per GPU
 };
+
+// The seconds of `r` that a row of `scope` publishes: the whole generation, the denoising
+// loop, or one steady step.
+double ScopeSeconds(const SimResult& r, SuiteScope scope);
+
+// A choice is right where the configuration ditune predicts fastest measured within this
+// factor of the measured fastest.
+inline constexpr double kChoiceWithin = 1.10;
 
 // The summary of scored rows: median and p90 APE over predict rows, OOM agreement, and
 // choice per (group, GPU count) with two or more published configurations.

@@ -14,23 +14,11 @@
 #include "core/names.h"
 #include "core/parallel_config.h"
 #include "core/workload.h"
+#include "calibration/validate_suite.h"
 #include "planner/plan.h"
 
 namespace ditune {
 namespace {
-
-// The run ditune predicts fastest is right when it measured within this factor of the
-// fastest: validate's choice sets judge the same way (calibration/validate_suite.cc).
-constexpr double kWithinFastest = 1.10;
-
-double ScopeSeconds(const SimResult& r, SuiteScope scope) {
-  switch (scope) {
-    case SuiteScope::kE2e: return r.total.value();
-    case SuiteScope::kDit: return r.dit.value();
-    case SuiteScope::kStep: return r.step.value();
-  }
-  return r.total.value();
-}
 
 std::string RunLabel(const QuestionRun& run) {
   return fmt::format("{} on {} GPU{}", run.config.empty() ? "one device" : run.config, run.gpus,
@@ -249,7 +237,7 @@ QuestionAnswer Answer(const Catalog& catalog, const std::vector<Fit>& fits, cons
         if (*a.runs[i].predicted_s < *a.runs[best].predicted_s) best = i;
       }
       a.ditune_says = fmt::format("{} fastest ({})", RunLabel(q.runs[best]), Seconds2(*a.runs[best].predicted_s));
-      a.verdict = *q.runs[best].seconds <= kWithinFastest * *q.runs[measured_best].seconds ? Verdict::kRight
+      a.verdict = *q.runs[best].seconds <= kChoiceWithin * *q.runs[measured_best].seconds ? Verdict::kRight
                                                                                            : Verdict::kWrong;
       return a;
     }
