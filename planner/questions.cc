@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cluster.h"
+#include "core/enum_names.h"
 #include "core/json_fields.h"
 #include "core/names.h"
 #include "core/parallel_config.h"
@@ -19,6 +20,11 @@
 
 namespace ditune {
 namespace {
+
+constexpr EnumName<QuestionKind> kQuestionKindNames[] = {
+    {QuestionKind::kFaster, "faster"}, {QuestionKind::kSpeedup, "speedup"}, {QuestionKind::kFits, "fits"}};
+constexpr EnumName<Verdict> kVerdictNames[] = {
+    {Verdict::kRight, "right"}, {Verdict::kWrong, "wrong"}, {Verdict::kUnanswered, "unanswered"}};
 
 std::string RunLabel(const QuestionRun& run) {
   return fmt::format("{} on {} GPU{}", run.config.empty() ? "one device" : run.config, run.gpus,
@@ -55,8 +61,10 @@ Question ParseOne(const nlohmann::json& j, const std::string& where, Status* sta
   if (g.Has("inter")) q.inter = g.String("inter");
   if (g.Has("gpus_per_node")) q.gpus_per_node = static_cast<int>(g.Int("gpus_per_node", 1, 1024));
   if (g.Has("runtime")) q.runtime = g.String("runtime");
-  const std::string ask = g.Enum("ask", {"faster", "speedup", "fits"});
-  q.kind = ask == "speedup" ? QuestionKind::kSpeedup : ask == "fits" ? QuestionKind::kFits : QuestionKind::kFaster;
+  std::vector<std::string> kinds;
+  for (const auto& e : kQuestionKindNames) kinds.emplace_back(e.name);
+  const std::string ask = g.Enum("ask", kinds);
+  if (auto kind = ParseIn(kQuestionKindNames, ask, "ask"); kind.ok()) q.kind = *kind;
   if (g.Has("tolerance")) {
     if (q.kind != QuestionKind::kSpeedup) g.Fail("'tolerance' is for ask 'speedup' only");
     q.tolerance = g.Number("tolerance", 0.01, 1);
@@ -104,23 +112,9 @@ Question ParseOne(const nlohmann::json& j, const std::string& where, Status* sta
 
 }  // namespace
 
-std::string_view QuestionKindName(QuestionKind k) {
-  switch (k) {
-    case QuestionKind::kFaster: return "faster";
-    case QuestionKind::kSpeedup: return "speedup";
-    case QuestionKind::kFits: return "fits";
-  }
-  return "?";
-}
+std::string_view QuestionKindName(QuestionKind k) { return NameIn(kQuestionKindNames, k); }
 
-std::string_view VerdictName(Verdict v) {
-  switch (v) {
-    case Verdict::kRight: return "right";
-    case Verdict::kWrong: return "wrong";
-    case Verdict::kUnanswered: return "unanswered";
-  }
-  return "?";
-}
+std::string_view VerdictName(Verdict v) { return NameIn(kVerdictNames, v); }
 
 StatusOr<std::vector<Question>> ParseQuestions(std::string_view text, std::string_view origin) {
   DITUNE_ASSIGN_OR_RETURN(nlohmann::json doc, ParseJsonText(text, origin));
