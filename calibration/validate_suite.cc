@@ -314,11 +314,22 @@ ScoredRow Scored(const SuiteRowResult& r) {
 }
 
 nlohmann::json SuiteSummaryJson(const SuiteSummary& s) {
-  return {{"rows", s.rows},           {"median_ape", s.median_ape}, {"p90_ape", s.p90_ape},
+  nlohmann::json j = {{"rows", s.rows},           {"median_ape", s.median_ape}, {"p90_ape", s.p90_ape},
           {"oom_agree", s.oom_agree}, {"oom_rows", s.oom_rows},     {"false_oom", s.false_oom},
           {"choice_sets", s.choice_sets}, {"choice_pass", s.choice_pass}, {"refused", s.refused},
           {"memory_rows", s.memory_rows}, {"memory_median_ape", s.memory_median_ape},
           {"memory_p90_ape", s.memory_p90_ape}};
+  if (!s.choice_misses.empty()) {
+    nlohmann::json misses = nlohmann::json::array();
+    for (const auto& m : s.choice_misses) {
+      misses.push_back({{"group", m.group}, {"gpus", m.gpus}, {"chosen", m.chosen},
+                        {"chosen_published_s", m.chosen_published_s}, {"chosen_predicted_s", m.chosen_predicted_s},
+                        {"fastest", m.fastest}, {"fastest_published_s", m.fastest_published_s},
+                        {"fastest_predicted_s", m.fastest_predicted_s}});
+    }
+    j["choice_misses"] = std::move(misses);
+  }
+  return j;
 }
 
 SuiteSummary Summarize(const std::vector<ScoredRow>& rows) {
@@ -349,7 +360,16 @@ SuiteSummary Summarize(const std::vector<ScoredRow>& rows) {
       if (*r->predicted_s < *chosen->predicted_s) chosen = r;
       fastest = std::min(fastest, *r->published_s);
     }
-    summary.choice_pass += *chosen->published_s <= kChoiceWithin * fastest;
+    if (*chosen->published_s <= kChoiceWithin * fastest) {
+      ++summary.choice_pass;
+      continue;
+    }
+    const ScoredRow* best = set.front();
+    for (const auto* r : set) {
+      if (*r->published_s < *best->published_s) best = r;
+    }
+    summary.choice_misses.push_back({key.first, key.second, chosen->config, best->config, *chosen->published_s,
+                                     *chosen->predicted_s, *best->published_s, *best->predicted_s});
   }
   summary.median_ape = Quantile(apes, 0.5);
   summary.p90_ape = Quantile(apes, 0.9);

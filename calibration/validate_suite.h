@@ -31,6 +31,16 @@ struct SuiteRowResult {
   std::optional<double> memory_ape;
 };
 
+// A set whose configuration ditune predicts fastest measured more than kChoiceWithin of the
+// fastest: what ditune picked and what it should have.
+struct ChoiceMiss {
+  std::string group;
+  int gpus = 0;
+  std::string chosen, fastest;             // configurations
+  double chosen_published_s = 0, chosen_predicted_s = 0;
+  double fastest_published_s = 0, fastest_predicted_s = 0;
+};
+
 struct SuiteSummary {
   int rows = 0;            // predict rows
   double median_ape = 0;
@@ -43,6 +53,7 @@ struct SuiteSummary {
   // within 10% of it.
   int choice_sets = 0;
   int choice_pass = 0;
+  std::vector<ChoiceMiss> choice_misses;  // the sets that did not pass, by group and GPU count
   int refused = 0;  // rows not predicted (SuiteRowResult::refused says why)
   // Rows (calibrate and predict: a peak is never calibrated) with a published peak per GPU,
   // and the error of the predicted peaks.
@@ -79,7 +90,8 @@ inline constexpr double kChoiceWithin = 1.10;
 // The summary of scored rows: median and p90 APE over predict rows, OOM agreement, and
 // choice per (group, GPU count) with two or more published configurations.
 SuiteSummary Summarize(const std::vector<ScoredRow>& rows);
-// {"rows", "median_ape", "p90_ape", "oom_agree", "oom_rows", "false_oom", "choice_sets", "choice_pass"}.
+// {"rows", "median_ape", "p90_ape", "oom_agree", "oom_rows", "false_oom", "choice_sets", "choice_pass", ...},
+// and "choice_misses" (group, gpus, chosen, fastest and their seconds) where a set did not pass.
 nlohmann::json SuiteSummaryJson(const SuiteSummary& s);
 ScoredRow Scored(const SuiteRowResult& r);
 

@@ -294,6 +294,13 @@ int RunValidate(int argc, char** argv) {
       "choice: {} of {} sets of published configurations (one group, one GPU count) have ditune's fastest within 10% "
       "of the published fastest\n",
       s.choice_pass, s.choice_sets);
+  for (const auto& m : s.choice_misses) {
+    std::cout << fmt::format(
+        "choice missed: {} on {} GPUs: ditune's fastest {} measured {:.3g} s (predicted {:.3g}); the fastest {} "
+        "{:.3g} s (predicted {:.3g})\n",
+        m.group, m.gpus, m.chosen, m.chosen_published_s, m.chosen_predicted_s, m.fastest, m.fastest_published_s,
+        m.fastest_predicted_s);
+  }
   std::cout << refusals;
   std::cout << fmt::format("summary: rows={} median_ape={:.3f} p90_ape={:.3f} oom_agree={}/{}{}\n", s.rows,
                            s.median_ape, s.p90_ape, s.oom_agree, s.oom_rows,

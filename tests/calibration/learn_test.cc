@@ -54,6 +54,40 @@ TEST(LearnTest, LossIsTheMeanAbsoluteLogRatio) {
   EXPECT_NEAR(SuiteLoss(r), (2 * std::log(2.0) + 1.0) / 3, 1e-12);
 }
 
+// A set passes where ditune's pick measured within 10% of the fastest; one that does not is
+// listed with what was picked and what was fastest.
+TEST(LearnTest, ChoiceMissesNameThePickAndTheFastest) {
+  auto row = [](std::string group, int gpus, std::string config, double published, double predicted) {
+    ScoredRow r;
+    r.group = std::move(group);
+    r.gpus = gpus;
+    r.config = std::move(config);
+    r.published_s = published;
+    r.predicted_s = predicted;
+    r.ape = std::abs(predicted - published) / published;
+    return r;
+  };
+  const std::vector<ScoredRow> rows = {
+      row("a", 4, "ulysses=4", 1.00, 0.90), row("a", 4, "ring=4", 1.05, 1.00),  // pick 1.00 s: passes
+      row("b", 8, "tp=8", 2.00, 0.50), row("b", 8, "ring=8", 1.00, 0.60),       // pick 2.00 s: misses
+      row("b", 4, "ulysses=4", 3.00, 1.00)};                                    // a set of one: not a set
+  const SuiteSummary s = Summarize(rows);
+  EXPECT_EQ(s.choice_sets, 2);
+  EXPECT_EQ(s.choice_pass, 1);
+  ASSERT_EQ(s.choice_misses.size(), 1u);
+  const ChoiceMiss& m = s.choice_misses[0];
+  EXPECT_EQ(m.group, "b");
+  EXPECT_EQ(m.gpus, 8);
+  EXPECT_EQ(m.chosen, "tp=8");
+  EXPECT_EQ(m.fastest, "ring=8");
+  EXPECT_DOUBLE_EQ(m.chosen_published_s, 2.0);
+  EXPECT_DOUBLE_EQ(m.fastest_predicted_s, 0.6);
+  const nlohmann::json j = SuiteSummaryJson(s);
+  ASSERT_TRUE(j.contains("choice_misses"));
+  EXPECT_EQ(j["choice_misses"][0]["fastest"], "ring=8");
+  EXPECT_FALSE(SuiteSummaryJson(Summarize({rows[0], rows[1]})).contains("choice_misses"));
+}
+
 TEST(LearnTest, LearningLowersTheLossAndIsDeterministic) {
   const auto rows = Groups(Suite(), {"flux-dev-1024-h100", "pixart-1024-8xl40-methods", "consisid-h100"});
   LearnOptions opt;
