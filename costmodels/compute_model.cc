@@ -72,8 +72,11 @@ Seconds ComputeModel::CurveTime(const OpCost& op) const {
   }
   if (fits_[c]) return Seconds(fits_[c]->TimeAt(FitSize(op)));
   const DefaultEfficiency& d = defaults_[c];
-  // Memory roofline for every class at the elementwise efficiency.
-  const double mem_rate = memory_bandwidth_.value() * defaults_[static_cast<int>(OpClass::kElementwise)].e_max;
+  // Memory roofline for every class at the elementwise efficiency, times the learned share of
+  // it that eager ops achieve (Mechanisms::memory_efficiency; never past 95% of the HBM's).
+  const double mem_rate = memory_bandwidth_.value() *
+                          std::min(0.95, defaults_[static_cast<int>(OpClass::kElementwise)].e_max *
+                                             mechanisms_.memory_efficiency);
   const double t_mem = op.bytes.value() / mem_rate;
   if (op.cls == OpClass::kElementwise) return Seconds(d.t0_s + t_mem);
   const double t_compute = d.t0_s + op.flops.value() / (peak_.value() * d.e_max);

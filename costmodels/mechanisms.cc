@@ -29,6 +29,8 @@ const std::vector<MechanismParam>& MechanismParams() {
        "all-reduce bandwidth on a PCIe box over the catalog's"},
       {"pcie_p2p_efficiency", &Mechanisms::pcie_p2p_efficiency, 0.05, 1.5,
        "point-to-point bandwidth on a PCIe box over the catalog's"},
+      {"memory_efficiency", &Mechanisms::memory_efficiency, 0.25, 1.2,
+       "memory-bound ops' achieved bandwidth over the catalog default (80% of the HBM's)"},
       {"image_vae_scale", &Mechanisms::image_vae_scale, 0.2, 20, "image VAE decode, measured over modelled"},
       {"video_vae_scale", &Mechanisms::video_vae_scale, 0.2, 40, "video VAE decode over its vol2col traffic at memory bandwidth"},
       {"cross_socket_efficiency", &Mechanisms::cross_socket_efficiency, 0.01, 1.5,

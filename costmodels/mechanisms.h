@@ -72,6 +72,15 @@ struct Mechanisms {
   // Achieved fraction of a PCIe box's catalog point-to-point bandwidth (Ring passes,
   // PipeFusion patches).
   double pcie_p2p_efficiency = 1;
+  // Achieved fraction of the memory-bound ops' catalog bandwidth (80% of the HBM's: the
+  // norms, modulations, activations, rotary embeddings and copies of every block, and the
+  // video VAE's vol2col traffic), where no curve was measured. Eager PyTorch runs them as
+  // several kernels each: on an H200, one eager op moved its counted bytes at 3-76% of the
+  // HBM's bandwidth, 19% over all of them by bytes (data/measured/h200-20261128/
+  // torch_ops.csv). Too fast, they made every (GPU, model)'s cost grow too steeply with the
+  // sequence (attention's share grows with it), which one compute scale per pair cannot
+  // follow: Wan2.2 A14B's 480p runs were priced 7-10% under and its 720p runs 7-13% over.
+  double memory_efficiency = 1;
   // Measured over modelled VAE decode of images, and of videos decoded frame by frame by an
   // image VAE (no temporal compression: Latte): the 2-D decoder's convolutions against the
   // GEMM roofline the model assumes.

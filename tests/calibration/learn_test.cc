@@ -733,10 +733,13 @@ TEST(MeasuredRunsTest, ATracesClassTimesScaleThatClassOnItsGpu) {
   ASSERT_TRUE(factory.ok());
   ASSERT_EQ(FitOf(*factory, kFitKindE2e, "h100-sxm5-80gb/pixart-alpha"), nullptr);
   // The modelled device time per step, from the ops of one forward: PixArt's 28 blocks and
-  // the work around them, on catalog curves.
+  // the work around them, on catalog curves with the factory's constants.
   const ModelSpec* model = *Cat().Model("pixart-alpha");
   const Workload w{"pixart-alpha", 1024, 1024, 1, 20, 1, OutputType::kLatent};
-  const ComputeModel defaults = ComputeModel::Defaults(**Cat().Gpu("h100-sxm5-80gb"));
+  ComputeModel defaults = ComputeModel::Defaults(**Cat().Gpu("h100-sxm5-80gb"));
+  auto mechanisms = MechanismsIn(*factory, "h100-sxm5-80gb");
+  ASSERT_TRUE(mechanisms.ok() && mechanisms->has_value());
+  defaults.SetMechanisms(**mechanisms);
   const RankWork work = ComputeRankWork(*model, *ComputeTokenGeometry(*model, w), w, ParallelConfig{});
   std::map<OpClass, double> per_step;
   std::vector<OpCost> ops = StepOverheadOps(*model, work);
