@@ -77,9 +77,11 @@ struct Mechanisms {
   // video VAE's vol2col traffic), where no curve was measured. Eager PyTorch runs them as
   // several kernels each: on an H200, one eager op moved its counted bytes at 3-76% of the
   // HBM's bandwidth, 19% over all of them by bytes (data/measured/h200-20261128/
-  // torch_ops.csv). Too fast, they made every (GPU, model)'s cost grow too steeply with the
-  // sequence (attention's share grows with it), which one compute scale per pair cannot
-  // follow: Wan2.2 A14B's 480p runs were priced 7-10% under and its 720p runs 7-13% over.
+  // torch_ops.csv). Priced too fast, they made a (GPU, model)'s cost grow too steeply with
+  // the sequence (attention's share grows with it), which one compute scale per pair cannot
+  // follow: PixArt's single-A100 runs of xDiT's legacy charts were priced 11% under at 1024²
+  // and 5% over at 4096² (5% under and 4% over since), and on one L40 in xDiT's suite 4%
+  // under at 1024² and 9% over at 4096² (0% and 2% over since).
   double memory_efficiency = 1;
   // Measured over modelled VAE decode of images, and of videos decoded frame by frame by an
   // image VAE (no temporal compression: Latte): the 2-D decoder's convolutions against the
