@@ -113,6 +113,34 @@ TEST(PlanTest, ObjectivesRankDifferently) {
   EXPECT_TRUE(j["ranked"][0].contains("speedup"));
 }
 
+// An eager winner whose steps mostly wait for the host says what torch.compile would make of
+// the same configuration: the compiled plan's own price for it. A compiled plan says nothing.
+TEST(PlanTest, AHostBoundEagerWinnerNamesItsCompiledPrice) {
+  const Cluster cluster = *ResolveCluster({"h100-sxm5-80gb", 8}, Cat());
+  Workload w{"flux.1-dev", 1024, 1024, 1, 28, 1, OutputType::kDecoded};
+  PlanOptions eager, compiled;
+  eager.top_k = 1000;
+  compiled.top_k = 1000;
+  compiled.launch.torch_compile = true;
+  auto a = MakePlan(Cat(), w, cluster, {}, eager);
+  auto b = MakePlan(Cat(), w, cluster, {}, compiled);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const Candidate& best = a->ranked.front();
+  ASSERT_GT(best.result.steady.host_wait.value(), 0.2 * best.result.step.value())
+      << "the case no longer has a host-bound winner";
+  const Candidate* same = nullptr;
+  for (const auto& c : b->ranked) {
+    if (ToString(c.config) == ToString(best.config)) same = &c;
+  }
+  ASSERT_NE(same, nullptr);
+  const std::string want = fmt::format("compiled (xDiT's --use_torch_compile), the same configuration is priced at {:.3f} s",
+                                       same->result.total.value());
+  int found = 0;
+  for (const auto& line : a->explanation) found += line.find(want) != std::string::npos;
+  EXPECT_EQ(found, 1) << "no line says: " << want;
+  for (const auto& line : b->explanation) EXPECT_EQ(line.find("compiled ("), std::string::npos) << line;
+}
+
 // A plan for ditune's engine is priced as the engine runs (no Python glue, one kernel per
 // op, its own scale), so the same workload is predicted faster and may rank differently;
 // the executor is part of the plan and of its cache key. On CPU ranks ditune's executor is
