@@ -252,6 +252,7 @@ StatusOr<RuntimeSupport> ParseRuntimeSupport(const nlohmann::json& j, const std:
       }
       s.memory.offload_vae_stays = mf.OptionalBool("offload_vae_stays", false);
       s.memory.offload_dit_during_text = mf.OptionalBool("offload_dit_during_text", false);
+      s.memory.text_encoders_layerwise = mf.OptionalBool("text_encoders_layerwise", false);
       s.memory.source = mf.String("source");
       mf.RejectUnknownKeys();
       if (!mf.status().ok()) return mf.status();

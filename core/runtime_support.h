@@ -152,6 +152,11 @@ struct RuntimeMemory {
   // runs (dit_during_text).
   bool offload_vae_stays = false;
   bool offload_dit_during_text = false;
+  // The entry point streams the text encoders' layers from pinned host memory by default
+  // (SGLang Diffusion's layerwise offload): on the GPU stay only the weights outside the
+  // layers (the model file's unsplit_params) and, while encoding, the running layer and the
+  // one fetched ahead. Only where te= leaves the encoders whole.
+  bool text_encoders_layerwise = false;
   std::string source;
 };
 

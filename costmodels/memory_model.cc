@@ -32,7 +32,7 @@ struct EncoderBytes {
 };
 
 // The text and image encoders' bytes on one rank, as te= places the text encoders.
-EncoderBytes Encoders(const ModelSpec& m, const ParallelConfig& c) {
+EncoderBytes Encoders(const ModelSpec& m, const ParallelConfig& c, const RuntimeMemory& place) {
   EncoderBytes e;
   if (m.encoders_remote) return e;
   const double world = c.world_size();
@@ -45,6 +45,17 @@ EncoderBytes Encoders(const ModelSpec& m, const ParallelConfig& c) {
     }
     switch (c.te) {
       case TextEncoderPlacement::kWhole:
+        if (place.text_encoders_layerwise && t.unsplit_params > 0) {
+          // Streamed layer by layer: what lies outside the layers stays, and while encoding
+          // the running layer and the one fetched ahead.
+          const double layers = t.layers > 0 ? t.layers : kDefaultEncoderLayers;
+          const Bytes kept(t.unsplit_params * kComputeBytes);
+          const Bytes streaming(2.0 * (t.params - t.unsplit_params) / layers * kComputeBytes);
+          e.resident = e.resident + kept;
+          e.encoding = e.encoding + streaming;
+          e.turn = e.turn + kept + streaming;
+          break;
+        }
         e.resident = e.resident + Bytes(whole);
         e.turn = e.turn + Bytes(whole);
         break;
@@ -146,7 +157,7 @@ Bytes VaeDecodeBytes(const ModelSpec& m, const Workload& w, const ParallelConfig
 
 OffloadTraffic OffloadMoves(const ModelSpec& m, const ParallelConfig& c) {
   if (c.offload == 0) return {};
-  const Bytes text = Encoders(m, c).turn;
+  const Bytes text = Encoders(m, c, RuntimeMemory{}).turn;
   const Bytes vae(m.encoders_remote ? 0.0 : (m.vae_decoder_params + m.vae_encoder_params) * kElementBytes);
   const Bytes dit = DitWeightBytes(m, c);
   return {text + text + dit, dit + vae + vae};
@@ -168,7 +179,7 @@ MemoryBreakdown RankMemory(const ModelSpec& m, const TokenGeometry& tokens, cons
   const int tp = c.tp;
   mb.weights = DitWeightBytes(m, c, place) + Bytes(m.control.params * kComputeBytes);
   const bool local_parts = opt.encoders_resident && !m.encoders_remote;
-  const EncoderBytes enc = local_parts ? Encoders(m, c) : EncoderBytes{};
+  const EncoderBytes enc = local_parts ? Encoders(m, c, place) : EncoderBytes{};
   // The VAE on the CPU (vae=cpu) holds nothing on the GPU.
   // The whole autoencoder is loaded: the encoder's weights sit beside the decoder's.
   mb.vae_weights = Bytes(local_parts && c.vae != VaePlacement::kCpu

@@ -171,6 +171,39 @@ TEST(MemoryModelTest, PlacementsMoveTheirPart) {
   EXPECT_NEAR(moe_off.weights.value(), 14e9 * 2, 1e9);
 }
 
+// SGLang Diffusion streams the text encoders' layers from host memory by default
+// (data/runtimes/sglang.json, memory.text_encoders_layerwise): on the GPU stay only the
+// weights outside the layers (the model file's unsplit_params), and while encoding two of
+// its layers. Its H100 CI baselines (sgl-project/sglang perf_baselines/h100.json @03dbd7a8,
+// runtime_peak_allocated_mb, 1024x1024): Qwen-Image 44,855 MiB, FLUX.2-dev 65,404 MiB and
+// 34,824 MiB a GPU with --tp-size 2; each within 10%, where every part resident priced
+// Qwen-Image 24% and FLUX.2-dev TP-2 126% over.
+TEST(MemoryModelTest, SglangStreamsTheTextEncodersLayers) {
+  auto peak = [](const char* model, const char* config) {
+    const ModelSpec& m = **Cat().Model(model);
+    Workload wl{model, 1024, 1024, 1, 50, 1, OutputType::kDecoded};
+    MemoryOptions opt;
+    opt.placement = m.runtime("sglang")->memory;
+    EXPECT_TRUE(opt.placement.text_encoders_layerwise);
+    const MemoryBreakdown mb =
+        RankMemory(m, *ComputeTokenGeometry(m, wl), wl, *ParseParallelConfig(config), **Cat().Gpu("h100-sxm5-80gb"), opt);
+    double unsplit = 0;
+    for (const auto& t : m.text_encoders) unsplit += t.unsplit_params;
+    EXPECT_NEAR(mb.encoders.value(), unsplit * 2, 1e6) << model;
+    return mb.tensors_peak().value();
+  };
+  constexpr double kMiB = 1024.0 * 1024.0;
+  EXPECT_NEAR(peak("qwen-image", ""), 44855 * kMiB, 0.1 * 44855 * kMiB);
+  EXPECT_NEAR(peak("flux.2-dev", ""), 65404 * kMiB, 0.1 * 65404 * kMiB);
+  EXPECT_NEAR(peak("flux.2-dev", "tp=2"), 34824 * kMiB, 0.1 * 34824 * kMiB);
+  // The same model under a runtime that keeps the encoders whole holds all of them.
+  const ModelSpec& q = **Cat().Model("qwen-image");
+  Workload wl{"qwen-image", 1024, 1024, 1, 50, 1, OutputType::kDecoded};
+  const MemoryBreakdown whole =
+      RankMemory(q, *ComputeTokenGeometry(q, wl), wl, *ParseParallelConfig(""), **Cat().Gpu("h100-sxm5-80gb"));
+  EXPECT_NEAR(whole.encoders.value(), q.text_encoders.front().params * 2, 1e6);
+}
+
 // diffusers' 2-D Decoder (Flux, FLUX.2, SD3, PixArt: block_out_channels 128, 256, 512, 512)
 // peaks in the last up block's first residual block: three 256-channel maps at the output
 // resolution (core/model_spec.h VaeDecodeMemory), bf16, plus the decoded RGB image.
