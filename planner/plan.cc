@@ -97,17 +97,24 @@ std::string Weakness(const Candidate& c, const Cluster& cluster, int steps) {
   return worst->text;
 }
 
-// Simulates one configuration with the calibrated models and scores it.
+// Simulates one configuration with these compute and communication models and scores it.
 StatusOr<Candidate> SimulateCandidate(const ModelSpec& model, const Workload& workload, const Cluster& cluster,
-                                      const ParallelConfig& c, const CostModels& models, SimOptions sim) {
-  SimInput in{&model, workload, &cluster, c, &models.compute, models.comm.get()};
-  sim.terms = models.terms;
+                                      const ParallelConfig& c, const ComputeModel& compute, const CommModel* comm,
+                                      const PipelineTermScales& terms, SimOptions sim) {
+  SimInput in{&model, workload, &cluster, c, &compute, comm};
+  sim.terms = terms;
   sim.every_rank = false;  // a stage's figures are each of its ranks'; thousands of candidates are kept
   DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, sim));
   Candidate cand{c, std::move(r)};
   cand.images_per_s = workload.batch / cand.result.total.value();
   cand.gpu_s_per_image = cand.result.total.value() * cluster.gpus() / workload.batch;
   return cand;
+}
+
+// The same with the calibrated models.
+StatusOr<Candidate> SimulateCandidate(const ModelSpec& model, const Workload& workload, const Cluster& cluster,
+                                      const ParallelConfig& c, const CostModels& models, const SimOptions& sim) {
+  return SimulateCandidate(model, workload, cluster, c, models.compute, models.comm.get(), models.terms, sim);
 }
 
 }  // namespace
@@ -386,19 +393,17 @@ StatusOr<Plan> FinishPlan(const Catalog& catalog, const ModelSpec& model_spec, c
       best.result.steady.host_wait.value() > kCompileHintHostShare * best.result.step.value()) {
     ComputeModel compiled = models.compute;
     compiled.SetRuntime(Runtime::kCompiled);
-    SimInput in{model, workload, &cluster, best.config, &compiled, models.comm.get()};
-    SimOptions sim = opt.sim;
-    sim.terms = models.terms;
-    sim.every_rank = false;
-    auto r = Simulate(in, sim);
-    if (r.ok() && r->total < best.result.total) {
+    auto c = SimulateCandidate(*model, workload, cluster, best.config, compiled, models.comm.get(), models.terms,
+                               opt.sim);
+    if (c.ok() && c->result.total < best.result.total) {
+      const double total = c->result.total.value();
       const std::string* flag = entry->flag(RuntimeMethodKey(RuntimeMethod::kTorchCompile));
       plan.explanation.push_back(fmt::format(
           "{} of each step waits for the host to issue eager ops; compiled ({}), the same configuration is priced "
           "at {:.3f} s ({:+.0f}%): `plan --torch-compile` ranks every configuration that way",
           Pct(best.result.steady.host_wait.value(), best.result.step.value()),
           flag != nullptr ? fmt::format("{}'s {}", entry->runtime_name, *flag) : std::string("compile=1"),
-          r->total.value(), 100 * (r->total.value() / best.result.total.value() - 1)));
+          total, 100 * (total / best.result.total.value() - 1)));
     }
   }
   if (best.config.offload != 0) {
