@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -32,8 +33,8 @@ struct Prediction {
 // GPU count (docs/performance/sd3.md); a suite config that names neither the patches nor the
 // warm-up is that point, so it is predicted as the fastest of the grid. A config that names
 // either is itself.
-std::vector<ParallelConfig> PublishedPipeFusionGrid(const SuiteRow& row, const ValidationContext& ctx) {
-  const ParallelConfig& c = *row.config;
+std::vector<ParallelConfig> PublishedPipeFusionGrid(const SuiteRow& row, const ParallelConfig& c,
+                                                    const ValidationContext& ctx) {
   const std::string& text = row.config_text;
   const bool pinned = text.find("patch") != std::string::npos || text.find("warmup") != std::string::npos;
   if (c.pipefusion < 2 || pinned) return {c};
@@ -61,6 +62,15 @@ std::string RowRules(const SuiteRow& row, const Catalog& catalog) {
   return spec.ok() && !(*spec)->engine ? row.runtime : std::string();
 }
 
+// The configuration a row's rules judge. xDiT's rows play by the method rules alone, which
+// are ditune's engine's, but xDiT ran them compiled where the row says compile=1 (its
+// --use_torch_compile): how the row ran is RowExecution's, not a rule to refuse it by.
+ParallelConfig RulesConfig(const SuiteRow& row, const std::string& rules) {
+  ParallelConfig c = *row.config;
+  if (rules.empty() && row.runtime == "xdit") c.compile = 0;
+  return c;
+}
+
 // How a row's runtime executes: ditune's engine; compiled where the row says so (compile=1)
 // or the runtime compiles by default, where its entry point compiles the model; else eager.
 Runtime RowExecution(const SuiteRow& row, const Catalog& catalog, const ModelSpec& model) {
@@ -83,7 +93,7 @@ Status CheckRowConfig(const SuiteRow& row, const Catalog& catalog) {
   const std::string rules = RowRules(row, catalog);
   ValidationContext ctx{model, tokens, row.workload.steps, row.workload.batch, cluster.gpus()};
   ctx.runtime = rules;
-  return ValidateConfig(ctx, *row.config);
+  return ValidateConfig(ctx, RulesConfig(row, rules));
 }
 
 // The prediction of a row's config (a published PipeFusion point: the best of xDiT's grid),
@@ -102,9 +112,11 @@ StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, con
     candidates = EnumerateConfigs(ctx, cluster);
     if (candidates.empty()) return Status::Infeasible(fmt::format("line {}: no valid configuration", row.line));
   } else {
-    Status v = ValidateConfig(ctx, *row.config);
+    const ParallelConfig config = RulesConfig(row, rules);
+    Status v = ValidateConfig(ctx, config);
     if (!v.ok()) return v.WithContext(fmt::format("line {}", row.line));
-    candidates = PublishedPipeFusionGrid(row, ctx);
+    candidates = PublishedPipeFusionGrid(row, config, ctx);
+    for (auto& c : candidates) c.compile = row.config->compile;  // how it ran, for its label
   }
   std::optional<Prediction> best;
   auto consider = [&](const ParallelConfig& c) -> Status {
@@ -309,6 +321,7 @@ ScoredRow Scored(const SuiteRowResult& r) {
   s.ape = r.ape;
   s.predict = r.row->role == SuiteRole::kPredict;
   s.best = r.row->best();
+  s.compiled = r.row->config && r.row->config->compile != 0;
   s.memory_ape = r.memory_ape;
   return s;
 }
@@ -346,10 +359,10 @@ SuiteSummary Summarize(const std::vector<ScoredRow>& rows) {
     if (!r.predicted_s) ++summary.false_oom;
     if (r.ape) apes.push_back(*r.ape);
   }
-  // Choice quality: per (group, GPU count) with two or more published latencies.
-  std::map<std::pair<std::string, int>, std::vector<const ScoredRow*>> sets;
+  // Choice quality: per (group, GPU count, compiled) with two or more published latencies.
+  std::map<std::tuple<std::string, int, bool>, std::vector<const ScoredRow*>> sets;
   for (const auto& r : rows) {
-    if (r.predict && r.published_s && r.predicted_s && !r.best) sets[{r.group, r.gpus}].push_back(&r);
+    if (r.predict && r.published_s && r.predicted_s && !r.best) sets[{r.group, r.gpus, r.compiled}].push_back(&r);
   }
   for (const auto& [key, set] : sets) {
     if (set.size() < 2) continue;
@@ -364,7 +377,7 @@ SuiteSummary Summarize(const std::vector<ScoredRow>& rows) {
       ++summary.choice_pass;
       continue;
     }
-    summary.choice_misses.push_back({key.first, key.second, chosen->config, best->config, *chosen->published_s,
+    summary.choice_misses.push_back({std::get<0>(key), std::get<1>(key), chosen->config, best->config, *chosen->published_s,
                                      *chosen->predicted_s, *best->published_s, *best->predicted_s});
   }
   summary.median_ape = Quantile(apes, 0.5);

@@ -76,6 +76,7 @@ struct ScoredRow {
   std::optional<double> ape;          // predict rows with a latency; 1 when predicted not to fit
   bool predict = true;                // a predict row (calibrate rows are listed, not scored)
   bool best = false;                  // the planner chose the configuration ("best")
+  bool compiled = false;              // compile=1: chosen among its runtime's compiled runs
   std::optional<double> memory_ape;   // against a published peak per GPU
 };
 
@@ -88,7 +89,8 @@ double ScopeSeconds(const SimResult& r, SuiteScope scope);
 inline constexpr double kChoiceWithin = 1.10;
 
 // The summary of scored rows: median and p90 APE over predict rows, OOM agreement, and
-// choice per (group, GPU count) with two or more published configurations.
+// choice per (group, GPU count, compiled or not) with two or more published configurations
+// (a chart's torch.compile bars are a second set beside its eager ones).
 SuiteSummary Summarize(const std::vector<ScoredRow>& rows);
 // {"rows", "median_ape", "p90_ape", "oom_agree", "oom_rows", "false_oom", "choice_sets", "choice_pass", ...},
 // and "choice_misses" (group, gpus, chosen, fastest and their seconds) where a set did not pass.

@@ -291,7 +291,7 @@ int RunValidate(int argc, char** argv) {
   }
   std::cout << FormatTable(header, table);
   std::cout << fmt::format(
-      "choice: {} of {} sets of published configurations (one group, one GPU count) have ditune's fastest within 10% "
+      "choice: {} of {} sets of published configurations (one group, one GPU count, eager or compiled) have ditune's fastest within 10% "
       "of the published fastest\n",
       s.choice_pass, s.choice_sets);
   for (const auto& m : s.choice_misses) {

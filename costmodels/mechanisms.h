@@ -101,12 +101,13 @@ struct Mechanisms {
   // hops, in large pipelined chunks; all-to-all crosses on a x b pairs, in small ones).
   double cross_socket_alltoall_efficiency = 1;
   // Fixed time of one all-to-all across a PCIe box's sockets, µs, on top of the link's
-  // latency. NCCL's documented peer-to-peer default stops at GPUs of one NUMA node
-  // (NCCL_P2P_LEVEL 4 since 2.4.7; crossing the SMP interconnect, 5 or SYS, must be asked
-  // for) and moves the other pairs through host memory (the SHM transport, "used between
-  // devices when peer-to-peer cannot happen"): every crossing pair of an all-to-all is a
-  // staged copy with its handshakes, at every call, where the bandwidth term counts only
-  // bytes. The default is where learning starts, not a measurement: an nccl-tests
+  // latency. By default NCCL uses peer-to-peer only between GPUs behind PCIe switches
+  // (NVIDIA/nccl @5067397c src/graph/paths.cc: "By default don't use P2P across CPU Host
+  // Bridges and further apart", p2pLevel = PATH_PXB; on AMD CPUs with two GPUs at most,
+  // PATH_SYS) and moves the other pairs through host memory (the SHM transport, "used
+  // between devices when peer-to-peer cannot happen"): every crossing pair of an all-to-all
+  // is a staged copy with its handshakes, at every call, where the bandwidth term counts
+  // only bytes. The default is where learning starts, not a measurement: an nccl-tests
   // all-to-all file of the box, ingested, replaces the whole curve.
   double cross_socket_alltoall_latency_us = 50;
 

@@ -399,6 +399,11 @@ expect validate-heldout-legacy 0 "summary: rows=102 median_ape=[0-9.]+ p90_ape=[
   validate --suite "$DITUNE_DATA/heldout/xdit-legacy-plots.csv"
 expect validate-heldout-other-runtimes 0 "summary: rows=22 median_ape=[0-9.]+ p90_ape=[0-9.]+ oom_agree=0/0$" -- \
   validate --suite "$DITUNE_DATA/heldout/other-runtimes.csv"
+expect validate-heldout-xdit-charts 0 "summary: rows=332 median_ape=[0-9.]+ p90_ape=[0-9.]+ oom_agree=0/0$" -- \
+  validate --suite "$DITUNE_DATA/heldout/xdit-charts.csv"
+# Its torch.compile bars are priced compiled (xDiT's --use_torch_compile), not refused.
+expect validate-heldout-xdit-charts-compiled 0 '"refused": 0' -- \
+  validate --suite "$DITUNE_DATA/heldout/xdit-charts.csv" --json
 expect validate-questions 0 "^questions: [0-9]+ right=[0-9]+ wrong=[0-9]+ unanswered=[0-9]+$" -- \
   validate --questions "$DITUNE_DATA/validation/questions.json"
 expect validate-questions-json 0 '"verdict": "(right|wrong|unanswered)"' -- \
