@@ -53,7 +53,13 @@ double ComputeModel::FitSize(const OpCost& op) {
 
 Seconds ComputeModel::DeviceTime(const OpCost& op) const {
   if (op.host_only || (runtime_ == Runtime::kEngine && op.engine_fused)) return Seconds(0);
-  return CurveTime(op) * (scale_ * class_scales_[static_cast<int>(op.cls)]);
+  double k = scale_ * class_scales_[static_cast<int>(op.cls)];
+  // torch.compile fuses the memory-bound kernels, not the GEMMs, the attention or a method's
+  // copies around its collectives (Mechanisms::compiled_elementwise_scale).
+  if (runtime_ == Runtime::kCompiled && op.cls == OpClass::kElementwise && op.kernel != kernel_names::kCopy) {
+    k *= mechanisms_.compiled_elementwise_scale;
+  }
+  return CurveTime(op) * k;
 }
 
 void ComputeModel::SetClassScale(OpClass cls, double k) {
