@@ -88,6 +88,38 @@ TEST(LearnTest, ChoiceMissesNameThePickAndTheFastest) {
   EXPECT_FALSE(SuiteSummaryJson(Summarize({rows[0], rows[1]})).contains("choice_misses"));
 }
 
+// A chart's compiled bars are a set of their own beside its eager ones: compiling is how the
+// runtime runs, not a configuration the eager set chooses among.
+TEST(LearnTest, CompiledRunsAreAChoiceSetOfTheirOwn) {
+  auto row = [](std::string config, bool compiled, double published, double predicted) {
+    ScoredRow r;
+    r.group = "g";
+    r.gpus = 2;
+    r.config = std::move(config);
+    r.compiled = compiled;
+    r.published_s = published;
+    r.predicted_s = predicted;
+    r.ape = std::abs(predicted - published) / published;
+    return r;
+  };
+  // Two sets: the eager one's pick (Ulysses-2) is its fastest; the compiled one's (Ring-2,
+  // predicted 0.90 s) ran 1.30 s against the compiled Ulysses-2's 1.00 s.
+  const std::vector<ScoredRow> rows = {row("ulysses=2", false, 2.00, 2.10), row("ring=2", false, 2.50, 2.60),
+                                       row("ulysses=2,compile=1", true, 1.00, 1.10),
+                                       row("ring=2,compile=1", true, 1.30, 0.90)};
+  const SuiteSummary s = Summarize(rows);
+  EXPECT_EQ(s.choice_sets, 2);
+  EXPECT_EQ(s.choice_pass, 1);
+  ASSERT_EQ(s.choice_misses.size(), 1u);
+  EXPECT_EQ(s.choice_misses[0].chosen, "ring=2,compile=1");
+  EXPECT_EQ(s.choice_misses[0].fastest, "ulysses=2,compile=1");
+  // A compiled run alone beside an eager set is no set of its own, and not in theirs: the
+  // eager pick (2.00 s) is not judged against its 1.00 s.
+  const SuiteSummary eager = Summarize({rows[1], rows[0], row("ulysses=2,compile=1", true, 1.00, 3.00)});
+  EXPECT_EQ(eager.choice_sets, 1);
+  EXPECT_EQ(eager.choice_pass, 1);
+}
+
 TEST(LearnTest, LearningLowersTheLossAndIsDeterministic) {
   const auto rows = Groups(Suite(), {"flux-dev-1024-h100", "pixart-1024-8xl40-methods", "consisid-h100"});
   LearnOptions opt;
