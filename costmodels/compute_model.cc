@@ -53,13 +53,7 @@ double ComputeModel::FitSize(const OpCost& op) {
 
 Seconds ComputeModel::DeviceTime(const OpCost& op) const {
   if (op.host_only || (runtime_ == Runtime::kEngine && op.engine_fused)) return Seconds(0);
-  double k = scale_ * class_scales_[static_cast<int>(op.cls)];
-  // torch.compile fuses the memory-bound kernels, not the GEMMs, the attention or a method's
-  // copies around its collectives (Mechanisms::compiled_elementwise_scale).
-  if (runtime_ == Runtime::kCompiled && op.cls == OpClass::kElementwise && op.kernel != kernel_names::kCopy) {
-    k *= mechanisms_.compiled_elementwise_scale;
-  }
-  return CurveTime(op) * k;
+  return CurveTime(op) * (scale_ * class_scales_[static_cast<int>(op.cls)]);
 }
 
 void ComputeModel::SetClassScale(OpClass cls, double k) {

@@ -135,6 +135,9 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
       control_gather_ = comm.Time(Collective::kAllGather, stream, group) * (model.control.gathers * forwards);
     }
   }
+  // torch.compile fuses the eager DiT's kernels (Mechanisms::compiled_device_scale): the
+  // blocks' and the step's own device time, not the methods' copies and collectives.
+  const double compiled = compute.runtime() == Runtime::kCompiled ? compute.mechanisms().compiled_device_scale : 1.0;
   // An eager forward's host time outside the blocks: where the model has the ATen ops its
   // code dispatches there (ModelSpec::step_host_ops), the counted ops scaled to that total, as
   // a block's are.
@@ -144,7 +147,7 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
     int counted = 0;
     Seconds issued;
     for (const auto& op : ops) {
-      const Seconds t = compute.DeviceTime(op);
+      const Seconds t = compute.DeviceTime(op) * compiled;
       *device += t;
       issued += compute.HostTime(op);
       counted += op.kernels;
@@ -254,6 +257,12 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w, const Parallel
     }
   }
   if (!done) Phases(compute_, ops, &c, kernel_breakdown_);
+  if (compute_.runtime() == Runtime::kCompiled) {
+    c.pre = c.pre * mech.compiled_device_scale;
+    c.attn = c.attn * mech.compiled_device_scale;
+    c.post = c.post * mech.compiled_device_scale;
+    c.kernels.Scale(mech.compiled_device_scale);
+  }
   if (compute_.runtime() == Runtime::kEager) {
     // The block's own ops around its attention at the host time measured on the runtime's
     // block code where the model has it (ModelSpec::eager_host_ops: the counted ops scaled to

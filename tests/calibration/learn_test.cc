@@ -389,13 +389,12 @@ TEST(LearnTest, ACalibrateRowIsReproducedThoughPartOfItsTimeDoesNotScale) {
   EXPECT_NEAR(*calibrate.predicted_s, 6.71, 0.002 * 6.71);
 }
 
-// torch.compile fuses the memory-bound kernels only (Mechanisms::compiled_elementwise_scale):
-// GEMMs and attention keep their eager time. xDiT's published one-H100 pair (Flux.1-dev
-// 1024²: 6.71 s eager, 4.30 s compiled) gains more than the priced elementwise share of its
-// step allows: priced 5.90 s, the known miss docs/VALIDATION.md names (xDiT's A100 and L40
-// pairs gain 8-21%, and are priced within 0-8% for PixArt and SD3). Golden values, so that
-// a change of the mechanism or its constant shows.
-TEST(LearnTest, TorchCompileFusesTheMemoryBoundKernels) {
+// torch.compile: the eager compute scale times the compiled device scale, whose default is
+// xDiT's published one-GPU pair (Flux.1-dev 1024² on H100: 6.71 s eager, 4.30 s compiled).
+// Its published four-GPU Ulysses run under torch.compile, 1.63 s, is not used: within the
+// held-out p90 goal (25%). It is 22% over: with the host time gone the all-to-all is a third
+// of the run, and the suite pins the NVLink all-to-all efficiency only loosely.
+TEST(LearnTest, TorchCompileScalesTheEagerDeviceTime) {
   auto factory = LoadFactoryFits(Cat());
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
   const ModelSpec& m = **Cat().Model("flux.1-dev");
@@ -410,12 +409,9 @@ TEST(LearnTest, TorchCompileFusesTheMemoryBoundKernels) {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r->total.value();
   };
-  const double eager = run(1, "", Runtime::kEager);
-  EXPECT_NEAR(eager, 6.71, 0.01 * 6.71);
-  const double compiled = run(1, "", Runtime::kCompiled);
-  EXPECT_LT(compiled, eager);
-  EXPECT_NEAR(compiled, 5.90, 0.01 * 5.90);
-  EXPECT_LT(run(4, "ulysses=4", Runtime::kCompiled), run(4, "ulysses=4", Runtime::kEager));
+  EXPECT_NEAR(run(1, "", Runtime::kEager), 6.71, 0.01 * 6.71);
+  EXPECT_NEAR(run(1, "", Runtime::kCompiled), 4.30, 0.02 * 4.30);
+  EXPECT_NEAR(run(4, "ulysses=4", Runtime::kCompiled), 1.63, 0.25 * 1.63);
 }
 
 // A PipeFusion warm-up step is the whole image through every stage in turn: it costs a

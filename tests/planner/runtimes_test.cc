@@ -244,8 +244,7 @@ TEST(RuntimesTest, SimulateReproducesEveryRuntimesPlanToTheDigit) {
 }
 
 // eager=1 prices a runtime that compiles by default as eager: slower, as its host time and
-// unfused memory-bound kernels come back (Qwen-Image Ring-2 on two A100s: 9.6% as priced);
-// on a runtime that never compiles it changes nothing.
+// unfused kernels come back; on a runtime that never compiles it changes nothing.
 TEST(RuntimesTest, EagerModeOfARuntimeThatCompilesByDefaultIsPricedEager) {
   const Workload q = At("qwen-image", 1024, 1024);
   const Cluster cluster = *ResolveCluster({"a100-sxm4-80gb", 2}, Cat());
@@ -256,7 +255,7 @@ TEST(RuntimesTest, EagerModeOfARuntimeThatCompilesByDefaultIsPricedEager) {
     EXPECT_TRUE(sim.ok()) << runtime << " " << config << ": " << sim.status().ToString();
     return sim.ok() ? sim->total.value() : 0.0;
   };
-  EXPECT_GT(total("vllm-omni", "ring=2,eager=1"), 1.05 * total("vllm-omni", "ring=2"));
+  EXPECT_GT(total("vllm-omni", "ring=2,eager=1"), 1.2 * total("vllm-omni", "ring=2"));
   EXPECT_EQ(total("sglang", "ring=2,eager=1"), total("sglang", "ring=2"));
 }
 
