@@ -104,14 +104,21 @@ BytesPerSecond CommModel::DefaultBusBandwidth(Collective c, LinkTier tier, const
     case LinkTier::kIntra: return intra_bw;
     case LinkTier::kCrossSocket: return std::min(intra_bw, intra.cross_socket * mechanisms_.cross_socket_efficiency);
     case LinkTier::kInterNode: {
-      // The group's ranks on one node share that node's NICs.
+      // An all-to-all (or a transfer) sends each rank's own remote shares across: the group's
+      // ranks on one node share that node's NICs. A ring collective balances its traffic
+      // instead: every link of the ring, the node-crossing ones included, carries the same
+      // (n-1)/n of the size each way (NVIDIA/nccl #209, sjeaugey: "Rings will balance traffic
+      // evenly so that each intra-node and inter-node link transmits and receives (n-1)/n*size"),
+      // so its bus bandwidth is the node's NICs', whatever the ranks behind them.
       std::map<int, int> per_node;
       for (int r : group) per_node[cluster_->NodeOf(r)]++;
       int local = 1;
       for (const auto& [node, count] : per_node) local = std::max(local, count);
+      const bool ring = c != Collective::kAllToAll && c != Collective::kSendRecv;
       const LinkSpec& inter = *cluster_->inter;
       const BytesPerSecond nic = c == Collective::kSendRecv ? inter.p2p : inter.busbw;
-      const BytesPerSecond per_rank = nic * (static_cast<double>(std::max(1, inter.nics_per_node)) / local);
+      const BytesPerSecond per_rank =
+          nic * (static_cast<double>(std::max(1, inter.nics_per_node)) / (ring ? 1 : local));
       return std::min(intra_bw, per_rank);
     }
   }

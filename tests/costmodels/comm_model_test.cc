@@ -70,6 +70,26 @@ TEST(CommModelTest, GroupsSpanningNodesPayTheNetwork) {
             m.Time(Collective::kSendRecv, Bytes(8e6), {0, 1}).value());
 }
 
+// A ring collective over two nodes' sixteen ranks crosses each node boundary on the ring's
+// hops, which carry what every other hop carries: its bus bandwidth is the NIC's, not an
+// eighth of it per rank. An all-to-all sends every rank's remote shares across: its ranks on
+// a node share the NIC.
+TEST(CommModelTest, RingCollectivesAcrossNodesRunAtTheNicsBandwidth) {
+  Cluster c = Make("l40-48gb", 16, "eth-100g");
+  CommModel m(c);
+  const LinkSpec& eth = **Cat().Link("eth-100g");
+  std::vector<int> all;
+  for (int r = 0; r < 16; ++r) all.push_back(r);
+  const double size = 64e6;
+  const double latency = c.intra->latency.value() + eth.latency.value();
+  EXPECT_DOUBLE_EQ(m.Time(Collective::kAllReduce, Bytes(size), all).value(),
+                   latency + size * BusFactor(Collective::kAllReduce, 16) / eth.busbw.value());
+  EXPECT_DOUBLE_EQ(m.Time(Collective::kAllGather, Bytes(size), all).value(),
+                   latency + size * BusFactor(Collective::kAllGather, 16) / eth.busbw.value());
+  EXPECT_DOUBLE_EQ(m.Time(Collective::kAllToAll, Bytes(size), all).value(),
+                   latency + size * BusFactor(Collective::kAllToAll, 16) / (eth.busbw.value() / 8));
+}
+
 // The node-local form asks one node's ranks for their groups; it must agree with the form
 // that lists every group, on PCIe boxes (socket crossing) and across nodes, for every axis.
 TEST(CommModelTest, NodeLocalSharingAgreesWithTheListedGroups) {
