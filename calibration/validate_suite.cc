@@ -130,6 +130,8 @@ StatusOr<Prediction> PredictRow(const SuiteRow& row, const Catalog& catalog, con
       sim.memory.placement = entry->memory;
       sim.tp_split = entry->tp_split;
     }
+    // The row's own runtime runs its ring (an xDiT row's is xDiT's, whatever rules it plays by).
+    if (auto spec = catalog.Runtime(row.runtime); spec.ok()) sim.ring_merge_fused = (*spec)->ring_merge_fused;
     DITUNE_ASSIGN_OR_RETURN(SimResult r, Simulate(in, sim));
     const bool better = !best || (r.fits && !best->result.fits) ||
                         (r.fits == best->result.fits && ScopeSeconds(r, row.scope) < ScopeSeconds(best->result, row.scope));

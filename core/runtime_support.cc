@@ -330,6 +330,8 @@ StatusOr<RuntimeFile> ParseRuntimeFile(const nlohmann::json& j, const std::strin
   r.engine = f.OptionalBool("engine", false);
   r.compiled_by_default = f.OptionalBool("compiled_by_default", false);
   if (f.Has("compiled_source")) r.compiled_source = f.String("compiled_source");
+  r.ring_merge_fused = f.OptionalBool("ring_merge_fused", false);
+  if (f.Has("ring_merge_source")) r.ring_merge_source = f.String("ring_merge_source");
   if (f.Has("timing")) {
     if (const nlohmann::json* t = f.Object("timing")) {
       JsonFields tf(*t, origin + ": timing");
@@ -361,6 +363,10 @@ StatusOr<RuntimeFile> ParseRuntimeFile(const nlohmann::json& j, const std::strin
   if (r.compiled_by_default && r.compiled_source.empty()) {
     return Status::InvalidArgument(
         fmt::format("{}: compiled_by_default needs compiled_source: every fact cites its source", origin));
+  }
+  if (r.ring_merge_fused && r.ring_merge_source.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: ring_merge_fused needs ring_merge_source: every fact cites its source", origin));
   }
   if (r.engine && !models->empty()) {
     return Status::InvalidArgument(

@@ -250,6 +250,12 @@ struct RuntimeSpec {
   // torch.compile (or an ahead-of-time engine) is on unless the user turns it off.
   bool compiled_by_default = false;
   std::string compiled_source;
+  // Ring attention merges each block's partial output into the running one with a chain of
+  // elementwise ops (the log-sum-exp rescaling). Fused: the runtime's ring library compiles
+  // that chain into one kernel (xDiT's yunchang, TorchScript); otherwise it runs as eager
+  // kernels, one per op.
+  bool ring_merge_fused = false;
+  std::string ring_merge_source;
   std::optional<RuntimeTiming> timing;  // absent where no source says
 };
 

@@ -511,6 +511,9 @@ StatusOr<PlanStart> StartPlan(const Catalog& catalog, const Workload& workload, 
   DITUNE_ASSIGN_OR_RETURN(s.model, catalog.Model(workload.model_id));
   DITUNE_ASSIGN_OR_RETURN(s.rules, RuntimeRules(catalog, *s.model, workload, cluster, options.runtime));
   *opt = ForRuntime(*s.model, s.rules, options);
+  if (!s.rules.empty()) {
+    if (auto spec = catalog.Runtime(s.rules); spec.ok()) opt->sim.ring_merge_fused = (*spec)->ring_merge_fused;
+  }
   // The runtime overhead the user's runs of this GPU and model measured, if any.
   if (auto overhead = MeasuredRuntimeOverhead(fits, cluster.gpu->id, s.model->id)) {
     opt->sim.memory.runtime_overhead = *overhead;

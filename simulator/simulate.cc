@@ -561,7 +561,8 @@ StatusOr<SimResult> Simulate(const SimInput& in, const SimOptions& opt, TaskSche
   }
   DITUNE_ASSIGN_OR_RETURN(RankLayout layout, RankLayout::Create(in.config, in.cluster->gpus_per_node()));
   StageCosts costs(*in.model, tokens, in.workload, in.config, layout, *in.compute, *in.comm,
-                   /*kernel_breakdown=*/false, opt.tp_split, SequentialForwards(*in.model, in.config, opt.memory.placement));
+                   /*kernel_breakdown=*/false, opt.tp_split, SequentialForwards(*in.model, in.config, opt.memory.placement),
+                   opt.ring_merge_fused);
 
   const int steps = in.workload.steps;
   const bool pipelined = in.config.pipefusion > 1 || in.config.distrifusion > 1;

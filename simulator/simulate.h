@@ -51,6 +51,9 @@ struct SimOptions {
   StagePartition stage_partition = StagePartition::kBalanced;
   // What the runtime's tensor parallelism splits (RuntimeSupport::tp_split).
   TpSplit tp_split = TpSplit::kMegatron;
+  // The runtime's ring library merges the blocks' partial outputs in one fused kernel
+  // (RuntimeSpec::ring_merge_fused).
+  bool ring_merge_fused = false;
   // SimResult::ranks holds every rank; false: the first rank of each PipeFusion stage only
   // (every rank of a stage has its representative's figures). The planner keeps thousands of
   // candidates: on 4,096 GPUs a row per rank is most of its memory.

@@ -66,7 +66,8 @@ void KernelBreakdown::Add(const OpCost& op, Seconds device) {
 
 StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
                        const ParallelConfig& config, const RankLayout& layout, const ComputeModel& compute,
-                       const CommModel& comm, bool kernel_breakdown, TpSplit tp_split, int sequential_forwards)
+                       const CommModel& comm, bool kernel_breakdown, TpSplit tp_split, int sequential_forwards,
+                       bool ring_merge_fused)
     : model_(model),
       tokens_(tokens),
       config_(config),
@@ -74,7 +75,8 @@ StageCosts::StageCosts(const ModelSpec& model, const TokenGeometry& tokens, cons
       compute_(compute),
       comm_(comm),
       kernel_breakdown_(kernel_breakdown),
-      tp_split_(tp_split) {
+      tp_split_(tp_split),
+      ring_merge_fused_(ring_merge_fused) {
   work_patched_ = ComputeRankWork(model, tokens, workload, config, tp_split);
   ParallelConfig whole = config;
   whole.patches = 1;
@@ -224,10 +226,23 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w, const Parallel
       chunk.flops = chunk.flops / config.ring;
       chunk.bytes = chunk.bytes / config.ring;
       const double q = static_cast<double>(w.ulysses) * static_cast<double>(w.img_tokens + w.txt_tokens);
-      // The merge rescales the fp32 running output by the new log-sum-exp: about ten
-      // elementwise passes over the output in fp32 and Mechanisms::ring_merge_ops framework ops.
+      // The merge rescales the fp32 running output by the new log-sum-exp (`out = out -
+      // sigmoid(block_lse - lse) * (out - block_out)` and the lse's update) and
+      // Mechanisms::ring_merge_ops framework ops. As eager kernels, one per op: the block's
+      // output cast to fp32 (2 bytes an element read, 4 written), the difference (8 read, 4
+      // written), the scaling (4, 4), the subtraction (8, 4): about 38 bytes an element.
+      // Fused (RuntimeSpec::ring_merge_fused: xDiT's ring library compiles the chain with
+      // TorchScript): the fp32 output and the block's bf16 output read, the fp32 output
+      // written, 10 bytes an element. A compiled run is priced on the eager count, as every
+      // other op, and scaled by Mechanisms::compiled_device_scale. ditune's engine merges in
+      // one kernel of its own, counted as its profiler counts it
+      // (ProfilingKernels::MergeAttention: ten fp32 passes), so that its measured curve prices
+      // it.
+      const double merge_bytes = compute_.runtime() == Runtime::kEngine ? 10.0 * 4.0
+                                 : ring_merge_fused_                     ? 4.0 + 2.0 + 4.0
+                                                                         : 38.0;
       OpCost merge{"ring_merge", OpClass::kElementwise, Flops(0),
-                   Bytes(10.0 * 4.0 * w.batch * q * w.heads * model_.head_dim), FrameworkOps(mech.ring_merge_ops)};
+                   Bytes(merge_bytes * w.batch * q * w.heads * model_.head_dim), FrameworkOps(mech.ring_merge_ops)};
       merge.kernel = kernel_names::kAttentionMerge;
       std::vector<OpCost> expanded;
       for (int k = 0; k < config.ring; ++k) {
@@ -330,9 +345,18 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w, const Parallel
   if (config.ring > 1 && sequence_parallel) {
     // r - 1 passes of this rank's K and V (after Ulysses: u x tokens, heads / u) around the
     // ring, each overlapped with the attention over the block already held.
+    // Every rank sends to the next at once and waits for its own block before the next step,
+    // so a pass takes as long as the ring's slowest hop: on a PCIe box the one that crosses
+    // the sockets, across nodes the one that leaves the node. Only the hops that leave a
+    // node or a socket share their path with the other rings' (Sharing of the ring group).
     const auto group = layout_.GroupOf(rep, Axis::kRing);
     const double share = share_[static_cast<int>(Axis::kRing)];
-    const Seconds pass = comm_.Time(Collective::kSendRecv, Bytes(2 * qkv_one), {group[0], group[1]}, share);
+    Seconds pass(0);
+    for (size_t i = 0; i < group.size(); ++i) {
+      const std::vector<int> hop = {group[i], group[(i + 1) % group.size()]};
+      const double hop_share = comm_.TierOf(hop) == LinkTier::kIntra ? 1.0 : share;
+      pass = std::max(pass, comm_.Time(Collective::kSendRecv, Bytes(2 * qkv_one), hop, hop_share));
+    }
     const Seconds chunk = c.attn / config.ring;
     if (!comm_.PeerAccess()) {
       // Without peer access each pass is a copy staged through host memory, and it does not

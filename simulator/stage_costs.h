@@ -64,7 +64,7 @@ class StageCosts {
   StageCosts(const ModelSpec& model, const TokenGeometry& tokens, const Workload& workload,
              const ParallelConfig& config, const RankLayout& layout, const ComputeModel& compute,
              const CommModel& comm, bool kernel_breakdown = false, TpSplit tp_split = TpSplit::kMegatron,
-             int sequential_forwards = 1);
+             int sequential_forwards = 1, bool ring_merge_fused = false);
 
   // Cost of block `index` when the forward covers one of `patches` patches.
   const BlockCost& Block(int index, bool patched) const;
@@ -117,6 +117,7 @@ class StageCosts {
   Seconds scheduler_host_;
   bool kernel_breakdown_;
   TpSplit tp_split_ = TpSplit::kMegatron;
+  bool ring_merge_fused_ = false;
   KernelBreakdown overhead_kernels_full_, overhead_kernels_patched_;
 };
 

@@ -738,7 +738,7 @@ expect doctor-narrow-slot 4 "GPU 0 PCIe link: runs at x4 of x16" -- doctor --no-
 expect doctor-topology 0 "8 GPUs on 2 CPU sockets \(0-3 \| 4-7\)" -- doctor --no-detect --gpu l20 \
   --write-topology "$tmp/box.json" "$doc/topo.8gpu-two-socket-4-per-switch.txt"
 expect plan-topology 0 "pcie4 as laid out in .*box.json \(2 sockets, 4 GPUs a switch\).*
-1 +ulysses=4,pipefusion=2" -- plan --model flux.1-dev --gpu l20 --gpus 8 --topology "$tmp/box.json"
+1 +ulysses=2,ring=2,pipefusion=2" -- plan --model flux.1-dev --gpu l20 --gpus 8 --topology "$tmp/box.json"
 # The box's own layout (four GPUs a switch) prices the same configuration otherwise than the
 # catalog's (two a switch): its in-socket all-to-all loads no shared uplink.
 catalog_box=$("$bin" simulate --model flux.1-dev --gpu l20 --gpus 8 --config ulysses=4,pipefusion=2 --json 2>/dev/null |
@@ -768,7 +768,7 @@ expect catalog-bad-file 2 "my-gpu.json: missing field" -- plan --catalog "$tmp/c
 expect hardware-template-kind 2 "--template 'switch': give gpu or link" -- hardware --template switch
 expect hardware-template-like 2 "unknown GPU 'h900'" -- hardware --template gpu --like h900
 
-expect launch-topology 0 "ulysses=4,pipefusion=2 \(predicted" -- launch --auto --model flux.1-dev --gpu l20 --gpus 8 \
+expect launch-topology 0 "ulysses=2,ring=2,pipefusion=2 \(predicted" -- launch --auto --model flux.1-dev --gpu l20 --gpus 8 \
   --dry-run --topology "$doc/topo.8gpu-two-socket-4-per-switch.txt"
 
 # Every plan says how to measure its figure.

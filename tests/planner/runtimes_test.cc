@@ -5,9 +5,11 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/catalog.h"
 #include "core/config_rules.h"
+#include "core/runtime_support.h"
 #include "planner/launch.h"
 #include "planner/plan.h"
 #include "costmodels/memory_model.h"
@@ -57,6 +59,23 @@ TEST(RuntimesTest, EveryRuntimeIsListedAndEveryEntryCitesItsSources) {
       }
     }
   }
+}
+
+// xDiT's ring and the launchers built on it (HunyuanVideo's, Wan2.1's) merge the blocks'
+// partial outputs in yunchang's TorchScript-fused kernel; diffusers' ring merges eagerly. A
+// fused merge is a fact, and a fact cites its source.
+TEST(RuntimesTest, RingMergesFusedWhereTheRingLibraryCompilesThem) {
+  for (const char* id : {"xdit", "hunyuan-sample", "wan-generate"}) {
+    const RuntimeSpec* r = *Cat().Runtime(id);
+    EXPECT_TRUE(r->ring_merge_fused) << id;
+    EXPECT_TRUE(Has(r->ring_merge_source, "_update_out_and_lse")) << id;
+  }
+  EXPECT_FALSE((*Cat().Runtime("diffusers"))->ring_merge_fused);
+  const nlohmann::json file = {{"id", "r"}, {"name", "R"}, {"source", "s"}, {"summary", "s"},
+                               {"ring_merge_fused", true}, {"models", nlohmann::json::object()}};
+  auto parsed = ParseRuntimeFile(file, "r.json");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_TRUE(Has(parsed.status().message(), "ring_merge_fused needs ring_merge_source")) << parsed.status().ToString();
 }
 
 TEST(RuntimesTest, WanGenerateRunsEveryRankAsASequenceRankAndShardsOverAll) {

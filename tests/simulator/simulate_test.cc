@@ -220,6 +220,55 @@ TEST(SimulateTest, RingPassesWithoutPeerAccessAreNotHidden) {
   EXPECT_NEAR(b.ring_exposed.value(), 3 * pass.value(), 1e-9);
 }
 
+// Every rank of a ring waits for its predecessor's block before its next step, so a pass
+// takes as long as the slowest hop: over two nodes the two that leave a node, not the NVLink
+// hop between ranks 0 and 1.
+TEST(SimulateTest, RingPassRunsAtItsSlowestHop) {
+  const Cluster cluster = *ResolveCluster({"h100-sxm5-80gb", 16, 8, 2, "nvlink4", "eth-25g"}, Cat());
+  const ModelSpec& model = **Cat().Model("pixart-alpha");
+  const Workload workload{"pixart-alpha", 2048, 2048, 1, 20, 1, OutputType::kLatent};
+  const ParallelConfig config = *ParseParallelConfig("ring=16");
+  ComputeModel compute = ComputeModel::Defaults(*cluster.gpu);
+  CommModel comm(cluster);
+  const TokenGeometry t = *ComputeTokenGeometry(model, workload);
+  auto layout = *RankLayout::Create(config, 8);
+  StageCosts costs(model, t, workload, config, layout, compute, comm);
+  const BlockCost& b = costs.Block(0, false);
+  const RankWork w = ComputeRankWork(model, t, workload, config);
+  const double kv = 2.0 * 2.0 * w.batch * static_cast<double>(w.img_tokens) * model.hidden;
+  const Seconds across = comm.Time(Collective::kSendRecv, Bytes(kv), {7, 8});
+  const Seconds inside = comm.Time(Collective::kSendRecv, Bytes(kv), {0, 1});
+  ASSERT_GT(across.value(), 2 * inside.value());
+  // Fifteen passes, each exposed by what its share of the block's attention (sixteen chunks
+  // and their merges) does not cover.
+  const double chunk = b.attn.value() / 16;
+  ASSERT_GT(across.value(), chunk);
+  EXPECT_NEAR(b.ring_exposed.value(), 15 * (across.value() - chunk), 1e-12);
+  EXPECT_GT(b.ring_exposed.value(), 15 * std::max(0.0, inside.value() - chunk) + 1e-3);
+}
+
+// xDiT's ring library merges each block's partial output in one TorchScript-fused kernel (10
+// bytes an element: the fp32 output and the bf16 block read, the fp32 output written); a
+// runtime whose merge runs eagerly moves about 38 (five kernels). Host time is the same.
+TEST(SimulateTest, FusedRingMergeMovesTenBytesAnElement) {
+  Fixture f("flux.1-dev", "h100-sxm5-80gb", 4, "ring=4", 1024, 1024, 28);
+  f.compute = FlatCompute(*f.cluster.gpu);
+  const TokenGeometry t = *ComputeTokenGeometry(*f.model, f.workload);
+  const RankWork w = ComputeRankWork(*f.model, t, f.workload, f.config);
+  auto layout = *RankLayout::Create(f.config, 8);
+  auto block = [&](bool fused) {
+    StageCosts costs(*f.model, t, f.workload, f.config, layout, f.compute, f.comm, false, TpSplit::kMegatron, 1, fused);
+    return costs.Block(0, false);
+  };
+  const BlockCost eager = block(false), fused = block(true);
+  // Three merges over this rank's queries (a quarter of the image and the text) and every
+  // head, at FlatCompute's 1e12 bytes/s.
+  const double q = static_cast<double>(w.img_tokens + w.txt_tokens);
+  const double values = w.batch * q * w.heads * f.model->head_dim;
+  EXPECT_NEAR(eager.attn.value() - fused.attn.value(), 3 * (38.0 - 10.0) * values / 1e12, 1e-12);
+  EXPECT_EQ(eager.attn_host.value(), fused.attn_host.value());
+}
+
 // xDiT hands every sequence-parallel attention to its ring function, Ulysses alone included
 // (a Ring group of one): each call pays the ring call's own ops on the host and the output's
 // casts to fp32 and back on the device. Without sequence parallelism, and in ditune's engine,
