@@ -61,8 +61,11 @@ std::pair<double, double> Widened(double lo, double hi, double w) {
 }
 
 // Leave-one-publisher-out: each publisher's residuals judged by the bands of the others'.
-// Sets the table's source widening to the least factor (steps of 0.01, up to 4) at which 80%
-// of them fall inside.
+// Sets the table's source widening to the least factor (steps of 0.01, up to 4) at which the
+// publishers' coverages average 80%: each publisher counts once, as the source a prediction
+// never saw is one publisher, however many rows the others' tables have (pooled by row, a
+// large publisher's coverage decides and a few well-covered small tables pull the factor
+// down).
 void LearnSourceWidening(const std::vector<Residual>& residuals, IntervalTable* t) {
   std::map<std::string, std::vector<const Residual*>> by_publisher;
   for (const auto& r : residuals) {
@@ -72,8 +75,10 @@ void LearnSourceWidening(const std::vector<Residual>& residuals, IntervalTable* 
   if (by_publisher.size() < 2) return;
   struct Judged {
     double x, lo, hi;
+    size_t publisher;
   };
   std::vector<Judged> judged;
+  size_t index = 0;
   for (const auto& [pub, mine] : by_publisher) {
     std::map<std::string, std::vector<double>> others;
     for (const auto& [other, rows] : by_publisher) {
@@ -88,16 +93,20 @@ void LearnSourceWidening(const std::vector<Residual>& residuals, IntervalTable* 
     for (const Residual* r : mine) {
       auto it = bands.find(RuntimeClass(r->runtime));
       const auto band = it != bands.end() ? it->second : bands.at("all");
-      judged.push_back({std::log(r->published_s / r->predicted_s), band.first, band.second});
+      judged.push_back({std::log(r->published_s / r->predicted_s), band.first, band.second, index});
     }
+    ++index;
   }
   auto coverage = [&](double w) {
-    int inside = 0;
+    std::vector<int> inside(by_publisher.size(), 0), count(by_publisher.size(), 0);
     for (const auto& j : judged) {
       const auto [lo, hi] = Widened(j.lo, j.hi, w);
-      inside += j.x >= lo && j.x <= hi;
+      inside[j.publisher] += j.x >= lo && j.x <= hi;
+      ++count[j.publisher];
     }
-    return static_cast<double>(inside) / static_cast<double>(judged.size());
+    double sum = 0;
+    for (size_t i = 0; i < inside.size(); ++i) sum += static_cast<double>(inside[i]) / std::max(1, count[i]);
+    return sum / static_cast<double>(inside.size());
   };
   t->source_coverage_before = coverage(1);
   int step = 100;

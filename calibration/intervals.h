@@ -49,9 +49,10 @@ struct IntervalTable {
   int scales = 0;
   // How much wider a band must be, about its middle, to hold 80% of a publisher's values when
   // learned from the other publishers' residuals alone (leave-one-publisher-out over
-  // `source_publishers` of them; 1 where fewer than two). A user's cluster, runtime version
-  // and way of timing are a source the residuals never saw: the bands are widened by this
-  // for every prediction. `source_coverage_before`: that coverage before widening.
+  // `source_publishers` of them, their coverages averaged with each publisher counted once;
+  // 1 where fewer than two). A user's cluster, runtime version and way of timing are a
+  // source the residuals never saw: the bands are widened by this for every prediction.
+  // `source_coverage_before`: that average coverage before widening.
   double source_widening = 1;
   int source_publishers = 0;
   double source_coverage_before = 0;

@@ -13,10 +13,13 @@
 
 namespace ditune {
 
-double SuiteLoss(const SuiteReport& report) {
+double SuiteLoss(const SuiteReport& report) { return SuiteLoss(report, false); }
+
+double SuiteLoss(const SuiteReport& report, bool compiled_only) {
   double sum = 0;
   int n = 0;
   for (const auto& r : report.rows) {
+    if (compiled_only && !(r.row->config && r.row->config->compile)) continue;
     if (!r.row->latency_s) {
       if (r.row->role == SuiteRole::kPredict) {
         sum += r.predicted_s ? 1.0 : 0.0;
@@ -72,6 +75,14 @@ StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const C
   out.loss_before = SuiteLoss(first);
   Mechanisms best = options.start;
   double best_loss = out.loss_before;
+  // A constant that only compiled runs are priced with is judged on their rows, where there
+  // are enough of them: beside every eager row no move of it could clear the floor.
+  int compiled_rows = 0;
+  for (const auto& r : first.rows) {
+    compiled_rows += r.row->role == SuiteRole::kPredict && r.row->latency_s && r.row->config && r.row->config->compile;
+  }
+  const bool judge_compiled_apart = compiled_rows >= kMinRowsToLearnApart;
+  double best_compiled_loss = SuiteLoss(first, true);
   // Coordinate search in log space: deterministic, bounded, and needing no gradient (the
   // simulator's times are piecewise in the constants).
   for (double step : options.steps) {
@@ -86,9 +97,15 @@ StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const C
           trial.*p.member = v;
           DITUNE_ASSIGN_OR_RETURN(SuiteReport r, evaluate(trial));
           const double loss = SuiteLoss(r);
-          if (loss < best_loss - std::max(1e-9, options.min_gain * best_loss)) {
+          const double compiled_loss = SuiteLoss(r, true);
+          const bool gains = p.compiled_only && judge_compiled_apart
+                                 ? compiled_loss < best_compiled_loss - std::max(1e-9, options.min_gain * best_compiled_loss) &&
+                                       loss < best_loss
+                                 : loss < best_loss - std::max(1e-9, options.min_gain * best_loss);
+          if (gains) {
             best = trial;
             best_loss = loss;
+            best_compiled_loss = compiled_loss;
             improved = true;
             break;  // keep going in this direction on the next pass
           }

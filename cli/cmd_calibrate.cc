@@ -312,7 +312,7 @@ int IntervalsCmd(int argc, char** argv) {
     if (table.source_publishers >= 2) {
       std::cout << fmt::format(
           "a source never seen: bands widened x{:.2f} about their middle (each of {} publishers judged by the others' "
-          "bands: {:.0f}% inside before, 80% after)\n",
+          "bands, each counted once: {:.0f}% inside on average before, 80% after)\n",
           table.source_widening, table.source_publishers, 100 * table.source_coverage_before);
     }
     if (table.memory) {

@@ -10,9 +10,9 @@ namespace ditune {
 const std::vector<MechanismParam>& MechanismParams() {
   static const std::vector<MechanismParam> params = {
       {"eager_op_us", &Mechanisms::eager_op_us, 3, 80, "host µs per eager framework op"},
-      {"compiled_op_us", &Mechanisms::compiled_op_us, 1, 40, "host µs per kernel under torch.compile"},
+      {"compiled_op_us", &Mechanisms::compiled_op_us, 1, 40, "host µs per kernel under torch.compile", true},
       {"compiled_device_scale", &Mechanisms::compiled_device_scale, 0.2, 1.5,
-       "DiT device time under torch.compile over eager"},
+       "DiT device time under torch.compile over eager", true},
       {"cross_host_scale", &Mechanisms::cross_host_scale, 0.25, 4, "eager host time of a cross-attention block over counted"},
       {"joint_host_scale", &Mechanisms::joint_host_scale, 0.25, 4, "eager host time of a joint block over counted"},
       {"single_host_scale", &Mechanisms::single_host_scale, 0.25, 4, "eager host time of a single-stream block over counted"},

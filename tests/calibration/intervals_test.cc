@@ -98,6 +98,37 @@ TEST(IntervalsTest, BandsWidenUntilEachPublisherIsCoveredByTheOthers) {
   EXPECT_EQ(back->source_publishers, 3);
 }
 
+// Each publisher counts once: two large publishers the others' bands cover and a small one
+// they miss need a wider band than their rows pooled would ask for (pooled, the small table's
+// misses hardly move the coverage).
+TEST(IntervalsTest, EachPublisherCountsOnceInTheWidening) {
+  std::vector<Residual> rs;
+  for (const char* pub : {"a", "b"}) {
+    for (int i = 0; i < 60; ++i) rs.push_back({"other", std::exp(-0.2 + 0.4 * i / 59.0), 1.0, pub});
+  }
+  for (int i = 0; i < 5; ++i) rs.push_back({"other", std::exp(0.25 + 0.05 * i), 1.0, "c"});
+  const IntervalTable t = LearnIntervals(rs, {}, {"cv.json"});
+  EXPECT_EQ(t.source_publishers, 3);
+  // The small publisher's five values lie above the others' 90th percentile: on average over
+  // the three, a third of the coverage is missing before widening.
+  EXPECT_LT(t.source_coverage_before, 0.7);
+  EXPECT_GT(t.source_widening, 1.3);
+  // Judged as IntervalFor widens: publisher c's values inside at the factor.
+  std::vector<Residual> others;
+  for (const auto& r : rs) {
+    if (r.publisher != "c") others.push_back({r.runtime, r.published_s, r.predicted_s});
+  }
+  IntervalTable o = LearnIntervals(others, {}, {});
+  o.source_widening = t.source_widening;
+  int inside = 0;
+  for (const auto& r : rs) {
+    if (r.publisher != "c") continue;
+    const PredictionInterval in = IntervalFor(o, r.runtime, Provenance::kPublished, r.predicted_s);
+    inside += r.published_s >= in.lo_s * (1 - 1e-12) && r.published_s <= in.hi_s * (1 + 1e-12);
+  }
+  EXPECT_GE(inside, 2);
+}
+
 // Peaks per GPU: the memory band is their residuals' 10th-90th percentile, read from a
 // validate document's rows with both peaks, kept through the file, and absent with too few.
 TEST(IntervalsTest, PeakMemoryHasItsOwnBand) {

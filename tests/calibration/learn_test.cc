@@ -409,9 +409,52 @@ TEST(LearnTest, TorchCompileScalesTheEagerDeviceTime) {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r->total.value();
   };
-  EXPECT_NEAR(run(1, "", Runtime::kEager), 6.71, 0.01 * 6.71);
-  EXPECT_NEAR(run(1, "", Runtime::kCompiled), 4.30, 0.02 * 4.30);
-  EXPECT_NEAR(run(4, "ulysses=4", Runtime::kCompiled), 1.63, 0.25 * 1.63);
+  // One H100's FLUX.1-dev scale is fitted on two publishers' single-GPU runs (xDiT's 6.71 s,
+  // diffusers-torchao's 6.573 s).
+  EXPECT_NEAR(run(1, "", Runtime::kEager), 6.71, 0.02 * 6.71);
+  // The DiT's device time scaled by the learned constant; text encoding, the VAE decode and
+  // the host's share are not, and on one H100 they are a few percent of FLUX.1-dev's 28 steps.
+  double scale = 0;
+  for (const auto& f : *factory) {
+    if (f.kind == kFitKindMechanisms) scale = f.params["compiled_device_scale"].get<double>();
+  }
+  ASSERT_GT(scale, 0);
+  ASSERT_LT(scale, 1);
+  EXPECT_NEAR(run(1, "", Runtime::kCompiled) / run(1, "", Runtime::kEager), scale, 0.03);
+  EXPECT_LT(run(4, "ulysses=4", Runtime::kCompiled), run(1, "", Runtime::kCompiled) / 2);
+}
+
+// The constants only compiled runs are priced with are judged on those runs' loss where there
+// are ten of them or more: beside a suite of eager rows no move of theirs clears the floor,
+// and with the compiled rows of four publishers the scale moves to where they agree.
+TEST(LearnTest, CompiledConstantsAreJudgedOnTheCompiledRows) {
+  auto compiled = LoadSuiteFile(std::string(DITUNE_TEST_DATA_DIR) + "/validation/compile-published.csv", Cat());
+  auto beyond = LoadSuiteFile(std::string(DITUNE_TEST_DATA_DIR) + "/validation/published-beyond-xdit.csv", Cat());
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  ASSERT_TRUE(beyond.ok());
+  std::vector<SuiteRow> rows = Suite();
+  for (const auto& r : *compiled) rows.push_back(r);
+  for (const auto& r : Groups(*beyond, {"cd-flux-1024-l20", "cd-zimageturbo-1024-l20-compile"})) rows.push_back(r);
+  int compiled_rows = 0;
+  for (const auto& r : rows) compiled_rows += r.role == SuiteRole::kPredict && r.latency_s && r.config && r.config->compile;
+  ASSERT_GE(compiled_rows, kMinRowsToLearnApart);
+  LearnOptions opt;
+  opt.steps = {1.19, 1.09};
+  opt.passes = 3;
+  for (const auto& p : MechanismParams()) {
+    if (std::string(p.name) != "compiled_device_scale") opt.fixed.push_back(p.name);
+  }
+  opt.start.compiled_device_scale = 0.5;
+  auto apart = LearnMechanisms(rows, Cat(), {}, opt);
+  ASSERT_TRUE(apart.ok()) << apart.status().ToString();
+  EXPECT_GT(apart->mechanisms.compiled_device_scale, 0.6);
+  EXPECT_LT(apart->loss_after, apart->loss_before);
+  // Two compiled groups only: judged on the whole suite, the scale stays where it starts.
+  std::vector<SuiteRow> few = Suite();
+  for (const auto& r : Groups(*compiled, {"tao-flux-1024-h100", "tao-cogvideox5b-480p-a100"})) few.push_back(r);
+  auto pooled = LearnMechanisms(few, Cat(), {}, opt);
+  ASSERT_TRUE(pooled.ok());
+  EXPECT_EQ(pooled->mechanisms.compiled_device_scale, 0.5);
 }
 
 // A PipeFusion warm-up step is the whole image through every stage in turn: it costs a
