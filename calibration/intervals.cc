@@ -333,8 +333,8 @@ PredictionInterval IntervalFor(const IntervalTable& t, std::string_view runtime,
                               : fmt::format("held-out predictions of every runtime (n={}; too few of {} alone)", use->n,
                                             cls);
   if (t.source_widening > 1) {
-    out.basis += fmt::format(", widened x{:.2f} for a source they never saw (80% of each of {} publishers' values "
-                             "from the others' bands)",
+    out.basis += fmt::format(", widened x{:.2f} for a source they never saw (80% of {} publishers' values on "
+                             "average, each judged by the others' bands)",
                              t.source_widening, t.source_publishers);
   }
   if (provenance == Provenance::kCatalog && t.scale_spread > 0) {

@@ -11,8 +11,9 @@ publisher's rows are counted inside or not:
            (xDiT and every other runtime; a class with fewer than 10 residuals takes the band
            of all);
   widening the least factor (steps of 0.01, up to 4) by which the bands, widened about their
-           middle, hold 80% of each of those other publishers' values when judged by the bands
-           of the rest of them (nested: the publisher judged has no say in its own widening).
+           middle, hold 80% of those other publishers' values on average, each publisher's
+           coverage counted once, when judged by the bands of the rest of them (nested: the
+           publisher judged has no say in its own widening).
 Width: exp(hi) - exp(lo). `--no-widening` judges the bands alone.
 """
 import json
@@ -54,14 +55,19 @@ def widening(rows):
     pubs = sorted(set(r['publisher'] for r in rows))
     if len(pubs) < 2:
         return 1.0
-    judged = []
+    judged = {}
     for p in pubs:
         b = bands([r for r in rows if r['publisher'] != p])
-        judged += [(res(r),) + b(cls(r)) for r in rows if r['publisher'] == p]
+        judged[p] = [(res(r),) + b(cls(r)) for r in rows if r['publisher'] == p]
+
+    def coverage(w):
+        per = [sum(1 for x, lo, hi in v if widened(lo, hi, w)[0] <= x <= widened(lo, hi, w)[1]) / len(v)
+               for v in judged.values()]
+        return sum(per) / len(per)
+
     for step in range(100, 401):
         w = step / 100
-        inside = sum(1 for x, lo, hi in judged if widened(lo, hi, w)[0] <= x <= widened(lo, hi, w)[1])
-        if inside >= 0.8 * len(judged):
+        if coverage(w) >= 0.8:
             return w
     return 4.0
 
