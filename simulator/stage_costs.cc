@@ -344,11 +344,11 @@ BlockCost StageCosts::Cost(BlockFamily family, const RankWork& w, const Parallel
   }
   if (config.ring > 1 && sequence_parallel) {
     // r - 1 passes of this rank's K and V (after Ulysses: u x tokens, heads / u) around the
-    // ring, each overlapped with the attention over the block already held.
-    // Every rank sends to the next at once and waits for its own block before the next step,
-    // so a pass takes as long as the ring's slowest hop: on a PCIe box the one that crosses
-    // the sockets, across nodes the one that leaves the node. Only the hops that leave a
-    // node or a socket share their path with the other rings' (Sharing of the ring group).
+    // ring, each overlapped with the attention over the block already held. Every rank sends
+    // to the next at once and waits for its own block before the next step, so a pass takes
+    // as long as the ring's slowest hop: on a PCIe box the one that crosses the sockets,
+    // across nodes the one that leaves the node. Only the hops that leave a node or a socket
+    // share their path with the other rings' (Sharing of the ring group).
     const auto group = layout_.GroupOf(rep, Axis::kRing);
     const double share = share_[static_cast<int>(Axis::kRing)];
     Seconds pass(0);
