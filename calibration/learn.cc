@@ -13,13 +13,19 @@
 
 namespace ditune {
 
+namespace {
+
+bool RunsCompiled(const SuiteRow& row) { return row.config && row.config->compile; }
+
+}  // namespace
+
 double SuiteLoss(const SuiteReport& report) { return SuiteLoss(report, false); }
 
 double SuiteLoss(const SuiteReport& report, bool compiled_only) {
   double sum = 0;
   int n = 0;
   for (const auto& r : report.rows) {
-    if (compiled_only && !(r.row->config && r.row->config->compile)) continue;
+    if (compiled_only && !RunsCompiled(*r.row)) continue;
     if (!r.row->latency_s) {
       if (r.row->role == SuiteRole::kPredict) {
         sum += r.predicted_s ? 1.0 : 0.0;
@@ -79,7 +85,7 @@ StatusOr<LearnResult> LearnMechanisms(const std::vector<SuiteRow>& rows, const C
   // are enough of them: beside every eager row no move of it could clear the floor.
   int compiled_rows = 0;
   for (const auto& r : first.rows) {
-    compiled_rows += r.row->role == SuiteRole::kPredict && r.row->latency_s && r.row->config && r.row->config->compile;
+    compiled_rows += r.row->role == SuiteRole::kPredict && r.row->latency_s && RunsCompiled(*r.row);
   }
   const bool judge_compiled_apart = compiled_rows >= kMinRowsToLearnApart;
   double best_compiled_loss = SuiteLoss(first, true);
